@@ -1,0 +1,357 @@
+"""Broker-level settings (Kafka's ``KafkaConfig``) with Kafka's names and defaults.
+
+Where Sundial's default differs from Kafka's, the doc of the key says so:
+``listeners`` binds loopback only, ``log.dir`` is ``./sundial-data`` and
+``socket.listen.backlog.size`` is 1024 (Kafka's 50 makes a storm of new
+connections wait for the 1 s SYN retransmit). Sundial's own keys carry the
+``sundial.`` prefix so they can never clash with a Kafka name; the consumed
+retention keys of seed 004 keep the names the seed gives them.
+
+Keys Kafka knows but a single-node broker has no use for (``zookeeper.connect``,
+``process.roles``, ``controller.quorum.voters`` …) are accepted and ignored with a
+warning, so a ``server.properties`` copied from Kafka still starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .defs import (
+    LONG_MAX,
+    INT_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigRegistry,
+    ConfigType,
+    at_least,
+    each_one_of,
+    format_value,
+    one_of,
+)
+from .topic import (
+    TOPIC_CONFIGS,
+    ConfigEntry,
+    ConfigSource,
+    TopicConfig,
+    record_version_for,
+    resolve_topic_config,
+)
+
+B = ConfigType.BOOLEAN
+S = ConfigType.STRING
+I = ConfigType.INT
+L = ConfigType.LONG
+
+BROKER_CONFIGS = ConfigRegistry()
+_def = BROKER_CONFIGS.add
+
+# --- server and listeners --------------------------------------------------------
+_def(ConfigDef("node.id", I, 1, "Id of this broker in Metadata answers.", at_least(0), aliases=("broker.id",)))
+_def(ConfigDef("listeners", S, "PLAINTEXT://127.0.0.1:9092",
+               "Comma-separated listener URIs NAME://host:port (Sundial binds loopback by default; "
+               "an empty host binds all interfaces)."))
+_def(ConfigDef("advertised.listeners", S, None,
+               "Listener URIs given to clients in Metadata; defaults to listeners."))
+_def(ConfigDef("listener.security.protocol.map", S,
+               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+               "Listener name to security protocol."))
+_def(ConfigDef("log.dirs", ConfigType.LIST, None, "Data directories; overrides log.dir."))
+_def(ConfigDef("log.dir", S, "./sundial-data", "Data directory when log.dirs is not set (Kafka: /tmp/kafka-logs)."))
+_def(ConfigDef("num.partitions", I, 1, "Partitions of an auto-created topic.", at_least(1)))
+_def(ConfigDef("default.replication.factor", I, 1, "Accepted for compatibility; Sundial is a single node.",
+               at_least(1)))
+_def(ConfigDef("auto.create.topics.enable", B, True, "Create unknown topics on Metadata and Produce."))
+_def(ConfigDef("delete.topic.enable", B, True, "Allow DeleteTopics."))
+_def(ConfigDef("num.recovery.threads.per.data.dir", I, 1, "Threads used to recover logs at start-up.",
+               at_least(1)))
+_def(ConfigDef("log.initial.task.delay.ms", L, 30_000, "Delay before the first retention pass.", at_least(0)))
+
+# --- log defaults (topic synonyms) -------------------------------------------------
+_def(ConfigDef("log.segment.bytes", I, 1_073_741_824, "Default segment.bytes.", at_least(14)))
+_def(ConfigDef("log.roll.ms", L, None, "Default segment.ms; wins over log.roll.hours.", at_least(1)))
+_def(ConfigDef("log.roll.hours", I, 168, "Default segment.ms in hours.", at_least(1)))
+_def(ConfigDef("log.roll.jitter.ms", L, None, "Default segment.jitter.ms.", at_least(0)))
+_def(ConfigDef("log.roll.jitter.hours", I, 0, "Default segment.jitter.ms in hours.", at_least(0)))
+_def(ConfigDef("log.retention.ms", L, None, "Default retention.ms; wins over minutes and hours."))
+_def(ConfigDef("log.retention.minutes", I, None, "Default retention.ms in minutes."))
+_def(ConfigDef("log.retention.hours", I, 168, "Default retention.ms in hours."))
+_def(ConfigDef("log.retention.bytes", L, -1, "Default retention.bytes."))
+_def(ConfigDef("log.retention.check.interval.ms", L, 300_000, "Period of the retention pass.", at_least(1)))
+_def(ConfigDef("log.segment.delete.delay.ms", L, 60_000, "Default file.delete.delay.ms.", at_least(0)))
+_def(ConfigDef("log.index.interval.bytes", I, 4096, "Default index.interval.bytes.", at_least(0)))
+_def(ConfigDef("log.index.size.max.bytes", I, 10_485_760, "Default segment.index.bytes.", at_least(4)))
+_def(ConfigDef("log.message.timestamp.type", S, "CreateTime", "Default message.timestamp.type.",
+               one_of("CreateTime", "LogAppendTime")))
+_def(ConfigDef("log.message.timestamp.difference.max.ms", L, LONG_MAX,
+               "Default message.timestamp.difference.max.ms (deprecated symmetric bound).", at_least(0),
+               aliases=("max.message.time.difference.ms",)))
+_def(ConfigDef("log.message.timestamp.before.max.ms", L, LONG_MAX, "Default message.timestamp.before.max.ms.",
+               at_least(0)))
+_def(ConfigDef("log.message.timestamp.after.max.ms", L, 3_600_000, "Default message.timestamp.after.max.ms.",
+               at_least(0)))
+_def(ConfigDef("log.message.format.version", S, "3.0-IV1", "Default message.format.version.",
+               lambda v: record_version_for(v) and None))
+_def(ConfigDef("log.message.downconversion.enable", B, True, "Default message.downconversion.enable."))
+_def(ConfigDef("message.max.bytes", I, 1_048_588, "Default max.message.bytes.", at_least(0)))
+_def(ConfigDef("log.flush.interval.messages", L, LONG_MAX, "Default flush.messages.", at_least(1)))
+_def(ConfigDef("log.flush.interval.ms", L, None, "Default flush.ms.", at_least(0)))
+_def(ConfigDef("log.flush.scheduler.interval.ms", L, LONG_MAX, "How often flush.ms is checked.", at_least(0)))
+_def(ConfigDef("log.flush.offset.checkpoint.interval.ms", I, 60_000,
+               "How often recovery points are checkpointed.", at_least(0)))
+_def(ConfigDef("log.flush.start.offset.checkpoint.interval.ms", I, 60_000,
+               "How often log start offsets are checkpointed.", at_least(0)))
+_def(ConfigDef("log.preallocate", B, False, "Default preallocate."))
+_def(ConfigDef("log.cleanup.policy", ConfigType.LIST, ("delete",), "Default cleanup.policy.",
+               each_one_of("delete", "compact")))
+_def(ConfigDef("log.cleaner.delete.retention.ms", L, 86_400_000, "Default delete.retention.ms."))
+_def(ConfigDef("log.cleaner.min.compaction.lag.ms", L, 0, "Default min.compaction.lag.ms."))
+_def(ConfigDef("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "Default max.compaction.lag.ms."))
+_def(ConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5, "Default min.cleanable.dirty.ratio."))
+_def(ConfigDef("compression.type", S, "producer", "Default compression.type.",
+               one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")))
+_def(ConfigDef("min.insync.replicas", I, 1, "Default min.insync.replicas.", at_least(1)))
+_def(ConfigDef("unclean.leader.election.enable", B, False, "Default unclean.leader.election.enable."))
+
+# --- consumed-log retention (seed 004) --------------------------------------------
+_def(ConfigDef("log.retention.commitoffset.enable", B, False,
+               "Delete segments early once every consumer group has committed past them (seed 004)."))
+_def(ConfigDef("log.retention.commitoffset.ms", L, None, "Default retention.commitoffset.ms.", at_least(0)))
+_def(ConfigDef("log.retention.commitoffset.minutes", I, None, "Default retention.commitoffset.ms in minutes.",
+               at_least(0)))
+_def(ConfigDef("log.retention.commitoffset.hours", I, None, "Default retention.commitoffset.ms in hours.",
+               at_least(0)))
+
+# --- network and requests ----------------------------------------------------------
+_def(ConfigDef("socket.request.max.bytes", I, 104_857_600, "Largest request frame accepted.", at_least(1)))
+_def(ConfigDef("socket.send.buffer.bytes", I, 102_400, "SO_SNDBUF of accepted sockets; -1 keeps the OS value."))
+_def(ConfigDef("socket.receive.buffer.bytes", I, 102_400, "SO_RCVBUF of accepted sockets; -1 keeps the OS value."))
+_def(ConfigDef("socket.listen.backlog.size", I, 1024, "listen() backlog (Kafka: 50).", at_least(1)))
+_def(ConfigDef("connections.max.idle.ms", L, 600_000, "Close connections idle this long.", at_least(0)))
+_def(ConfigDef("max.connections", I, INT_MAX, "Cap on open client connections.", at_least(0)))
+_def(ConfigDef("max.connections.per.ip", I, INT_MAX, "Cap on open connections from one address.", at_least(0)))
+_def(ConfigDef("max.connections.per.ip.overrides", S, "", "host:count pairs overriding max.connections.per.ip."))
+_def(ConfigDef("queued.max.requests", I, 500, "Requests read ahead per connection before reading pauses.",
+               at_least(1)))
+_def(ConfigDef("queued.max.request.bytes", L, -1, "Bytes of queued requests, all connections; -1 unlimited."))
+_def(ConfigDef("fetch.max.bytes", I, 57_671_680, "Upper bound on a Fetch response's max_bytes.", at_least(0)))
+
+# --- groups and committed offsets --------------------------------------------------
+_def(ConfigDef("group.initial.rebalance.delay.ms", I, 3000, "Wait for more members before the first rebalance.",
+               at_least(0)))
+_def(ConfigDef("group.min.session.timeout.ms", I, 6000, "Smallest session timeout a member may ask for."))
+_def(ConfigDef("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a member may ask for."))
+_def(ConfigDef("group.max.size", I, INT_MAX, "Largest number of members in a group.", at_least(1)))
+_def(ConfigDef("offsets.retention.minutes", I, 10_080, "Keep committed offsets of an empty group this long.",
+               at_least(1)))
+_def(ConfigDef("offsets.retention.check.interval.ms", L, 600_000, "Period of the offsets expiry pass.",
+               at_least(1)))
+_def(ConfigDef("offsets.topic.segment.bytes", I, 104_857_600, "segment.bytes of the internal offsets log.",
+               at_least(1)))
+_def(ConfigDef("offset.metadata.max.bytes", I, 4096, "Largest metadata string stored with a commit."))
+_def(ConfigDef("producer.id.expiration.ms", I, 86_400_000,
+               "Forget an idempotent producer's state after this long without appends.", at_least(1)))
+
+# --- security (issue 7) ----------------------------------------------------------------
+_def(ConfigDef("ssl.keystore.location", S, None, "PEM file with the server certificate chain (and key)."))
+_def(ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None, "Password of the keystore.", sensitive=True))
+_def(ConfigDef("ssl.key.password", ConfigType.PASSWORD, None, "Password of the private key.", sensitive=True))
+_def(ConfigDef("ssl.keystore.type", S, "PEM", "Keystore format (Sundial reads PEM)."))
+_def(ConfigDef("ssl.truststore.location", S, None, "PEM file of CA certificates for client authentication."))
+_def(ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None, "Password of the truststore.",
+               sensitive=True))
+_def(ConfigDef("ssl.truststore.type", S, "PEM", "Truststore format (Sundial reads PEM)."))
+_def(ConfigDef("ssl.client.auth", S, "none", "Client certificate policy.", one_of("none", "requested", "required")))
+_def(ConfigDef("ssl.enabled.protocols", ConfigType.LIST, ("TLSv1.2", "TLSv1.3"), "Allowed TLS versions."))
+_def(ConfigDef("ssl.cipher.suites", ConfigType.LIST, (), "Allowed cipher suites (empty: library defaults)."))
+_def(ConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+               "SASL mechanisms offered on SASL listeners (Kafka's default is GSSAPI, which Sundial lacks)."))
+_def(ConfigDef("authorizer.class.name", S, "", "Any non-empty value turns on Sundial's ACL authorizer."))
+_def(ConfigDef("super.users", S, None, "Semicolon-separated principals (User:name) that bypass ACLs."))
+_def(ConfigDef("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs."))
+
+# --- Sundial's own keys ---------------------------------------------------------------
+_def(ConfigDef("sundial.event.loop", S, "auto", "auto (uvloop when installed), uvloop, or asyncio.",
+               one_of("auto", "uvloop", "asyncio")))
+_def(ConfigDef("sundial.metrics.listener", S, None,
+               "host:port of the Prometheus metrics endpoint; unset means off."))
+_def(ConfigDef("sundial.shutdown.grace.ms", L, 10_000, "How long a clean shutdown waits for in-flight requests.",
+               at_least(0)))
+_def(ConfigDef("sundial.credentials.file", S, None,
+               "SCRAM/PLAIN credentials store; default <first log dir>/credentials.json."))
+_def(ConfigDef("sundial.acls.file", S, None, "ACL rules file; default <first log dir>/acls.json."))
+
+#: Keys of Kafka's server.properties that a single node ignores (warned, not refused).
+IGNORED_KAFKA_KEYS = frozenset({
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "process.roles", "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers", "controller.listener.names", "inter.broker.listener.name",
+    "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "num.network.threads", "num.io.threads", "group.coordinator.rebalance.protocols",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "inter.broker.protocol.version", "num.replica.fetchers", "metadata.log.dir",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One parsed listener URI."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+    @property
+    def uri(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(text: str, protocol_map: str, key: str = "listeners") -> list[Listener]:
+    mapping: dict[str, str] = {}
+    for pair in protocol_map.split(","):
+        if not pair.strip():
+            continue
+        if ":" not in pair:
+            raise ConfigError("listener.security.protocol.map", f"bad entry {pair!r}")
+        name, proto = pair.split(":", 1)
+        mapping[name.strip().upper()] = proto.strip().upper()
+    listeners: list[Listener] = []
+    seen: set[str] = set()
+    for uri in text.split(","):
+        uri = uri.strip()
+        if not uri:
+            continue
+        if "://" not in uri:
+            raise ConfigError(key, f"listener {uri!r} is not NAME://host:port")
+        name, rest = uri.split("://", 1)
+        name = name.strip().upper()
+        host, sep, port_text = rest.rpartition(":")
+        if not sep:
+            raise ConfigError(key, f"listener {uri!r} has no port")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ConfigError(key, f"listener {uri!r} has a bad port") from None
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"listener {uri!r} port out of range")
+        host = host.strip("[]")
+        if name in seen:
+            raise ConfigError(key, f"listener name {name} appears twice")
+        seen.add(name)
+        proto = mapping.get(name)
+        if proto is None:
+            raise ConfigError(key, f"listener {name} has no entry in listener.security.protocol.map")
+        if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError("listener.security.protocol.map", f"unknown security protocol {proto}")
+        listeners.append(Listener(name, host, port, proto))
+    if not listeners and key == "listeners":
+        raise ConfigError(key, "no listener given")
+    return listeners
+
+
+class BrokerConfig:
+    """The broker's settings: every defined key typed, and which ones the user set.
+
+    ``explicit`` holds only keys set in ``server.properties`` or by ``--override``
+    (under canonical names); topic defaults are derived from it so that
+    DescribeConfigs can tell a broker-set value from a built-in default.
+    """
+
+    def __init__(self, explicit: Mapping[str, Any] | None = None,
+                 unknown: Mapping[str, str] | None = None) -> None:
+        self.explicit: dict[str, Any] = {}
+        for name, raw in (explicit or {}).items():
+            d = BROKER_CONFIGS.get(name)
+            if d is None:
+                raise ConfigError(name, "unknown broker config")
+            self.explicit[d.name] = d.parse(raw)
+        self.unknown: dict[str, str] = dict(unknown or {})
+        self.values: dict[str, Any] = {d.name: self.explicit.get(d.name, d.default) for d in BROKER_CONFIGS}
+        self._check()
+
+    def _check(self) -> None:
+        self.listeners  # parse errors surface at load time
+        self.advertised_listeners
+        defaults = self.topic_defaults()
+        if defaults.retention_ms >= 0 and any(
+                k in self.explicit for k in ("log.retention.commitoffset.ms", "log.retention.commitoffset.minutes",
+                                             "log.retention.commitoffset.hours")):
+            if defaults.retention_commitoffset_ms > defaults.retention_ms:
+                raise ConfigError("log.retention.commitoffset.ms",
+                                  "consumed retention cannot be longer than log.retention.*")
+
+    def __getitem__(self, name: str) -> Any:
+        canon = BROKER_CONFIGS.canonical(name)
+        if canon is None:
+            raise KeyError(name)
+        return self.values[canon]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        canon = BROKER_CONFIGS.canonical(name)
+        return self.values.get(canon, default) if canon else default
+
+    # -- derived views --------------------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.values["listeners"], self.values["listener.security.protocol.map"])
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        text = self.values["advertised.listeners"]
+        if not text:
+            return self.listeners
+        return parse_listeners(text, self.values["listener.security.protocol.map"], "advertised.listeners")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self.values["log.dirs"]
+        if dirs:
+            return list(dirs)
+        return [self.values["log.dir"]]
+
+    def topic_defaults(self) -> TopicConfig:
+        """Effective settings of a topic without overrides."""
+        return resolve_topic_config({}, self.explicit)
+
+    def topic_config(self, overrides: Mapping[str, Any] | None) -> TopicConfig:
+        """Effective settings of a topic with ``overrides`` (raises ConfigError)."""
+        return resolve_topic_config(overrides or {}, self.explicit)
+
+    def describe(self, include_synonyms: bool = False) -> list[ConfigEntry]:
+        """DescribeConfigs rows for the broker resource."""
+        rows = []
+        for d in BROKER_CONFIGS:
+            explicit = d.name in self.explicit
+            value = self.values[d.name]
+            source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+            text = None if d.sensitive else format_value(d.type, value)
+            synonyms: tuple = ()
+            if include_synonyms:
+                syn = []
+                if explicit:
+                    syn.append((d.name, text, ConfigSource.STATIC_BROKER_CONFIG))
+                if d.default is not None:
+                    syn.append((d.name, None if d.sensitive else format_value(d.type, d.default),
+                                ConfigSource.DEFAULT_CONFIG))
+                synonyms = tuple(syn)
+            rows.append(ConfigEntry(d.name, text, source, True, d.sensitive, d.type, d.doc, synonyms))
+        return rows
+
+
+def split_known(items: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """Separate defined broker keys from unknown ones (the latter are warned about)."""
+    known: dict[str, str] = {}
+    unknown: dict[str, str] = {}
+    for name, value in items:
+        if name in BROKER_CONFIGS:
+            known[name] = value
+        elif name in TOPIC_CONFIGS and not name.startswith("log."):
+            # A topic key at broker level is a common slip; Kafka ignores it too.
+            unknown[name] = value
+        else:
+            unknown[name] = value
+    return known, unknown
