@@ -1,0 +1,146 @@
+"""Exceptions raised by storage/.
+
+Every class is named after the Kafka error the broker reports for it; the mapping to
+wire error codes lives in exactly one place, ``broker/errors.py``. Storage code never
+deals in numeric error codes.
+
+=====================================  =================================================
+exception                              Kafka error (code)
+=====================================  =================================================
+``OffsetOutOfRangeError``              OFFSET_OUT_OF_RANGE (1)
+``CorruptRecordError``                 CORRUPT_MESSAGE (2)
+``RecordTooLargeError``                MESSAGE_TOO_LARGE (10)
+``RecordBatchTooLargeError``           RECORD_LIST_TOO_LARGE (18)
+``InvalidRecordError``                 INVALID_RECORD (87)
+``InvalidTimestampError``              INVALID_TIMESTAMP (32), a kind of InvalidRecordError
+``UnsupportedForMessageFormatError``   UNSUPPORTED_FOR_MESSAGE_FORMAT (43)
+``UnsupportedCompressionTypeError``    UNSUPPORTED_COMPRESSION_TYPE (76)
+``OutOfOrderSequenceError``            OUT_OF_ORDER_SEQUENCE_NUMBER (45)
+``InvalidProducerEpochError``          INVALID_PRODUCER_EPOCH (47)
+``UnknownProducerIdError``             UNKNOWN_PRODUCER_ID (59)
+``KafkaStorageError``                  KAFKA_STORAGE_ERROR (56): any OSError on a log
+``LogSegmentOffsetOverflowError``      internal (offset not representable in a segment)
+``CorruptIndexError``                  internal (index file fails its sanity check)
+``InvalidOffsetError``                 internal (index append out of order)
+=====================================  =================================================
+
+Record validation failures (:class:`InvalidRecordError` and its subclass
+:class:`InvalidTimestampError`) carry ``record_errors``: a list of
+``(batch_index, message | None)`` pairs, ``batch_index`` being the 0-based position of
+the offending record inside its batch, exactly what Produce v8+ reports per partition.
+The exception's ``message`` is the summary text Produce v8+ sends as ``error_message``.
+An ``InvalidRecordError`` raised by a batch-level check carries no record errors
+(Kafka: a plain ``InvalidRecordException``, not a ``RecordValidationException``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+RecordError = tuple[int, "str | None"]
+
+
+class StorageError(Exception):
+    """Base of every exception storage/ raises on purpose."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A fetch or lookup offset lies outside [log start offset, log end offset]."""
+
+
+class CorruptRecordError(StorageError):
+    """Bytes that do not form a record batch: bad CRC, bad size, bad magic, codec failure."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch (including its 12-byte log overhead) exceeds ``max.message.bytes``."""
+
+
+class RecordBatchTooLargeError(StorageError):
+    """The appended record set is larger than ``segment.bytes``."""
+
+
+class InvalidRecordError(StorageError):
+    """A batch or record breaks a validation rule (Kafka ``InvalidRecordException``).
+
+    ``record_errors`` lists ``(batch_index, message | None)`` for record-level
+    problems collected over the whole batch; it is empty for batch-level rules.
+    """
+
+    def __init__(self, message: str = "", record_errors: Iterable[RecordError] = ()) -> None:
+        super().__init__(message)
+        self.record_errors: list[RecordError] = list(record_errors)
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A CreateTime outside the topic's bounds, or a producer-set LogAppendTime flag."""
+
+
+class UnsupportedForMessageFormatError(StorageError):
+    """The request needs a newer record format than the topic stores (e.g. idempotence into magic < 2)."""
+
+
+class UnsupportedCompressionTypeError(StorageError):
+    """A codec the receiving side cannot handle (zstd in magic < 2, or an unknown codec id)."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer's sequence number skips ahead of the expected one."""
+
+
+class InvalidProducerEpochError(StorageError):
+    """An idempotent producer's epoch is older than the one last seen."""
+
+
+class UnknownProducerIdError(StorageError):
+    """No state is known for the producer id of an idempotent append."""
+
+
+class KafkaStorageError(StorageError):
+    """An operating-system error while reading or writing a log (disk full, I/O error)."""
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, what: str) -> "KafkaStorageError":
+        err = cls(f"{what}: {exc.strerror or exc}")
+        err.__cause__ = exc
+        return err
+
+
+class LogSegmentOffsetOverflowError(StorageError):
+    """An offset cannot be stored relative to its segment's base offset (outside int32)."""
+
+
+class CorruptIndexError(StorageError):
+    """An offset or time index file fails its sanity check and must be rebuilt."""
+
+
+class InvalidOffsetError(StorageError):
+    """An index append would break the strictly increasing order of entries."""
+
+
+__all__ = [
+    "StorageError",
+    "OffsetOutOfRangeError",
+    "CorruptRecordError",
+    "RecordTooLargeError",
+    "RecordBatchTooLargeError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "UnsupportedForMessageFormatError",
+    "UnsupportedCompressionTypeError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "UnknownProducerIdError",
+    "KafkaStorageError",
+    "LogSegmentOffsetOverflowError",
+    "CorruptIndexError",
+    "InvalidOffsetError",
+    "RecordError",
+]
