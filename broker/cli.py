@@ -1,0 +1,146 @@
+"""The ``sundial`` command: ``sundial serve`` runs the daemon; the other subcommands are tools.
+
+    sundial serve [CONFIG_FILE] [--override KEY=VALUE ...]
+
+starts the broker (defaults: ``listeners=PLAINTEXT://127.0.0.1:9092``,
+``log.dirs=./sundial-data``). SIGTERM or SIGINT stops it cleanly: requests in
+flight are answered, logs flushed, checkpoints and the clean-shutdown marker
+written. A second signal exits at once.
+
+Tool subcommands live in :mod:`broker.tools`; each registers itself with
+``add_parser(subparsers)`` and runs with ``run(args) -> exit code``. Errors a user
+can fix (bad config, unreachable broker, unknown topic, bad time format) print one
+line and exit non-zero; they never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import signal
+import sys
+
+import structlog
+
+from config import ConfigError, load_broker_config
+
+from .logsetup import configure_logging
+
+logger = structlog.get_logger(__name__)
+
+TOOL_MODULES = (
+    "broker.tools.topics",
+    "broker.tools.get_offsets",
+    "broker.tools.dump_log",
+    "broker.tools.consumer_groups",
+    "broker.tools.failover",
+    "broker.tools.mirror",
+    "broker.tools.credentials",
+)
+
+
+def _add_serve(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the broker daemon",
+        description="Run the Sundial broker. Settings use Kafka's names (server.properties format).")
+    p.add_argument("config_file", nargs="?", help="server.properties file (optional)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a broker setting, after the config file (repeatable)")
+    p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"],
+                   help="log level (default: $SUNDIAL_LOG_LEVEL or info)")
+    p.set_defaults(func=serve_main)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sundial",
+        description="Sundial: a Kafka-compatible broker whose speciality is time.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_serve(sub)
+    for name in TOOL_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except KeyboardInterrupt:
+        code = 130
+    return int(code or 0)
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def _new_event_loop(choice: str):
+    if choice in ("auto", "uvloop"):
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            if choice == "uvloop":
+                raise
+    return asyncio.new_event_loop()
+
+
+def serve_main(args) -> int:
+    configure_logging(args.log_level)
+    try:
+        config, unknown = load_broker_config(args.config_file, args.override)
+    except ConfigError as exc:
+        print(f"sundial: configuration error: {exc}", file=sys.stderr)
+        return 2
+    loop = _new_event_loop(os.environ.get("SUNDIAL_EVENT_LOOP") or config["sundial.event.loop"])
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(_serve(config, unknown))
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+async def _serve(config, unknown) -> int:
+    from .server import BrokerServer
+
+    server = BrokerServer(config, unknown)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals_seen = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            logger.warning("forced_exit", signal=signal.Signals(signum).name)
+            os._exit(1)
+        logger.info("signal_received", signal=signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await server.start()
+    except (RuntimeError, OSError, ConfigError) as exc:
+        logger.error("broker_start_failed", error=str(exc))
+        await server.shutdown()
+        return 1
+    await stop.wait()
+    await server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

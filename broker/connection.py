@@ -1,0 +1,334 @@
+"""One client connection: frames in, requests handled strictly in order, responses out.
+
+Kafka clients pipeline requests on a connection and expect the answers in the
+order they were sent, so each connection runs one request at a time (a parked
+long-poll Fetch blocks only its own connection, as in Kafka); concurrency comes
+from many connections.
+
+Flow control, both directions:
+
+* Reading: frames are decoded as bytes arrive (``FrameDecoder`` refuses a size
+  prefix above ``socket.request.max.bytes`` before buffering its body). When
+  ``queued.max.requests`` frames are waiting, reading pauses until the queue
+  drains to half of it.
+* Writing: responses go out with ``writelines``; when the transport's buffer passes
+  its high-water mark (a client that stops reading), no further request of that
+  connection is processed until the buffer drains. Memory per connection is thus
+  bounded by one frame being read, the queued frames, and one response.
+
+Fetch payloads arrive as storage file slices. When the transport has nothing
+buffered, the slice goes straight from the segment file to the socket with
+``os.sendfile`` (no copy through Python); whatever the socket does not take at
+once is read with ``pread`` and written through the transport. TLS connections
+always use the copy path.
+
+Bad input closes the connection after a log line, as Kafka does: an oversized or
+negative frame length, an unreadable header, an unknown API key, a request version
+this broker does not serve (except ApiVersions, which gets a v0 answer with error
+35 so the client can retry), or a body that does not parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol import decode_request, encode_response
+from protocol.api_keys import ApiKey
+from protocol.errors import (
+    FrameTooLargeError,
+    InvalidFrameError,
+    ProtocolError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from protocol.framing import FrameDecoder
+from protocol.header import parse_request_header
+
+from .context import RequestContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import BrokerServer
+
+logger = structlog.get_logger(__name__)
+
+_conn_ids = itertools.count(1)
+
+#: Above this many buffered bytes the transport asks us to stop writing.
+WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
+
+
+class Connection(asyncio.Protocol):
+    """asyncio protocol for one socket; a task per connection processes its requests."""
+
+    def __init__(self, server: "BrokerServer", listener) -> None:
+        self._server = server
+        self._broker = server.broker
+        self._listener = listener
+        cfg = server.broker.config
+        self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
+        self._max_queued = max(1, cfg["queued.max.requests"])
+        self._frames: deque = deque()
+        self._wakeup: asyncio.Future | None = None
+        self._drained: asyncio.Future | None = None
+        self._write_paused = False
+        self._read_paused = False
+        self._closed = False
+        self._closing = False
+        self._task: asyncio.Task | None = None
+        self._in_request = False
+        self.transport: asyncio.Transport | None = None
+        self.conn_id = f"{listener.name}-{next(_conn_ids)}"
+        self.peer_host = "?"
+        self.peer_port = 0
+        self.last_active_monotonic = time.monotonic()
+        self.sock_fd = -1
+        self.tls = False
+        self.principal = "User:ANONYMOUS"
+        self.authenticated = True
+        self.sasl = None  # set by the security layer on SASL listeners
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer_host, self.peer_port = peer[0], peer[1]
+        sock = transport.get_extra_info("socket")
+        self.tls = transport.get_extra_info("sslcontext") is not None
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.sock_fd = sock.fileno()
+            except (OSError, AttributeError):
+                self.sock_fd = -1
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+        if not self._server.admit(self):
+            self._closed = True
+            transport.abort()
+            return
+        security = self._server.security
+        if security is not None:
+            security.on_connect(self)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active_monotonic = time.monotonic()
+        try:
+            frames = self._decoder.feed(data)
+        except (FrameTooLargeError, InvalidFrameError) as exc:
+            logger.warning("frame_refused", conn_id=self.conn_id, client=self.peer_host, reason=str(exc))
+            self._server.metrics.bad_frame()
+            self.close()
+            return
+        if frames:
+            self._frames.extend(frames)
+            if len(self._frames) >= self._max_queued and not self._read_paused:
+                self._read_paused = True
+                self.transport.pause_reading()
+            self._wake()
+
+    def eof_received(self) -> bool:
+        # The client half-closed: finish what is queued, then close.
+        self._closing = True
+        self._wake()
+        return True
+
+    def connection_lost(self, exc) -> None:
+        self._closed = True
+        self._wake()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._server.forget(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """True while a request is being handled or waiting to be."""
+        return self._in_request or bool(self._frames)
+
+    def close(self) -> None:
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.close()
+        self._wake()
+
+    def stop_after_current(self) -> None:
+        """Shutdown: answer the request in progress, read nothing more, then close."""
+        self._closing = True
+        self._frames.clear()
+        if self.transport is not None and not self._read_paused:
+            try:
+                self.transport.pause_reading()
+            except RuntimeError:
+                pass
+        if not self._in_request:
+            self.close()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._wakeup
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def _run(self) -> None:
+        structlog.contextvars.bind_contextvars(conn_id=self.conn_id)
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._closed:
+                if not self._frames:
+                    if self._closing:
+                        break
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                frame = self._frames.popleft()
+                if self._read_paused and len(self._frames) <= self._max_queued // 2:
+                    self._read_paused = False
+                    if not self._closing:
+                        self.transport.resume_reading()
+                self._in_request = True
+                try:
+                    keep_open = await self._handle(frame)
+                finally:
+                    self._in_request = False
+                    self.last_active_monotonic = time.monotonic()
+                if not keep_open:
+                    break
+                if self._write_paused and not self._closed:
+                    self._drained = loop.create_future()
+                    await self._drained
+                    self._drained = None
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug must cost this connection only, never the daemon
+            logger.exception("connection_failed", client=self.peer_host)
+        finally:
+            self.close()
+
+    # -- one request ------------------------------------------------------------------------
+    async def _handle(self, frame: memoryview) -> bool:
+        """Handle one frame; False means close the connection."""
+        server = self._server
+        broker = self._broker
+        started = time.perf_counter()
+        try:
+            header = parse_request_header(frame)
+        except ProtocolError as exc:
+            logger.warning("request_header_invalid", client=self.peer_host, reason=str(exc))
+            server.metrics.bad_frame()
+            return False
+        dispatcher = broker.dispatcher
+        api_key, api_version = header.api_key, header.api_version
+        advertised = dispatcher.advertised.get(api_key)
+        if advertised is None or not advertised[0] <= api_version <= advertised[1]:
+            if api_key == ApiKey.API_VERSIONS:
+                # Unknown ApiVersions version: v0 body, error 35, our ranges; the client retries.
+                self._write(dispatcher.api_versions_fallback(header.correlation_id))
+                return True
+            logger.warning("request_version_unsupported", client=self.peer_host, api_key=api_key,
+                           api_version=api_version, client_id=header.client_id)
+            server.metrics.bad_frame()
+            return False
+        if not self.authenticated and not server.security.allowed_before_auth(api_key):
+            logger.warning("request_before_authentication", client=self.peer_host, api_key=api_key)
+            return False
+        try:
+            request = decode_request(header, frame)
+        except (ProtocolError, UnsupportedVersionError, UnknownApiKeyError) as exc:
+            logger.warning("request_invalid", client=self.peer_host, api_key=api_key, api_version=api_version,
+                           client_id=header.client_id, reason=str(exc))
+            server.metrics.bad_frame()
+            return False
+        ctx = RequestContext(broker, api_key, api_version, header.correlation_id, header.client_id,
+                             self.peer_host, self.peer_port, self._listener.name, self.conn_id,
+                             self.principal, header)
+        ctx.connection = self
+        handler = dispatcher.handlers[api_key]
+        try:
+            response = await handler(ctx, request)
+        except CloseConnection as exc:
+            logger.info("connection_closed_by_handler", client=self.peer_host, reason=str(exc))
+            return False
+        except Exception:
+            logger.exception("request_failed", client=self.peer_host, api_key=api_key, api_version=api_version,
+                             correlation_id=header.correlation_id, client_id=header.client_id)
+            server.metrics.request_done(api_key, api_version, time.perf_counter() - started, error=True)
+            return False
+        if response is not None and not self._closed:
+            try:
+                buffers = encode_response(header, response)
+            except Exception:
+                logger.exception("response_encoding_failed", api_key=api_key, api_version=api_version)
+                return False
+            self._write(buffers)
+        server.metrics.request_done(api_key, api_version, time.perf_counter() - started)
+        if ctx.close_after_response:
+            return False
+        return True
+
+    # -- writing ----------------------------------------------------------------------------
+    def _write(self, buffers) -> None:
+        """Write a response: plain buffers via writelines, file slices via sendfile/pread."""
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        pending: list = []
+        for item in buffers:
+            if isinstance(item, (bytes, bytearray, memoryview)):
+                if len(item):
+                    pending.append(item)
+                continue
+            if pending:
+                transport.writelines(pending)
+                pending = []
+            self._send_slice(item)
+        if pending:
+            transport.writelines(pending)
+        self._server.metrics.bytes_out_added(sum(getattr(b, "size", None) or len(b) for b in buffers))
+
+    def _send_slice(self, file_slice) -> None:
+        """Send a storage file slice: zero-copy when the socket takes it, pread for the rest."""
+        transport = self.transport
+        position, remaining = file_slice.position, file_slice.size
+        if (remaining > 0 and self.sock_fd >= 0 and not self.tls and self._server.sendfile_enabled
+                and transport.get_write_buffer_size() == 0):
+            fd = file_slice.fd
+            while remaining > 0:
+                try:
+                    sent = os.sendfile(self.sock_fd, fd, position, remaining)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    break
+                if sent <= 0:
+                    break
+                position += sent
+                remaining -= sent
+                self._server.metrics.sendfile_bytes_added(sent)
+        if remaining > 0:
+            data = os.pread(file_slice.fd, remaining, position)
+            if len(data) < remaining:  # file shrank under us: never send a short frame
+                logger.error("fetch_slice_short_read", expected_bytes=remaining, got_bytes=len(data))
+                self.close()
+                return
+            transport.write(data)
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without answering (e.g. acks=0 failures)."""

@@ -1,0 +1,36 @@
+"""What a request handler sees: the request's header facts and the broker's parts."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import Broker
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Per-request facts. ``broker`` gives access to config, logs, groups and the replica manager."""
+
+    broker: "Broker"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    client_port: int
+    listener_name: str
+    connection_id: str
+    principal: str = "User:ANONYMOUS"
+    header: Any = None
+    connection: Any = None
+    close_after_response: bool = False
+
+    def now_ms(self) -> int:
+        return self.broker.now_ms()

@@ -1,0 +1,373 @@
+"""Turns protocol-level partition maps into storage calls (Kafka's ReplicaManager, one node).
+
+This broker leads every partition, its leader epoch is always 0 and the high
+watermark equals the log end offset. Every partition succeeds or fails on its own:
+an error in one partition of a Produce, Fetch or ListOffsets never fails the rest.
+
+* **Append** (Produce): validate and append through storage; wake parked fetches of
+  the partition; for ``acks=-1`` wait until the data is fsynced (group commit,
+  :mod:`broker.flusher`), bounded by the request's ``timeout_ms``
+  (REQUEST_TIMED_OUT after it).
+* **Fetch**: KIP-74 sizing (the first partition with data returns at least one whole
+  batch unless the request version imposes a hard limit), down-conversion for
+  clients that cannot read the stored format (Fetch v0–v3), long-polling through the
+  purgatory until ``min_bytes`` are available or ``max_wait_ms`` passes. File slices
+  are returned only from the last read, never held across an ``await``.
+* **ListOffsets**: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest
+  local (-4, v8+), latest tiered (-5, v9+: nothing tiered, so -1/-1), by timestamp
+  (T >= 0: first offset whose timestamp >= T, Kafka's algorithm in storage), and the
+  v0 "offsets before" answer. "Not found" is offset -1, timestamp -1.
+* **Retention**: one pass over every log, with the consumed-log input from the group
+  coordinator (seed 004).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+import storage.errors as se
+from protocol.errors import ErrorCode
+
+from .errors import NO_LOG_START_OFFSET, error_code_for
+from .flusher import PartitionFlusher
+
+logger = structlog.get_logger(__name__)
+
+LEADER_EPOCH = 0
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+_MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+
+
+@dataclass(slots=True)
+class AppendOutcome:
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: list = field(default_factory=list)
+    error_message: str | None = None
+    last_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchOutcome:
+    topic: str
+    partition: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # None, bytes, or a storage FileSlice
+    size_bytes: int = 0
+
+
+@dataclass(slots=True)
+class OffsetAnswer:
+    error_code: int = 0
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+    old_style_offsets: list = field(default_factory=list)
+
+
+class ReplicaManager:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
+
+    # -- helpers ----------------------------------------------------------------------------
+    def log_for(self, topic: str, partition: int):
+        """The partition log, or None when the topic or partition does not exist."""
+        return self.broker.logs.get_log(topic, partition)
+
+    def _flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
+        key = (topic, partition)
+        f = self._flushers.get(key)
+        if f is None or f._log is not log:
+            f = PartitionFlusher(log, topic, partition)
+            self._flushers[key] = f
+        return f
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._flushers if k[0] == topic]:
+            del self._flushers[key]
+
+    @staticmethod
+    def _check_leader_epoch(current_leader_epoch: int) -> int:
+        if current_leader_epoch is None or current_leader_epoch < 0:
+            return ErrorCode.NONE
+        if current_leader_epoch > LEADER_EPOCH:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if current_leader_epoch < LEADER_EPOCH:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    # -- append ------------------------------------------------------------------------------
+    def append_one(self, topic: str, partition: int, records, now_ms: int) -> AppendOutcome:
+        log = self.log_for(topic, partition)
+        if log is None:
+            return AppendOutcome(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            result = log.append(records, now_ms=now_ms, leader_epoch=LEADER_EPOCH)
+        except se.StorageError as exc:
+            code = error_code_for(exc)
+            out = AppendOutcome(error_code=code)
+            if code not in NO_LOG_START_OFFSET:
+                out.log_start_offset = log.log_start_offset
+            if isinstance(exc, se.InvalidRecordError):
+                out.record_errors = list(getattr(exc, "record_errors", None) or [])
+                out.error_message = str(exc)
+            logger.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
+            return out
+        except OSError as exc:
+            logger.error("append_io_error", topic=topic, partition=partition, error=str(exc))
+            return AppendOutcome(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+        if not result.duplicate:
+            self.broker.purgatory.notify(topic, partition)
+            self.broker.metrics.appended(topic, result.record_count, result.size_bytes)
+        return AppendOutcome(base_offset=result.first_offset, last_offset=result.last_offset,
+                             log_append_time_ms=result.log_append_time_ms,
+                             log_start_offset=result.log_start_offset)
+
+    async def wait_durable(self, appended: list[tuple[str, int, AppendOutcome]], timeout_ms: int) -> None:
+        """acks=-1: return once every successful append is fsynced; REQUEST_TIMED_OUT after timeout_ms."""
+        waits = []
+        targets = []
+        for topic, partition, out in appended:
+            if out.error_code != ErrorCode.NONE or out.last_offset < 0:
+                continue
+            log = self.log_for(topic, partition)
+            if log is None:
+                continue
+            waits.append(self._flusher(topic, partition, log).wait_flushed(out.last_offset))
+            targets.append(out)
+        if not waits:
+            return
+        tasks = [asyncio.ensure_future(w) for w in waits]
+        done, pending = await asyncio.wait(tasks, timeout=max(timeout_ms, 0) / 1000 if timeout_ms > 0 else None)
+        for task, out in zip(tasks, targets):
+            if task in pending:
+                task.cancel()
+                out.error_code = ErrorCode.REQUEST_TIMED_OUT
+            elif task.exception() is not None:
+                logger.error("flush_failed_for_produce", error=str(task.exception()))
+                out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                out.base_offset = -1
+                out.log_start_offset = -1
+
+    # -- fetch ---------------------------------------------------------------------------------
+    def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,
+                  client_max_magic: int, api_version: int) -> tuple[list[FetchOutcome], int, bool]:
+        results: list[FetchOutcome] = []
+        budget = max_bytes
+        total = 0
+        min_one = not hard_limit
+        any_error = False
+        for p in parts:
+            out = FetchOutcome(p.topic, p.partition)
+            results.append(out)
+            log = self.log_for(p.topic, p.partition)
+            if log is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                any_error = True
+                continue
+            epoch_error = self._check_leader_epoch(p.current_leader_epoch)
+            if epoch_error:
+                out.error_code = epoch_error
+                any_error = True
+                continue
+            out.high_watermark = out.last_stable_offset = log.high_watermark
+            out.log_start_offset = log.log_start_offset
+            config = log.config
+            needs_conversion = config.record_version > client_max_magic
+            if needs_conversion and not config.message_downconversion_enable:
+                out.error_code = ErrorCode.UNSUPPORTED_VERSION
+                any_error = True
+                continue
+            if api_version < 10 and config.compression_type == "zstd":
+                out.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                any_error = True
+                continue
+            limit = min(p.partition_max_bytes, budget) if not hard_limit else p.partition_max_bytes
+            if limit <= 0 and not min_one:
+                continue
+            try:
+                info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one)
+            except se.OffsetOutOfRangeError:
+                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                any_error = True
+                continue
+            except se.StorageError as exc:
+                out.error_code = error_code_for(exc)
+                any_error = True
+                continue
+            if info.first_entry_incomplete and not hard_limit:
+                continue  # Fetch v3+: an incomplete first batch becomes empty records
+            slices = info.slices
+            size = sum(s.size for s in slices)
+            if size == 0:
+                continue
+            if needs_conversion:
+                try:
+                    raw = b"".join(s.read() for s in slices)
+                    from storage.convert import down_convert
+                    data = down_convert(raw, client_max_magic, p.fetch_offset)
+                except se.StorageError as exc:
+                    out.error_code = error_code_for(exc)
+                    any_error = True
+                    continue
+                out.records = data
+                size = len(data)
+            elif len(slices) == 1:
+                out.records = slices[0]
+            else:
+                out.records = b"".join(s.read() for s in slices)
+            out.size_bytes = size
+            total += size
+            budget = max(0, budget - size)
+            min_one = False
+        return results, total, any_error
+
+    async def fetch(self, parts: list[FetchPartition], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                    api_version: int) -> list[FetchOutcome]:
+        hard_limit = api_version <= 2
+        client_max_magic = 0 if api_version <= 1 else 1 if api_version <= 3 else 2
+        if hard_limit:
+            max_bytes = 2**31 - 1
+        else:
+            max_bytes = min(max_bytes, self.broker.config["fetch.max.bytes"])
+        results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
+                                                   client_max_magic=client_max_magic, api_version=api_version)
+        if total >= min_bytes or max_wait_ms <= 0 or any_error or not parts:
+            return results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        purgatory = self.broker.purgatory
+        waiter = purgatory.park((p.topic, p.partition) for p in parts)
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                woken = await waiter.wait(remaining)
+                if not woken:
+                    break
+                results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
+                                                           client_max_magic=client_max_magic,
+                                                           api_version=api_version)
+                if total >= min_bytes or any_error:
+                    return results
+                purgatory.unpark(waiter)
+                waiter = purgatory.park((p.topic, p.partition) for p in parts)
+        finally:
+            purgatory.unpark(waiter)
+        # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
+        results, _, _ = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
+                                       client_max_magic=client_max_magic, api_version=api_version)
+        return results
+
+    # -- list offsets ------------------------------------------------------------------------
+    def list_offset(self, topic: str, partition: int, timestamp: int, *, api_version: int,
+                    current_leader_epoch: int = -1, max_num_offsets: int = 1) -> OffsetAnswer:
+        log = self.log_for(topic, partition)
+        if log is None:
+            return OffsetAnswer(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        epoch_error = self._check_leader_epoch(current_leader_epoch)
+        if epoch_error:
+            return OffsetAnswer(error_code=epoch_error)
+        if api_version == 0:
+            if timestamp < EARLIEST_TIMESTAMP:
+                return OffsetAnswer(error_code=ErrorCode.UNSUPPORTED_VERSION)
+            offsets = log.legacy_offsets_before(timestamp, max_num_offsets, self.broker.now_ms())
+            return OffsetAnswer(old_style_offsets=list(offsets))
+        if timestamp < 0:
+            needed = _MIN_VERSION_FOR.get(timestamp, 0 if timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+                                          else None)
+            if needed is None or api_version < needed:
+                return OffsetAnswer(error_code=ErrorCode.UNSUPPORTED_VERSION)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return OffsetAnswer(offset=log.log_start_offset, leader_epoch=LEADER_EPOCH)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAnswer(offset=log.high_watermark, leader_epoch=LEADER_EPOCH)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return OffsetAnswer()
+        self.broker.metrics.time_index_lookups.inc()
+        if timestamp == MAX_TIMESTAMP:
+            found = log.max_timestamp_offset()
+        else:
+            found = log.fetch_offset_by_timestamp(timestamp)
+        if found is None or found.offset >= log.high_watermark:
+            return OffsetAnswer()
+        epoch = found.leader_epoch if found.leader_epoch is not None and found.leader_epoch >= 0 else -1
+        return OffsetAnswer(timestamp=found.timestamp_ms, offset=found.offset, leader_epoch=epoch)
+
+    # -- periodic --------------------------------------------------------------------------------
+    async def run_retention(self) -> None:
+        broker = self.broker
+        logs = broker.logs
+        groups = broker.groups
+        now = broker.now_ms()
+        holders: dict[tuple[str, int], tuple[str | None, int | None]] = {}
+
+        def consumed_upto(topic: str, partition: int):
+            if groups is None:
+                return None
+            log = logs.get_log(topic, partition)
+            if log is None:
+                return None
+            try:
+                answer = groups.consumed_upto(topic, partition, log.log_start_offset)
+            except Exception:
+                logger.exception("consumed_upto_failed", topic=topic, partition=partition)
+                return None
+            holders[(topic, partition)] = (answer.holder_group, answer.offset)
+            return answer.offset
+
+        outcomes = logs.run_retention(now, consumed_upto)
+        for outcome in outcomes:
+            self._report_retention(outcome, holders)
+
+    def _report_retention(self, outcome, holders) -> None:
+        metrics = self.broker.metrics
+        topic, partition = outcome.topic, outcome.partition
+        for seg in outcome.deleted:
+            metrics.retention_deleted_segments.labels(topic, str(partition), seg.reason).inc()
+        for hold in outcome.held:
+            if hold.reason == "not_consumed":
+                group, offset = holders.get((topic, partition), (None, None))
+                metrics.consumed_retention_holds.labels(topic, str(partition), group or "?").inc()
+                logger.info("consumed_retention_held", topic=topic, partition=partition,
+                            base_offset=hold.base_offset, last_offset=hold.last_offset, group=group,
+                            committed_offset=offset)
+
+    async def flush_due(self) -> None:
+        now = self.broker.now_ms()
+        loop = asyncio.get_running_loop()
+        from .flusher import flush_executor
+        for topic, partition, log in self.broker.logs.open_logs():
+            job = log.maybe_flush_due(now)
+            if job is not None:
+                await loop.run_in_executor(flush_executor(), job.run)
+                log.mark_flushed(job)
+
+    async def close(self) -> None:
+        self._flushers.clear()

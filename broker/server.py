@@ -1,0 +1,369 @@
+"""The daemon's lifecycle: recover logs, listen, serve, and stop cleanly.
+
+Start-up: lock every data directory (``.lock``, as Kafka does, so two daemons never
+share one), read or create ``meta.properties`` (cluster id, node id), open the logs
+(recovery after an unclean shutdown happens here and logs its progress), start the
+group coordinator, then bind the listeners with a large listen backlog.
+
+Shutdown (SIGTERM/SIGINT, uvicorn's sequence): stop accepting; wake parked fetches
+so they answer with what they have; let each connection finish the request it is
+handling, up to ``sundial.shutdown.grace.ms``; close connections; stop the
+coordinator; flush every log, write the checkpoints and the clean-shutdown marker.
+
+Periodic work runs as tasks on the same loop (storage is single-threaded):
+retention every ``log.retention.check.interval.ms`` (after
+``log.initial.task.delay.ms``), removal of ``.deleted`` files, checkpoints every
+``log.flush.offset.checkpoint.interval.ms``, the ``flush.ms`` policy, and the
+``connections.max.idle.ms`` sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fcntl
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import structlog
+
+from config import BrokerConfig
+from storage import LogManager
+
+from .connection import Connection
+from .context import wall_clock_ms
+from .dispatch import Dispatcher
+from .metrics import BrokerMetrics
+from .producer_ids import ProducerIdManager
+from .purgatory import FetchPurgatory
+from .replica_manager import ReplicaManager
+
+logger = structlog.get_logger(__name__)
+
+SUNDIAL_VERSION = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+class Broker:
+    """The broker's parts, shared by every connection and handler."""
+
+    def __init__(self, config: BrokerConfig, *, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.now_ms = now_ms
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.logs: LogManager | None = None
+        self.groups = None
+        self.replica_manager: ReplicaManager | None = None
+        self.purgatory = FetchPurgatory()
+        self.producer_ids: ProducerIdManager | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.metrics = BrokerMetrics()
+        self.advertised = {l.name: l for l in config.advertised_listeners}
+        self.started_monotonic = time.monotonic()
+
+    def endpoint_for(self, listener_name: str) -> NodeEndpoint:
+        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator)."""
+        adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
+        host = adv.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return NodeEndpoint(self.node_id, host, adv.port)
+
+    @property
+    def node(self) -> NodeEndpoint:
+        return self.endpoint_for(next(iter(self.advertised)))
+
+
+class BrokerServer:
+    """Owns the listeners, the connections and the periodic tasks of one Broker."""
+
+    def __init__(self, config: BrokerConfig, unknown_keys: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.broker = Broker(config)
+        self.metrics = self.broker.metrics
+        self.unknown_keys = unknown_keys or {}
+        self.connections: set[Connection] = set()
+        self._per_ip: dict[str, int] = {}
+        self._servers: list[asyncio.AbstractServer] = []
+        self._tasks: list[asyncio.Task] = []
+        self._lock_fds: list[int] = []
+        self._stopping = False
+        self.bound_ports: dict[str, int] = {}
+        self.sendfile_enabled = os.environ.get("SUNDIAL_SENDFILE", "1") != "0"
+        self.security = None
+        self._metrics_server = None
+
+    # -- admission -----------------------------------------------------------------------
+    def admit(self, conn: Connection) -> bool:
+        if self._stopping:
+            return False
+        max_total = self.config["max.connections"]
+        if len(self.connections) >= max_total:
+            logger.warning("connection_refused", client=conn.peer_host, reason="max.connections",
+                           limit=max_total)
+            self.metrics.connection_refused("max.connections")
+            return False
+        limit = self._ip_limit(conn.peer_host)
+        if self._per_ip.get(conn.peer_host, 0) >= limit:
+            logger.warning("connection_refused", client=conn.peer_host, reason="max.connections.per.ip",
+                           limit=limit)
+            self.metrics.connection_refused("max.connections.per.ip")
+            return False
+        self.connections.add(conn)
+        self._per_ip[conn.peer_host] = self._per_ip.get(conn.peer_host, 0) + 1
+        self.metrics.connections.set(len(self.connections))
+        return True
+
+    def _ip_limit(self, host: str) -> int:
+        overrides = self.config["max.connections.per.ip.overrides"] or ""
+        for pair in overrides.split(","):
+            if ":" in pair:
+                h, n = pair.rsplit(":", 1)
+                if h.strip() == host:
+                    try:
+                        return int(n)
+                    except ValueError:
+                        pass
+        return self.config["max.connections.per.ip"]
+
+    def forget(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            left = self._per_ip.get(conn.peer_host, 1) - 1
+            if left <= 0:
+                self._per_ip.pop(conn.peer_host, None)
+            else:
+                self._per_ip[conn.peer_host] = left
+            self.metrics.connections.set(len(self.connections))
+
+    # -- start ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        broker = self.broker
+        log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
+        for d in log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock_dir(d)
+        broker.cluster_id = self._read_or_create_meta(log_dirs)
+        for key in sorted(self.unknown_keys):
+            logger.warning("config_key_ignored", key=key)
+        t0 = time.monotonic()
+        logs = LogManager(log_dirs, cfg.explicit,
+                          producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
+        await asyncio.to_thread(logs.startup)
+        broker.logs = logs
+        logger.info("logs_loaded", log_dirs=log_dirs, topics=len(logs.topics()),
+                    seconds=round(time.monotonic() - t0, 3))
+        broker.producer_ids = ProducerIdManager(log_dirs[0])
+        broker.replica_manager = ReplicaManager(broker)
+        broker.dispatcher = Dispatcher()
+        try:
+            from .groups.coordinator import GroupCoordinator
+        except ImportError:  # pragma: no cover - only while the coordinator is being built
+            GroupCoordinator = None
+        if GroupCoordinator is not None:
+            broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
+            await broker.groups.start()
+        self.metrics.install_partition_collector(self._partition_rows)
+        loop = asyncio.get_running_loop()
+        for listener in cfg.listeners:
+            ssl_ctx = None
+            if listener.security_protocol in ("SSL", "SASL_SSL"):
+                from .security import build_server_ssl_context
+                ssl_ctx = build_server_ssl_context(cfg)
+            if listener.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL") and self.security is None:
+                from .security import SecurityManager
+                self.security = SecurityManager(cfg, log_dirs[0])
+            srv = await loop.create_server(
+                lambda l=listener: Connection(self, l), host=listener.host or None, port=listener.port,
+                backlog=cfg["socket.listen.backlog.size"], reuse_address=True, ssl=ssl_ctx)
+            self._servers.append(srv)
+            port = srv.sockets[0].getsockname()[1]
+            self.bound_ports[listener.name] = port
+            if listener.port == 0:
+                # An ephemeral port: advertise what was bound unless advertised.listeners says otherwise.
+                adv = broker.advertised.get(listener.name)
+                if adv is not None and adv.port == 0:
+                    broker.advertised[listener.name] = type(adv)(adv.name, adv.host, port,
+                                                                 adv.security_protocol)
+        metrics_listener = cfg["sundial.metrics.listener"]
+        if metrics_listener:
+            self._start_metrics_endpoint(metrics_listener)
+        self._start_periodic_tasks()
+        logger.info("broker_started", version=SUNDIAL_VERSION, node_id=broker.node_id,
+                    cluster_id=broker.cluster_id,
+                    listeners=[f"{l.name}://{l.host or '0.0.0.0'}:{self.bound_ports[l.name]}"
+                               for l in cfg.listeners],
+                    advertised=[l.uri for l in broker.advertised.values()], log_dirs=log_dirs,
+                    event_loop=type(loop).__module__.split(".")[0],
+                    apis=len(broker.dispatcher.advertised))
+
+    def _lock_dir(self, d: str) -> None:
+        fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RuntimeError(f"data directory {d} is locked by another Sundial or Kafka process") from None
+        self._lock_fds.append(fd)
+
+    def _read_or_create_meta(self, log_dirs: list[str]) -> str:
+        """Kafka's ``meta.properties``: the cluster id and node id of each data directory."""
+        cluster_id = None
+        for d in log_dirs:
+            path = os.path.join(d, "meta.properties")
+            if os.path.exists(path):
+                props = {}
+                with open(path, encoding="utf-8") as fh:
+                    for line in fh:
+                        line = line.strip()
+                        if line and not line.startswith("#") and "=" in line:
+                            k, v = line.split("=", 1)
+                            props[k.strip()] = v.strip()
+                node = props.get("node.id") or props.get("broker.id")
+                if node is not None and int(node) != self.config.node_id:
+                    raise RuntimeError(f"{path} belongs to node.id {node}, but this broker is node.id "
+                                       f"{self.config.node_id}")
+                if cluster_id is None:
+                    cluster_id = props.get("cluster.id")
+        if cluster_id is None:
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        for d in log_dirs:
+            path = os.path.join(d, "meta.properties")
+            if not os.path.exists(path):
+                tmp = path + ".tmp"
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    fh.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+                             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\nversion=1\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+        return cluster_id
+
+    def _partition_rows(self) -> list[dict]:
+        logs = self.broker.logs
+        rows = []
+        if logs is None:
+            return rows
+        for meta in logs.topics():
+            for p in range(meta.partitions):
+                plog = logs.get_log(meta.name, p) if logs.is_open(meta.name, p) else None
+                if plog is None:
+                    continue
+                info = plog.summary()
+                rows.append({"topic": meta.name, "partition": p, **info})
+        return rows
+
+    def _start_metrics_endpoint(self, listener: str) -> None:
+        from prometheus_client import start_http_server
+
+        host, _, port = listener.rpartition(":")
+        host = host.replace("http://", "").strip("[]") or "127.0.0.1"
+        server, _thread = start_http_server(int(port), addr=host, registry=self.metrics.registry)
+        self._metrics_server = server
+        self.metrics_port = server.server_address[1]
+        logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")
+
+    # -- periodic work ----------------------------------------------------------------------
+    def _start_periodic_tasks(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._every(
+            cfg["log.retention.check.interval.ms"], self._retention_pass,
+            initial_delay_ms=cfg["log.initial.task.delay.ms"], name="retention")))
+        self._tasks.append(loop.create_task(self._every(1000, self._housekeeping, name="housekeeping")))
+        cp = cfg["log.flush.offset.checkpoint.interval.ms"]
+        if cp > 0:
+            self._tasks.append(loop.create_task(self._every(cp, self._checkpoint, name="checkpoint")))
+        idle_ms = cfg["connections.max.idle.ms"]
+        if idle_ms > 0:
+            self._tasks.append(loop.create_task(self._every(min(max(idle_ms // 4, 50), 10_000),
+                                                            self._close_idle, name="idle")))
+        flush_ms = cfg["log.flush.scheduler.interval.ms"]
+        if 0 < flush_ms < 2**62:
+            self._tasks.append(loop.create_task(self._every(flush_ms, self._flush_due, name="flush")))
+
+    async def _every(self, period_ms: int, fn, *, initial_delay_ms: int | None = None, name: str) -> None:
+        await asyncio.sleep((period_ms if initial_delay_ms is None else initial_delay_ms) / 1000)
+        while True:
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("periodic_task_failed", task=name)
+            await asyncio.sleep(period_ms / 1000)
+
+    async def _retention_pass(self) -> None:
+        await self.broker.replica_manager.run_retention()
+
+    def _housekeeping(self) -> None:
+        now = self.broker.now_ms()
+        self.broker.logs.delete_expired_files(now)
+
+    def _checkpoint(self) -> None:
+        self.broker.logs.checkpoint()
+
+    async def _flush_due(self) -> None:
+        await self.broker.replica_manager.flush_due()
+
+    def _close_idle(self) -> None:
+        idle_s = self.config["connections.max.idle.ms"] / 1000
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if not conn.busy and now - conn.last_active_monotonic > idle_s:
+                logger.info("connection_idle_closed", conn_id=conn.conn_id, client=conn.peer_host,
+                            idle_ms=int((now - conn.last_active_monotonic) * 1000))
+                conn.close()
+
+    # -- stop --------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        logger.info("broker_stopping", connections=len(self.connections))
+        for srv in self._servers:
+            srv.close()
+        self.broker.purgatory.wake_all()
+        for conn in list(self.connections):
+            conn.stop_after_current()
+        grace_s = self.config["sundial.shutdown.grace.ms"] / 1000
+        deadline = time.monotonic() + grace_s
+        while any(c.busy for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            conn.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for srv in self._servers:
+            try:
+                await asyncio.wait_for(srv.wait_closed(), 1.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        if self.broker.groups is not None:
+            await self.broker.groups.stop()
+        if self.broker.replica_manager is not None:
+            await self.broker.replica_manager.close()
+        if self.broker.logs is not None:
+            await asyncio.to_thread(self.broker.logs.shutdown)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+        for fd in self._lock_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        logger.info("broker_stopped")

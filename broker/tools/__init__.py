@@ -1,0 +1,1 @@
+"""Operator tools behind the ``sundial`` command (issue 6)."""
