@@ -1,0 +1,325 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+AlterConfigs, IncrementalAlterConfigs and DeleteRecords.
+
+Each topic or resource in a request succeeds or fails on its own, with Kafka's error
+codes: TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR
+(38), INVALID_REPLICA_ASSIGNMENT (39), INVALID_CONFIG (40, with the key and reason in
+the message), INVALID_TOPIC_EXCEPTION (17), UNKNOWN_TOPIC_OR_PARTITION (3),
+TOPIC_DELETION_DISABLED (73), OFFSET_OUT_OF_RANGE (1) for DeleteRecords beyond the
+high watermark. ``validate_only`` runs every check and changes nothing.
+
+Topic configs are persisted with the topic (overrides only); DescribeConfigs reports
+every topic key with its effective value and its source (topic override, broker
+setting, or default), with synonyms from v1. Broker settings are static (read from
+``server.properties``); altering them is refused with INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+import storage.errors as se
+from config import ConfigError, ConfigSource, describe_topic_config
+from config.topic import TOPIC_CONFIGS
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+
+from ..errors import error_code_for
+from ..topics import INTERNAL_TOPICS, TopicError, create_topic
+
+logger = structlog.get_logger(__name__)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+# -- CreateTopics -------------------------------------------------------------------------------
+async def handle_create_topics(ctx, request):
+    broker = ctx.broker
+    validate_only = bool(getattr(request, "validate_only", False))
+    results = []
+    names = [t.name for t in request.topics]
+    for t in request.topics:
+        entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
+                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if names.count(t.name) > 1:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = f"topic '{t.name}' appears more than once in the request"
+            results.append(entry)
+            continue
+        configs = {c.name: c.value for c in (t.configs or [])}
+        assignments = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])}
+        try:
+            if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "give either assignments or partitions/replication factor, not both")
+            created = create_topic(broker, t.name, t.num_partitions, t.replication_factor, configs,
+                                   validate_only=validate_only, assignments=assignments or None)
+        except TopicError as exc:
+            entry["error_code"] = exc.error_code
+            entry["error_message"] = exc.message
+            logger.info("create_topic_refused", topic=t.name, error=ErrorCode(exc.error_code).name,
+                        reason=exc.message)
+            results.append(entry)
+            continue
+        from .metadata import _uuid
+
+        entry["topic_id"] = _uuid(created.topic_id)
+        entry["num_partitions"] = created.partitions
+        entry["replication_factor"] = created.replication_factor
+        rows = describe_topic_config({k: v for k, v in configs.items() if v is not None},
+                                     broker.config.explicit)
+        entry["configs"] = [{"name": r.name, "value": None if r.sensitive else r.value, "read_only": r.read_only,
+                             "config_source": int(r.source), "is_sensitive": r.sensitive} for r in rows]
+        results.append(entry)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+# -- DeleteTopics -------------------------------------------------------------------------------
+async def handle_delete_topics(ctx, request):
+    broker = ctx.broker
+    logs = broker.logs
+    from .metadata import ZERO_UUID, _uuid
+
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": _uuid(topic_id) if topic_id is not None else ZERO_UUID,
+                 "error_code": ErrorCode.NONE, "error_message": None}
+        meta = None
+        if name is None and topic_id is not None:
+            finder = getattr(logs, "topic_by_id", None)
+            meta = finder(_uuid(topic_id).bytes) if finder else None
+            if meta is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                responses.append(entry)
+                continue
+            name = entry["name"] = meta.name
+        else:
+            meta = logs.topic(name)
+        if meta is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not broker.config["delete.topic.enable"]:
+            entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+        elif name in INTERNAL_TOPICS:
+            entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            entry["error_message"] = f"internal topic '{name}' cannot be deleted"
+        else:
+            entry["topic_id"] = _uuid(meta.topic_id)
+            logs.delete_topic(name)
+            broker.replica_manager.forget_topic(name)
+            for p in range(meta.partitions):
+                broker.purgatory.notify(name, p)
+            logger.info("topic_deleted", topic=name)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+# -- CreatePartitions -------------------------------------------------------------------------------
+async def handle_create_partitions(ctx, request):
+    broker = ctx.broker
+    logs = broker.logs
+    results = []
+    for t in request.topics:
+        entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
+        meta = logs.topic(t.name)
+        if meta is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif t.count <= meta.partitions:
+            entry["error_code"] = ErrorCode.INVALID_PARTITIONS
+            entry["error_message"] = (f"topic has {meta.partitions} partitions; the new count {t.count} "
+                                      f"must be larger")
+        elif t.assignments is not None and any(sorted(set(a.broker_ids)) != [broker.node_id]
+                                               for a in t.assignments):
+            entry["error_code"] = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            entry["error_message"] = f"partitions can only be assigned to broker {broker.node_id}"
+        elif not request.validate_only:
+            logs.create_partitions(t.name, t.count)
+            logger.info("partitions_created", topic=t.name, partitions=t.count)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+# -- DescribeConfigs ------------------------------------------------------------------------------
+def _config_row(row, *, version: int, include_synonyms: bool, include_documentation: bool) -> dict:
+    return {
+        "name": row.name,
+        "value": None if row.sensitive else row.value,
+        "read_only": row.read_only,
+        "config_source": int(row.source),
+        "is_default": row.source == ConfigSource.DEFAULT_CONFIG,
+        "is_sensitive": row.sensitive,
+        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in row.synonyms]
+        if include_synonyms else [],
+        "config_type": row.type.wire_id,
+        "documentation": row.doc if include_documentation else None,
+    }
+
+
+async def handle_describe_configs(ctx, request):
+    broker = ctx.broker
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_documentation = bool(getattr(request, "include_documentation", False))
+    results = []
+    for res in request.resources:
+        entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": res.resource_type,
+                 "resource_name": res.resource_name, "configs": []}
+        if res.resource_type == RESOURCE_TOPIC:
+            meta = broker.logs.topic(res.resource_name)
+            if meta is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = f"topic '{res.resource_name}' does not exist"
+                results.append(entry)
+                continue
+            rows = describe_topic_config(meta.overrides, broker.config.explicit, include_synonyms=True)
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                entry["error_message"] = f"this is broker {broker.node_id}"
+                results.append(entry)
+                continue
+            rows = broker.config.describe(include_synonyms=True)
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            rows = []
+        else:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = f"resource type {res.resource_type} is not supported"
+            results.append(entry)
+            continue
+        keys = res.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            rows = [r for r in rows if r.name in wanted]
+        entry["configs"] = [_config_row(r, version=ctx.api_version, include_synonyms=include_synonyms,
+                                        include_documentation=include_documentation) for r in rows]
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+# -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
+def _apply_topic_overrides(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+    try:
+        broker.config.topic_config(overrides)
+    except ConfigError as exc:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if not validate_only:
+        broker.logs.alter_topic_config(name, overrides)
+        logger.info("topic_config_altered", topic=name, configs=overrides)
+
+
+def _alter_resource(broker, res, new_overrides_fn, validate_only: bool) -> dict:
+    entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": res.resource_type,
+             "resource_name": res.resource_name}
+    try:
+        if res.resource_type == RESOURCE_TOPIC:
+            meta = broker.logs.topic(res.resource_name)
+            if meta is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic '{res.resource_name}' does not exist")
+            overrides = new_overrides_fn(dict(meta.overrides))
+            _apply_topic_overrides(broker, res.resource_name, overrides, validate_only)
+        elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "broker settings are static in Sundial: edit server.properties and restart")
+        else:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
+    except TopicError as exc:
+        entry["error_code"] = exc.error_code
+        entry["error_message"] = exc.message
+    except ConfigError as exc:
+        entry["error_code"] = ErrorCode.INVALID_CONFIG
+        entry["error_message"] = str(exc)
+    return entry
+
+
+async def handle_alter_configs(ctx, request):
+    broker = ctx.broker
+    responses = []
+    for res in request.resources:
+        def replace(_old, res=res):
+            return {c.name: c.value for c in res.configs if c.value is not None}
+
+        responses.append(_alter_resource(broker, res, replace, bool(request.validate_only)))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle_incremental_alter_configs(ctx, request):
+    broker = ctx.broker
+    responses = []
+    for res in request.resources:
+        def incremental(old: dict, res=res):
+            new = dict(old)
+            for c in res.configs:
+                d = TOPIC_CONFIGS.get(c.name)
+                if d is None:
+                    raise ConfigError(c.name, "unknown topic config name")
+                name = d.name
+                op = c.config_operation
+                if op == OP_SET:
+                    new[name] = c.value
+                elif op == OP_DELETE:
+                    new.pop(name, None)
+                elif op in (OP_APPEND, OP_SUBTRACT):
+                    if d.type.value != "LIST":
+                        raise ConfigError(name, "APPEND and SUBTRACT apply to list settings only")
+                    current = new.get(name)
+                    items = [x.strip() for x in (current or ",".join(d.default or ())).split(",") if x.strip()]
+                    for v in (c.value or "").split(","):
+                        v = v.strip()
+                        if not v:
+                            continue
+                        if op == OP_APPEND and v not in items:
+                            items.append(v)
+                        elif op == OP_SUBTRACT and v in items:
+                            items.remove(v)
+                    new[name] = ",".join(items)
+                else:
+                    raise ConfigError(name, f"unknown config operation {op}")
+            return {k: v for k, v in new.items() if v is not None}
+
+        responses.append(_alter_resource(broker, res, incremental, bool(request.validate_only)))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+# -- DeleteRecords ---------------------------------------------------------------------------------
+async def handle_delete_records(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
+            log = broker.replica_manager.log_for(t.name, p.partition_index)
+            if log is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                target = log.high_watermark if p.offset == -1 else p.offset
+                if target < 0 or target > log.high_watermark:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    try:
+                        entry["low_watermark"] = log.delete_records(target)
+                        logger.info("records_deleted", topic=t.name, partition=p.partition_index,
+                                    log_start_offset=entry["low_watermark"])
+                    except se.StorageError as exc:
+                        entry["error_code"] = error_code_for(exc)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = {
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+}

@@ -1,0 +1,70 @@
+"""InitProducerId (22) and OffsetForLeaderEpoch (23).
+
+InitProducerId for idempotent producers (null transactional id): a fresh producer id
+(never reused, see :mod:`broker.producer_ids`) with epoch 0; with v3+ an existing
+producer id and epoch ask for an epoch bump (KIP-360), which gives the same id with
+epoch + 1, or a fresh id when the epoch would overflow. Transactions are not
+implemented: a non-null transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), which clients report as a fatal
+configuration error instead of retrying forever.
+
+OffsetForLeaderEpoch: this node has always led every partition at epoch 0, so epoch
+0 ends at the log end offset; asking about a later epoch gives UNDEFINED (-1, -1),
+and a newer current leader epoch than 0 gives UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+
+logger = structlog.get_logger(__name__)
+
+MAX_EPOCH = 32767
+
+
+async def handle_init_producer_id(ctx, request):
+    broker = ctx.broker
+    if request.transactional_id is not None:
+        logger.info("transactions_unsupported", client=ctx.client_host, transactional_id=request.transactional_id)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
+    pid = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    if ctx.api_version >= 3 and pid is not None and pid >= 0 and epoch is not None and epoch >= 0 \
+            and epoch < MAX_EPOCH - 1:
+        new_pid, new_epoch = pid, epoch + 1
+    else:
+        new_pid, new_epoch = broker.producer_ids.next_id(), 0
+    logger.debug("producer_id_issued", producer_id=new_pid, producer_epoch=new_epoch, client_id=ctx.client_id)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid,
+            "producer_epoch": new_epoch}
+
+
+async def handle_offset_for_leader_epoch(ctx, request):
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            entry = {"error_code": ErrorCode.NONE, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            log = rm.log_for(t.topic, p.partition)
+            current = getattr(p, "current_leader_epoch", -1)
+            if log is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif current is not None and current > 0:
+                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif p.leader_epoch <= 0:
+                entry["leader_epoch"] = 0
+                entry["end_offset"] = log.log_end_offset
+            parts.append(entry)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = {
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+}

@@ -1,0 +1,99 @@
+"""Topic creation rules shared by CreateTopics, Metadata auto-creation and the tools.
+
+Kafka's rules: a topic name is 1–249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or
+``..``; two names that differ only by ``.`` versus ``_`` collide (their metric names
+would be equal) and the second is refused; partitions must be positive; the
+replication factor of a single node is 1 (or -1 for "the default"); configs are
+topic-level keys with valid values. Each refusal is an exception carrying the Kafka
+error code and a message, so callers can answer per topic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import structlog
+
+from config import ConfigError
+from protocol.errors import ErrorCode
+
+logger = structlog.get_logger(__name__)
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name is longer than {MAX_NAME_LENGTH} characters")
+    if not _LEGAL.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: bytes
+    partitions: int
+    replication_factor: int
+
+
+def create_topic(broker, name: str, num_partitions: int, replication_factor: int = -1,
+                 configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                 assignments: dict[int, list[int]] | None = None) -> CreatedTopic:
+    """Create a topic (or only validate the request); raises TopicError with Kafka's code."""
+    logs = broker.logs
+    validate_topic_name(name)
+    if logs.topic(name) is not None:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+    key = _collision_key(name)
+    for other in logs.topics():
+        if _collision_key(other.name) == key:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"topic '{name}' collides with existing topic '{other.name}'")
+    if assignments:
+        num_partitions = len(assignments)
+        for p, replicas in assignments.items():
+            if sorted(set(replicas)) != [broker.node_id] or p not in range(num_partitions):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {p} must be assigned to broker {broker.node_id} only")
+    if num_partitions == -1:
+        num_partitions = broker.config["num.partitions"]
+    if num_partitions <= 0:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+    if replication_factor not in (-1, 1):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {replication_factor} is larger than the 1 available broker")
+    overrides = {k: v for k, v in (configs or {}).items() if v is not None}
+    try:
+        broker.config.topic_config(overrides)
+    except ConfigError as exc:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if validate_only:
+        return CreatedTopic(name, b"\0" * 16, num_partitions, 1)
+    meta = logs.create_topic(name, num_partitions, overrides)
+    logger.info("topic_created", topic=name, partitions=num_partitions, configs=overrides)
+    return CreatedTopic(name, meta.topic_id, num_partitions, 1)
+
+
+def auto_create_allowed(broker, name: str) -> bool:
+    return bool(broker.config["auto.create.topics.enable"]) and not name.startswith("__")
