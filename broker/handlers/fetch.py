@@ -1,0 +1,57 @@
+"""Fetch (1): read each partition from its log, long-polling until min_bytes or max_wait_ms.
+
+Fetch sessions (KIP-227, v7+) are declined the way Kafka allows: the answer carries
+session id 0, so clients keep sending full fetch requests; a request naming a
+session id other than 0 gets FETCH_SESSION_ID_NOT_FOUND (70). Partition order,
+KIP-74 sizing, down-conversion for v0–v3 and the long poll are in
+:meth:`broker.replica_manager.ReplicaManager.fetch`. Record bytes are handed to the
+encoder as storage file slices, which the connection sends with ``sendfile``.
+"""
+
+from __future__ import annotations
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+
+from ..replica_manager import FetchPartition
+
+INT32_MAX = 2**31 - 1
+
+
+async def handle_fetch(ctx, request):
+    rm = ctx.broker.replica_manager
+    version = ctx.api_version
+    session_id = getattr(request, "session_id", 0) or 0
+    if version >= 7 and session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
+                "responses": []}
+    parts = []
+    order = []
+    for t in request.topics:
+        for p in t.partitions:
+            parts.append(FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                        getattr(p, "current_leader_epoch", -1)))
+            order.append(t.topic)
+    max_bytes = getattr(request, "max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
+    results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+                             max_bytes=max_bytes, api_version=version)
+    responses: list[dict] = []
+    current = None
+    for out in results:
+        if current is None or current["topic"] != out.topic:
+            current = {"topic": out.topic, "partitions": []}
+            responses.append(current)
+        current["partitions"].append({
+            "partition_index": out.partition,
+            "error_code": out.error_code,
+            "high_watermark": out.high_watermark,
+            "last_stable_offset": out.last_stable_offset,
+            "log_start_offset": out.log_start_offset,
+            "aborted_transactions": None if version >= 4 else [],
+            "preferred_read_replica": -1,
+            "records": out.records,
+        })
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+HANDLERS = {ApiKey.FETCH: handle_fetch}

@@ -1,0 +1,106 @@
+"""Produce (0): append each partition's records, answer per partition.
+
+Request-level checks of Produce v3+ (Kafka ``ProduceRequest.validateRecords``): each
+partition must carry exactly one batch of magic 2 with records, else INVALID_RECORD
+(87); zstd needs v7+, else UNSUPPORTED_COMPRESSION_TYPE (76). v0–v2 carry legacy
+message sets (magic 0/1), up-converted to the topic's format by storage.
+``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS, 21). Transactional produce is not
+supported (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Internal topics refuse client
+appends (INVALID_TOPIC_EXCEPTION). Unknown topics are not created by Produce (as in
+Kafka): UNKNOWN_TOPIC_OR_PARTITION.
+
+acks=0 sends no answer; if any partition failed the connection is closed, which is
+how Kafka tells such a producer something went wrong. acks=-1 answers after fsync.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+
+from ..connection import CloseConnection
+from ..replica_manager import AppendOutcome
+from ..topics import INTERNAL_TOPICS
+
+_BATCH_HEADER = struct.Struct(">qiibIhi")  # base offset, length, epoch, magic, crc, attributes, lastOffsetDelta
+_RECORDS_COUNT = struct.Struct(">i")
+
+
+def _request_level_error(records, api_version: int) -> tuple[int, str | None]:
+    """Kafka's v3+ checks: exactly one magic-2 batch with records; zstd only from v7."""
+    if api_version < 3:
+        return ErrorCode.NONE, None
+    if records is None or len(records) < 61:
+        return ErrorCode.INVALID_RECORD, "Produce v3+ needs one record batch of magic 2"
+    base, length, _epoch, magic, _crc, attributes, _delta = _BATCH_HEADER.unpack_from(records, 0)
+    if magic != 2:
+        return ErrorCode.INVALID_RECORD, f"Produce v{api_version} carries magic {magic}; magic 2 is required"
+    if length + 12 != len(records):
+        return ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition"
+    if _RECORDS_COUNT.unpack_from(records, 57)[0] <= 0:
+        return ErrorCode.INVALID_RECORD, "the record batch holds no records"
+    if attributes & 0x07 == 4 and api_version < 7:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later"
+    return ErrorCode.NONE, None
+
+
+def _partition_entry(index: int, out: AppendOutcome) -> dict:
+    return {
+        "index": index,
+        "error_code": out.error_code,
+        "base_offset": out.base_offset,
+        "log_append_time_ms": out.log_append_time_ms,
+        "log_start_offset": out.log_start_offset,
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in out.record_errors],
+        "error_message": out.error_message,
+    }
+
+
+async def handle_produce(ctx, request):
+    broker = ctx.broker
+    rm = broker.replica_manager
+    acks = request.acks
+    version = ctx.api_version
+    now_ms = ctx.now_ms()
+    appended: list[tuple[str, int, AppendOutcome]] = []
+    responses = []
+    failed = False
+    bad_acks = acks not in (-1, 0, 1)
+    transactional = getattr(request, "transactional_id", None) is not None
+    for topic in request.topic_data:
+        name = topic.name
+        parts = []
+        for p in topic.partition_data:
+            if bad_acks:
+                out = AppendOutcome(error_code=ErrorCode.INVALID_REQUIRED_ACKS)
+            elif transactional:
+                out = AppendOutcome(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif name in INTERNAL_TOPICS:
+                out = AppendOutcome(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+            else:
+                code, message = _request_level_error(p.records, version)
+                if code != ErrorCode.NONE:
+                    out = AppendOutcome(error_code=code, error_message=message)
+                else:
+                    out = rm.append_one(name, p.index, p.records, now_ms)
+                    appended.append((name, p.index, out))
+            if out.error_code != ErrorCode.NONE:
+                failed = True
+            parts.append((p.index, out))
+        responses.append((name, parts))
+    if acks == -1 and appended:
+        await rm.wait_durable(appended, request.timeout_ms)
+    if acks == 0:
+        if failed:
+            raise CloseConnection("a partition of an acks=0 produce failed")
+        return None
+    return {
+        "responses": [{"name": name, "partition_responses": [_partition_entry(i, o) for i, o in parts]}
+                      for name, parts in responses],
+        "throttle_time_ms": 0,
+    }
+
+
+HANDLERS = {ApiKey.PRODUCE: handle_produce}
