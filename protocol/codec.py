@@ -1,0 +1,99 @@
+"""The seam the broker calls: ``decode_request`` and ``encode_response``.
+
+Routing: Produce, Fetch and ListOffsets go to the hand-written codecs in
+``protocol.messages`` (records stay memoryviews / payload objects, no copies);
+every other API goes through ``protocol.schema_codec`` (kafka-python 3 schemas).
+
+``decode_request(header, frame)``: checks the key (``UnknownApiKeyError``) and
+version (``UnsupportedVersionError``) against ``SUPPORTED_VERSIONS``, then decodes
+``frame[header.header_size:]``. Any malformed body raises ``ProtocolError``; no
+other exception type escapes (fuzzed in tests/property/test_protocol_fuzz.py).
+
+``encode_response(header, response)``: the whole frame as a list of buffers —
+int32 size prefix, response header (v0, or v1 for flexible versions; ApiVersions
+always v0), body. Only a Fetch response can contain more than one element: record
+payload objects (anything with an integer ``size``, e.g. a storage file slice) are
+placed in the list as they are, for the connection to ``sendfile``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from . import schema_codec
+from .api_keys import ApiKey, is_known_api_key, is_supported
+from .errors import ProtocolError, UnknownApiKeyError, UnsupportedVersionError
+from .header import RequestHeader, encode_request_header, encode_response_header
+from .messages import HAND_WRITTEN
+
+_SIZE = struct.Struct(">i")
+
+#: Failure types of hand-written decoders that mean "malformed input".
+_DECODE_FAILURES = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError)
+
+
+def decode_request(header: RequestHeader, frame):
+    """Decode the body of ``frame`` (size prefix stripped) whose header is ``header``."""
+    api_key, api_version = header.api_key, header.api_version
+    if not is_known_api_key(api_key):
+        raise UnknownApiKeyError(api_key)
+    if not is_supported(api_key, api_version):
+        raise UnsupportedVersionError(api_key, api_version)
+    codec = HAND_WRITTEN.get(api_key)
+    if codec is None:
+        return schema_codec.decode_request_body(api_key, api_version, frame, header.header_size)
+    try:
+        return codec.decode_request(api_version, frame, header.header_size)
+    except ProtocolError:
+        raise
+    except _DECODE_FAILURES as exc:
+        raise ProtocolError(f"malformed {ApiKey(api_key).name} v{api_version} request: "
+                            f"{type(exc).__name__}: {exc}") from None
+
+
+def encode_response(header: RequestHeader, response) -> list:
+    """Size prefix + response header + body, as a list of buffers (see module doc)."""
+    api_key, api_version = header.api_key, header.api_version
+    hdr = encode_response_header(api_key, api_version, header.correlation_id)
+    codec = HAND_WRITTEN.get(api_key)
+    if codec is None:
+        return [schema_codec.encode_response_frame(api_key, api_version, hdr, response)]
+    return codec.encode_response_frame(api_version, hdr, response)
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   request) -> bytes:
+    """Whole request frame (size prefix + header + body) — for tests and tools.
+
+    ``request`` is a dict or a kafka-python object (any API), or one of the
+    hand-written request dataclasses.
+    """
+    codec = HAND_WRITTEN.get(api_key)
+    if codec is not None and not isinstance(request, dict) and codec.is_request_object(request):
+        body = codec.encode_request(api_version, request)
+    else:
+        body = schema_codec.encode_request_body(api_key, api_version, request)
+    frame = encode_request_header(api_key, api_version, correlation_id, client_id) + body
+    return _SIZE.pack(len(frame)) + frame
+
+
+def decode_response(api_key: int, api_version: int, frame, has_size_prefix: bool = True):
+    """Decode a response frame with kafka-python's classes — for tests and tools.
+
+    Returns (correlation_id, body object).
+    """
+    view = memoryview(frame)
+    pos = 4 if has_size_prefix else 0
+    correlation_id = _SIZE.unpack_from(view, pos)[0]
+    pos += 4
+    if len(encode_response_header(api_key, api_version, 0)) == 5:
+        pos += 1 if view[pos] == 0 else _skip_tags(view, pos)
+    return correlation_id, schema_codec.decode_response_body(api_key, api_version, view, pos)
+
+
+def _skip_tags(view, pos: int) -> int:
+    from .primitives import Reader
+
+    reader = Reader(view, pos)
+    reader.tagged_fields()
+    return reader.pos - pos

@@ -1,0 +1,352 @@
+"""Kafka wire primitives: a bounds-checked reader and append-style writers.
+
+Types (all big-endian; Kafka ``protocol/types/Type.java``):
+
+* ``int8/int16/int32/int64``, ``uint16``, ``bool`` (one byte, non-zero = true),
+  ``uuid`` (16 bytes; all zero = "no id").
+* ``uvarint``: unsigned LEB128, at most 5 bytes for 32 bits. Used for compact
+  lengths (``N + 1``, 0 = null) and the tagged-field section.
+* ``varint``/``varlong``: zig-zag LEB128 (record fields; never compact lengths).
+* non-flexible ("classic") string: int16 length (-1 = null) + UTF-8; bytes and
+  records: int32 length (-1 = null); array: int32 count (-1 = null).
+* flexible ("compact") string/bytes/records/array: uvarint ``N + 1`` (0 = null).
+* tagged-field section (flexible versions, end of every struct): uvarint count,
+  then per field uvarint tag, uvarint size, ``size`` bytes. Tags ascend.
+
+Invariants of ``Reader``: every read checks that the bytes exist and raises
+``ProtocolError`` otherwise (struct.error is never left to escape from methods
+here); a length or count is checked against the bytes that remain *before*
+anything is sliced or allocated (``min_item_bytes`` per array element), so a
+lying count costs nothing. Strings must be valid UTF-8. ``bytes_view`` returns a
+``memoryview`` into the frame (no copy): callers keep the frame alive.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import ProtocolError
+
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+UINT16 = struct.Struct(">H")
+INT32 = struct.Struct(">i")
+UINT32 = struct.Struct(">I")
+INT64 = struct.Struct(">q")
+FLOAT64 = struct.Struct(">d")
+
+_pack_i16 = INT16.pack
+_pack_i32 = INT32.pack
+
+
+class Reader:
+    """Cursor over a frame. ``pos`` advances; ``end`` is exclusive."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf, pos: int = 0, end: int | None = None) -> None:
+        if not isinstance(buf, memoryview):
+            buf = memoryview(buf)
+        if buf.ndim != 1 or buf.itemsize != 1:
+            buf = buf.cast("B")
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+
+    # -- fixed width --------------------------------------------------------------
+    def _need(self, n: int) -> None:
+        if self.pos + n > self.end:
+            raise ProtocolError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
+
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+    def int8(self) -> int:
+        self._need(1)
+        v = INT8.unpack_from(self.buf, self.pos)[0]
+        self.pos += 1
+        return v
+
+    def boolean(self) -> bool:
+        self._need(1)
+        v = self.buf[self.pos] != 0
+        self.pos += 1
+        return v
+
+    def int16(self) -> int:
+        self._need(2)
+        v = INT16.unpack_from(self.buf, self.pos)[0]
+        self.pos += 2
+        return v
+
+    def uint16(self) -> int:
+        self._need(2)
+        v = UINT16.unpack_from(self.buf, self.pos)[0]
+        self.pos += 2
+        return v
+
+    def int32(self) -> int:
+        self._need(4)
+        v = INT32.unpack_from(self.buf, self.pos)[0]
+        self.pos += 4
+        return v
+
+    def int64(self) -> int:
+        self._need(8)
+        v = INT64.unpack_from(self.buf, self.pos)[0]
+        self.pos += 8
+        return v
+
+    def float64(self) -> float:
+        self._need(8)
+        v = FLOAT64.unpack_from(self.buf, self.pos)[0]
+        self.pos += 8
+        return v
+
+    def uuid(self) -> bytes:
+        self._need(16)
+        v = bytes(self.buf[self.pos:self.pos + 16])
+        self.pos += 16
+        return v
+
+    def unpack(self, st: struct.Struct) -> tuple:
+        """Several fixed-width fields at once (hot paths)."""
+        n = st.size
+        if self.pos + n > self.end:
+            raise ProtocolError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
+        v = st.unpack_from(self.buf, self.pos)
+        self.pos += n
+        return v
+
+    # -- varints ------------------------------------------------------------------
+    def uvarint(self) -> int:
+        """Unsigned LEB128 of at most 32 bits (5 bytes)."""
+        buf, pos, end = self.buf, self.pos, self.end
+        result = 0
+        shift = 0
+        while True:
+            if pos >= end:
+                raise ProtocolError(f"truncated varint at offset {self.pos}")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                raise ProtocolError(f"varint longer than 5 bytes at offset {self.pos}")
+        if result > 0xFFFFFFFF:
+            raise ProtocolError(f"unsigned varint out of range at offset {self.pos}")
+        self.pos = pos
+        return result
+
+    def varint(self) -> int:
+        """Zig-zag signed 32-bit varint."""
+        v = self.uvarint()
+        return (v >> 1) ^ -(v & 1)
+
+    def varlong(self) -> int:
+        """Zig-zag signed 64-bit varint (at most 10 bytes)."""
+        buf, pos, end = self.buf, self.pos, self.end
+        result = 0
+        shift = 0
+        while True:
+            if pos >= end:
+                raise ProtocolError(f"truncated varlong at offset {self.pos}")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise ProtocolError(f"varlong longer than 10 bytes at offset {self.pos}")
+        if result >= 1 << 64:
+            raise ProtocolError(f"varlong out of range at offset {self.pos}")
+        self.pos = pos
+        return (result >> 1) ^ -(result & 1)
+
+    # -- lengths ------------------------------------------------------------------
+    def _length(self, compact: bool, wide: bool) -> int:
+        """Length prefix → -1 for null or the length; classic strings use int16."""
+        if compact:
+            return self.uvarint() - 1
+        return self.int32() if wide else self.int16()
+
+    def _text(self, n: int) -> str:
+        if n > self.end - self.pos:
+            raise ProtocolError(f"string of {n} bytes at offset {self.pos} overruns the frame "
+                                f"({self.end - self.pos} bytes left)")
+        start = self.pos
+        self.pos = start + n
+        try:
+            return str(self.buf[start:start + n], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"invalid UTF-8 in string at offset {start}: {exc.reason}") from None
+
+    def string(self, compact: bool = False) -> str:
+        """Non-nullable string; a null length is a ProtocolError."""
+        n = self._length(compact, False)
+        if n < 0:
+            raise ProtocolError(f"null string where a value is required (offset {self.pos})")
+        return self._text(n)
+
+    def nullable_string(self, compact: bool = False) -> str | None:
+        n = self._length(compact, False)
+        if n < 0:
+            if n != -1:
+                raise ProtocolError(f"negative string length {n} at offset {self.pos}")
+            return None
+        return self._text(n)
+
+    def bytes_view(self, compact: bool = False, nullable: bool = True) -> memoryview | None:
+        """Bytes or records field as a view into the frame (no copy)."""
+        n = self._length(compact, True)
+        if n < 0:
+            if n != -1 or not nullable:
+                raise ProtocolError(f"invalid bytes length {n} at offset {self.pos}")
+            return None
+        if n > self.end - self.pos:
+            raise ProtocolError(f"bytes field of {n} bytes at offset {self.pos} overruns the frame "
+                                f"({self.end - self.pos} bytes left)")
+        start = self.pos
+        self.pos = start + n
+        return self.buf[start:start + n]
+
+    def array_count(self, compact: bool = False, min_item_bytes: int = 1, nullable: bool = True) -> int:
+        """Element count (-1 = null), refused when the frame cannot hold that many."""
+        n = self._length(compact, True)
+        if n < 0:
+            if n != -1 or not nullable:
+                raise ProtocolError(f"invalid array length {n} at offset {self.pos}")
+            return -1
+        if n * min_item_bytes > self.end - self.pos:
+            raise ProtocolError(f"array of {n} elements at offset {self.pos} cannot fit in the "
+                                f"{self.end - self.pos} bytes left")
+        return n
+
+    # -- tagged fields ------------------------------------------------------------
+    def tagged_fields(self) -> dict[int, memoryview] | None:
+        """Read a tagged-field section; returns {tag: raw bytes} or None when empty."""
+        count = self.uvarint()
+        if count == 0:
+            return None
+        if count > self.end - self.pos:
+            raise ProtocolError(f"{count} tagged fields cannot fit at offset {self.pos}")
+        out: dict[int, memoryview] = {}
+        last = -1
+        for _ in range(count):
+            tag = self.uvarint()
+            if tag <= last:
+                raise ProtocolError(f"tagged fields out of order or repeated (tag {tag}) at offset {self.pos}")
+            last = tag
+            size = self.uvarint()
+            if size > self.end - self.pos:
+                raise ProtocolError(f"tagged field {tag} of {size} bytes overruns the frame")
+            out[tag] = self.buf[self.pos:self.pos + size]
+            self.pos += size
+        return out
+
+    def skip_tagged_fields(self) -> None:
+        if self.pos < self.end and self.buf[self.pos] == 0:
+            self.pos += 1
+            return
+        self.tagged_fields()
+
+
+# -- writers (append to a bytearray) ----------------------------------------------
+
+def uvarint_bytes(value: int) -> bytes:
+    """Unsigned LEB128 of a non-negative int < 2**32."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_UVARINT = [bytes((i,)) for i in range(0x80)]
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0x80:
+        out.append(value)
+        return
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def write_varlong(out: bytearray, value: int) -> None:
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def write_string(out: bytearray, value: str | None, compact: bool = False) -> None:
+    """(Nullable) string; classic strings carry an int16 length."""
+    if value is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff"
+        return
+    data = value.encode("utf-8")
+    if compact:
+        write_uvarint(out, len(data) + 1)
+    else:
+        if len(data) > 0x7FFF:
+            raise ValueError(f"string of {len(data)} bytes does not fit an int16 length")
+        out += _pack_i16(len(data))
+    out += data
+
+
+def write_bytes(out: bytearray, value, compact: bool = False) -> None:
+    """(Nullable) bytes: int32 or compact length, then the bytes (copied into ``out``)."""
+    if value is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+        return
+    if compact:
+        write_uvarint(out, len(value) + 1)
+    else:
+        out += _pack_i32(len(value))
+    out += value
+
+
+def write_array_len(out: bytearray, count: int | None, compact: bool = False) -> None:
+    """Array count; ``None`` writes null."""
+    if count is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+    elif compact:
+        write_uvarint(out, count + 1)
+    else:
+        out += _pack_i32(count)
+
+
+def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None) -> None:
+    """Tagged-field section from {tag: encoded value}; empty → a single 0 byte."""
+    if not fields:
+        out.append(0)
+        return
+    write_uvarint(out, len(fields))
+    for tag in sorted(fields):
+        data = fields[tag]
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data

@@ -1,0 +1,371 @@
+"""Control-plane codec through kafka-python 3's schema classes.
+
+This is the only module that imports ``kafka.protocol`` (tests/unit/test_layering.py
+checks it), so replacing kafka-python later touches one file.
+
+kafka-python 3 ships Apache Kafka 4.x JSON message schemas and generates a flat
+encode/decode function per (struct, version) from them. ``ApiMessageData`` lowers
+every schema's minimum version to 0, and the 4.x JSON still describes most fields
+that older versions had, so versions below the 4.x ``validVersions`` encode as long
+as their fields are in the JSON; each version listed in
+``protocol.api_keys.SUPPORTED_VERSIONS`` was checked byte for byte against
+``kafka.protocol.old`` (independent hand-written structs) in the tests.
+
+Decoding (``decode_request_body``): the request body starts after the header; the
+generated decoder runs on a ``memoryview`` of the frame. Its failures (struct.error,
+IndexError, ValueError, UnicodeDecodeError, ...) become ``ProtocolError``; a decoder
+that ran past the end of the frame (kafka-python slices strings without checking
+their length) is caught by comparing the final position with the frame length; and
+a non-nullable string/bytes/array/struct that arrived as null is refused, as Kafka's
+generated readers do. The result is kafka-python's data object: attributes carry
+Kafka's field names in snake_case; fields outside the request's version read as
+their schema default.
+
+Encoding (``encode_response_body``): the broker passes a nested ``dict`` with the
+response schema's snake_case names (or a kafka-python object). Fields the version
+lacks are dropped, missing fields take the schema default, and a name the schema
+does not have at all raises ``ValueError`` (a broker bug, never silently dropped).
+Tagged fields equal to their default (a struct equal to its default-constructed
+value included) are omitted, as Apache Kafka's generated serializers do:
+librdkafka before 2.2.0 (Debian's kcat 1.7.1) cannot skip tagged fields.
+UUID fields accept ``uuid.UUID``, 16 raw bytes, a hex string or None (= zero UUID).
+
+ApiVersions quirks: responses always use response header v0 (handled by
+``protocol.header``); an ApiVersions request of a version the broker does not serve
+gets a **v0 body** with UNSUPPORTED_VERSION (35) and the api_keys table
+(``encode_api_versions_fallback``), so the client can retry with a version both
+sides know.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.data_container import DataContainer
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
+from kafka.protocol.schemas.fields.codecs.types import UUID as _UUIDCodec
+
+from .api_keys import ApiKey
+from .errors import ErrorCode, ProtocolError
+
+_SIZE = struct.Struct(">i")
+
+#: API key → (request class, response class). Produce/Fetch/ListOffsets are here only
+#: as test oracles and for ``encode_request``/``decode_response``; the broker's path
+#: for them is the hand-written ``protocol.messages``.
+SCHEMA_CLASSES: dict[int, tuple[type, type]] = {
+    ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
+    ApiKey.FETCH: (FetchRequest, FetchResponse),
+    ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
+    ApiKey.METADATA: (MetadataRequest, MetadataResponse),
+    ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+    ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+}
+
+#: Exceptions kafka-python's generated decoders raise on malformed input.
+_DECODE_FAILURES = (struct.error, IndexError, ValueError, UnicodeDecodeError, TypeError,
+                    OverflowError, AssertionError, KeyError, AttributeError, RecursionError)
+
+_MISSING = object()
+
+
+def is_flexible(message_cls: type, api_version: int) -> bool:
+    return bool(message_cls.flexible_version_q(api_version))
+
+
+# -- decoding -------------------------------------------------------------------------
+
+def _decoder(message_cls: type, api_version: int):
+    flexible = is_flexible(message_cls, api_version)
+    return message_cls._struct.compiled_decode_from(
+        api_version, compact=flexible, tagged=flexible, data_class=message_cls[None])
+
+
+def _field_kind(field) -> str:
+    if field.is_struct_array():
+        return "struct_array"
+    if field.is_struct():
+        return "struct"
+    if field.is_array():
+        return "array"
+    return getattr(field, "_type_str", "")
+
+
+_NULLABLE_KINDS = {"string", "bytes", "records", "array", "struct_array", "struct"}
+
+
+def _check_nulls(struct_field, obj, api_version: int, path: str) -> None:
+    """Refuse a null where the schema does not allow one (Kafka's readers do)."""
+    for field in struct_field.untagged_fields(api_version):
+        kind = _field_kind(field)
+        if kind not in _NULLABLE_KINDS:
+            continue
+        value = getattr(obj, field.name)
+        if value is None:
+            if not field.nullable_for_version_q(api_version):
+                raise ProtocolError(f"non-nullable field {path}{field.name} was null")
+            continue
+        if kind == "struct_array":
+            inner = field.array_of
+            for item in value:
+                _check_nulls(inner, item, api_version, f"{path}{field.name}[].")
+        elif kind == "struct":
+            _check_nulls(field, value, api_version, f"{path}{field.name}.")
+
+
+def _decode(message_cls: type, api_version: int, frame, offset: int, what: str):
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    try:
+        obj, pos = _decoder(message_cls, api_version)(view, offset)
+    except _DECODE_FAILURES as exc:
+        raise ProtocolError(f"malformed {what} v{api_version}: {type(exc).__name__}: {exc}") from None
+    if pos > len(view):
+        raise ProtocolError(f"truncated {what} v{api_version}: needs {pos} bytes, frame has {len(view)}")
+    _check_nulls(message_cls._struct, obj, api_version, "")
+    return obj
+
+
+def decode_request_body(api_key: int, api_version: int, frame, offset: int):
+    """Decode the request body at ``frame[offset:]`` into kafka-python's data object."""
+    request_cls = SCHEMA_CLASSES[api_key][0]
+    return _decode(request_cls, api_version, frame, offset, request_cls.__name__)
+
+
+def decode_response_body(api_key: int, api_version: int, frame, offset: int = 0):
+    """Decode a response body (tests and tools). ApiVersions with an error decodes as v0."""
+    response_cls = SCHEMA_CLASSES[api_key][1]
+    if api_key == ApiKey.API_VERSIONS and len(frame) >= offset + 2:
+        if _SIZE.unpack_from(b"\x00\x00" + bytes(frame[offset:offset + 2]))[0] != 0:
+            api_version = 0
+    return _decode(response_cls, api_version, frame, offset, response_cls.__name__)
+
+
+# -- building data objects from dicts ---------------------------------------------------
+
+def _coerce_uuid(value):
+    if value is None or isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if len(raw) != 16:
+            raise ValueError(f"a UUID needs 16 bytes, got {len(raw)}")
+        return uuid.UUID(bytes=raw)
+    return uuid.UUID(str(value))
+
+
+def _is_default(field, value, api_version: int) -> bool:
+    default = field.default if not field.is_struct() or field.is_struct_array() else None
+    if field.is_struct() and not field.is_struct_array():
+        if value is None:
+            return True
+        try:
+            return value == field.data_class(version=api_version)
+        except (NotImplementedError, ValueError):
+            return False
+    if field.is_array() and default is None:
+        return value is None
+    return value == default
+
+
+def _build(struct_field, make, value, api_version: int, path: str):
+    """A kafka-python data object for ``value`` (dict or data object) at ``api_version``."""
+    if isinstance(value, DataContainer):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{path or 'response'}: expected a dict, got {type(value).__name__}")
+    known = struct_field.fields
+    for key in value:
+        if key not in known:
+            raise ValueError(f"{path or 'response'}: the schema {struct_field.name} has no field {key!r}")
+    kwargs = {}
+    for field in struct_field._fields:
+        if not field.for_version_q(api_version):
+            continue
+        name = field.name
+        item = value.get(name, _MISSING)
+        if item is _MISSING:
+            if field.is_struct() and not field.is_struct_array() and not field.tagged_field_q(api_version):
+                item = {}
+            else:
+                continue
+        if field.is_struct_array():
+            if item is not None:
+                inner = field.array_of
+                item = [_build(inner, inner.data_class, x, api_version, f"{path}{name}[].") for x in item]
+        elif field.is_struct():
+            if item is not None:
+                item = _build(field, field.data_class, item, api_version, f"{path}{name}.")
+        elif getattr(field, "_type", None) is _UUIDCodec:
+            item = _coerce_uuid(item)
+        elif field.is_array() and getattr(field.array_of, "_type", None) is _UUIDCodec and item is not None:
+            item = [_coerce_uuid(x) for x in item]
+        if field.tagged_field_q(api_version) and _is_default(field, item, api_version):
+            continue
+        kwargs[name] = item
+    return make(version=api_version, **kwargs)
+
+
+def build_message(message_cls: type, api_version: int, value):
+    """kafka-python message object for a dict (or pass an object through)."""
+    if isinstance(value, DataContainer):
+        return value
+    return _build(message_cls._struct, message_cls, value, api_version, "")
+
+
+def _encode_body_into(message_cls: type, api_version: int, obj, out: EncodeBuffer) -> None:
+    flexible = is_flexible(message_cls, api_version)
+    fn = message_cls._struct.compiled_encode_into(api_version, compact=flexible, tagged=flexible)
+    fn(obj, out)
+
+
+def encode_response_body(api_key: int, api_version: int, response) -> bytes:
+    """Body bytes of a response (no size prefix, no header)."""
+    response_cls = SCHEMA_CLASSES[api_key][1]
+    obj = build_message(response_cls, api_version, response)
+    out = EncodeBuffer(512)
+    _encode_body_into(response_cls, api_version, obj, out)
+    return bytes(out.buf[:out.pos])
+
+
+def encode_response_frame(api_key: int, api_version: int, header_bytes: bytes, response) -> bytearray:
+    """Size prefix + response header + body, in one buffer."""
+    response_cls = SCHEMA_CLASSES[api_key][1]
+    obj = build_message(response_cls, api_version, response)
+    out = EncodeBuffer(512)
+    out.pos = 4
+    n = len(header_bytes)
+    out.ensure(n)
+    out.buf[4:4 + n] = header_bytes
+    out.pos += n
+    _encode_body_into(response_cls, api_version, obj, out)
+    _SIZE.pack_into(out.buf, 0, out.pos - 4)
+    return out.buf[:out.pos]
+
+
+def encode_request_body(api_key: int, api_version: int, request) -> bytes:
+    """Body bytes of a request (tests and tools)."""
+    request_cls = SCHEMA_CLASSES[api_key][0]
+    obj = build_message(request_cls, api_version, request)
+    out = EncodeBuffer(512)
+    _encode_body_into(request_cls, api_version, obj, out)
+    return bytes(out.buf[:out.pos])
+
+
+# -- ApiVersions fallback -----------------------------------------------------------------
+
+def _api_key_entries(api_keys) -> list[tuple[int, int, int]]:
+    if isinstance(api_keys, Mapping):
+        return sorted((int(k), int(v[0]), int(v[1])) for k, v in api_keys.items())
+    entries = []
+    for entry in api_keys:
+        if isinstance(entry, Mapping):
+            entries.append((int(entry["api_key"]), int(entry["min_version"]), int(entry["max_version"])))
+        else:
+            key, lo, hi = entry
+            entries.append((int(key), int(lo), int(hi)))
+    return entries
+
+
+def encode_api_versions_fallback(correlation_id: int, api_keys) -> list[bytes]:
+    """Whole frame answering an ApiVersions request of an unsupported version.
+
+    v0 body (error_code int16 = 35, api_keys [api_key, min_version, max_version])
+    behind response header v0, whatever version was asked: the client reads the
+    error and retries with the highest ApiVersions version listed. ``api_keys`` is a
+    list of dicts/tuples or a {key: (min, max)} mapping.
+    """
+    entries = _api_key_entries(api_keys)
+    body = bytearray(struct.pack(">ihi", correlation_id, ErrorCode.UNSUPPORTED_VERSION, len(entries)))
+    for key, lo, hi in entries:
+        body += struct.pack(">hhh", key, lo, hi)
+    return [_SIZE.pack(len(body)) + bytes(body)]
