@@ -1,0 +1,328 @@
+"""Fixed-width, memory-mapped index files: the part shared by the offset and time indexes.
+
+Kafka's ``AbstractIndex``. An index file is an array of fixed-size, big-endian entries
+with no header and no checksum. This module knows the mechanics and nothing of what an
+entry means; :mod:`storage.offset_index` and :mod:`storage.time_index` add the layout
+and the lookup semantics.
+
+Life cycle and invariants
+-------------------------
+* **Lazy**: constructing an index touches nothing on disk. The file is opened (and, if
+  it does not exist, created) on the first operation that needs its contents — so a
+  segment whose index was never used has no index file (Kafka ``LazyIndex``), and
+  renaming or deleting an unloaded index does not create it.
+* **Pre-allocation**: a newly created file is extended at once to ``max_index_size``
+  rounded down to a multiple of the entry size (sparse; 10 MiB by default) and mapped
+  read/write. ``entries`` counts the valid entries at the start of the mapping;
+  everything after is free space.
+* **Opening an existing file** assumes it was trimmed: ``entries = file size // entry
+  size`` and the index is full until :meth:`resize` gives it room (Kafka resizes the
+  last segment's indexes after loading). Because an untrimmed, zero-filled file would
+  then look like a full index of garbage, the loader checks index files before
+  trusting them (:meth:`segment.LogSegment.check_indexes`).
+* **Trim**: :meth:`trim_to_valid_size` shrinks the file to ``entries × entry size``;
+  done when a segment is rolled, closed and at the end of recovery.
+* **Search**: :meth:`_largest_lower_bound_slot` is the binary search of Kafka's
+  ``indexSlotRangeFor``: the slot of the largest key <= target, or -1.
+
+Not thread-safe: a segment's owner serialises all calls.
+
+An unloaded index can report its last entry and sample entries with ``os.pread``
+(:meth:`peek_entries`) so that opening thousands of partitions maps nothing.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Callable
+
+import structlog
+
+from .errors import KafkaStorageError
+
+logger = structlog.get_logger(__name__)
+
+
+def round_down_to_multiple(value: int, factor: int) -> int:
+    return (value // factor) * factor
+
+
+class AbstractIndex:
+    """Mechanics of one fixed-width index file (see module doc)."""
+
+    ENTRY_SIZE = 0  # set by subclasses
+
+    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_length", "_entries", "_max_entries",
+                 "_loaded", "_closed")
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+        if max_index_size < self.ENTRY_SIZE:
+            raise ValueError(f"index size {max_index_size} is smaller than one entry ({self.ENTRY_SIZE} bytes)")
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._mm: mmap.mmap | None = None
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+        self._loaded = False
+        self._closed = False
+
+    # -- loading ----------------------------------------------------------------------------------
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded
+
+    def _load(self) -> None:
+        """Open (creating and pre-allocating if missing) and map the file."""
+        if self._loaded:
+            return
+        if self._closed:
+            raise KafkaStorageError(f"index {self.path} is closed")
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot open index {self.path}") from exc
+        try:
+            length = os.fstat(fd).st_size
+            newly_created = length == 0
+            if newly_created:
+                length = round_down_to_multiple(self.max_index_size, self.ENTRY_SIZE)
+                os.ftruncate(fd, length)
+            self._mm = mmap.mmap(fd, length) if length > 0 else None
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot map index {self.path}") from exc
+        finally:
+            os.close(fd)  # the mmap keeps its own duplicate
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+        self._entries = 0 if newly_created else self._max_entries
+        self._loaded = True
+
+    def _ensure(self) -> mmap.mmap | None:
+        if not self._loaded:
+            self._load()
+        return self._mm
+
+    # -- sizes ------------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        self._ensure()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        self._ensure()
+        return self._max_entries
+
+    @property
+    def length_bytes(self) -> int:
+        """Current file length (including pre-allocated free space)."""
+        self._ensure()
+        return self._length
+
+    @property
+    def valid_size_bytes(self) -> int:
+        return self.entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        self._ensure()
+        return self._entries >= self._max_entries
+
+    def file_exists(self) -> bool:
+        return self._loaded or os.path.exists(self.path)
+
+    # -- raw access -------------------------------------------------------------------------------
+    def _read_key_fn(self) -> Callable[[mmap.mmap, int], int]:
+        """Function (mapping, slot) -> search key; subclasses specialise."""
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int, key_of: Callable[[mmap.mmap, int], int]) -> int:
+        """Slot of the largest key <= target, or -1 (empty index or target below the first key)."""
+        mm = self._ensure()
+        n = self._entries
+        if n == 0 or mm is None:
+            return -1
+        if key_of(mm, 0) > target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            key = key_of(mm, mid)
+            if key > target:
+                hi = mid - 1
+            elif key < target:
+                lo = mid
+            else:
+                return mid
+        return lo
+
+    def _smallest_upper_bound_slot(self, target: int, key_of: Callable[[mmap.mmap, int], int]) -> int:
+        """Slot of the smallest key >= target, or -1 when every key is smaller."""
+        mm = self._ensure()
+        n = self._entries
+        if n == 0 or mm is None:
+            return -1
+        if key_of(mm, n - 1) < target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if key_of(mm, mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _write_entry(self, data: bytes) -> None:
+        mm = self._mm
+        assert mm is not None
+        pos = self._entries * self.ENTRY_SIZE
+        mm[pos:pos + self.ENTRY_SIZE] = data
+        self._entries += 1
+
+    def peek_entries(self, slots: list[int]) -> tuple[int, list[bytes]]:
+        """(entry count, raw entry bytes for ``slots``) read without mapping the file.
+
+        Negative slots count from the end. Slots outside the file are skipped. Uses the
+        mapping when the index is already loaded. Returns (0, []) for a missing file.
+        """
+        size = self.ENTRY_SIZE
+        if self._loaded:
+            n = self._entries
+            mm = self._mm
+            out = []
+            for s in slots:
+                s = s + n if s < 0 else s
+                if 0 <= s < n and mm is not None:
+                    out.append(bytes(mm[s * size:(s + 1) * size]))
+            return n, out
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0, []
+        try:
+            n = os.fstat(fd).st_size // size
+            out = []
+            for s in slots:
+                s = s + n if s < 0 else s
+                if 0 <= s < n:
+                    out.append(os.pread(fd, size, s * size))
+            return n, out
+        finally:
+            os.close(fd)
+
+    def file_length(self) -> int:
+        """File length without loading (0 when missing)."""
+        if self._loaded:
+            return self._length
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+    def read_all_bytes(self) -> bytes:
+        """Every valid entry's bytes (loads the index)."""
+        mm = self._ensure()
+        if mm is None:
+            return b""
+        return bytes(mm[:self._entries * self.ENTRY_SIZE])
+
+    # -- mutation ---------------------------------------------------------------------------------
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._ensure()
+        self._entries = max(0, min(entries, self._entries))
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its length)."""
+        self._truncate_to_entries(0)
+
+    def resize(self, new_size: int) -> bool:
+        """Change the file length to ``new_size`` rounded down to the entry size.
+
+        Returns False when the rounded size equals the current length. Entries beyond
+        the new length are dropped.
+        """
+        self._ensure()
+        rounded = round_down_to_multiple(new_size, self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        try:
+            if self._mm is not None and rounded > 0:
+                self._mm.resize(rounded)
+            else:
+                if self._mm is not None:
+                    self._mm.close()
+                    self._mm = None
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    os.ftruncate(fd, rounded)
+                    if rounded > 0:
+                        self._mm = mmap.mmap(fd, rounded)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot resize index {self.path}") from exc
+        self._length = rounded
+        self._max_entries = rounded // self.ENTRY_SIZE
+        self._entries = min(self._entries, self._max_entries)
+        return True
+
+    def reset(self) -> None:
+        """Zero entries and the full pre-allocated size (start of a recovery)."""
+        self._ensure()
+        self._entries = 0
+        self.resize(self.max_index_size)
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly the valid entries."""
+        if not self._loaded:
+            return
+        self.resize(self._entries * self.ENTRY_SIZE)
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim to the valid size and unmap; the object can be reopened lazily afterwards."""
+        if self._loaded:
+            self.trim_to_valid_size()
+            if self._mm is not None:
+                self._mm.close()
+            self._mm = None
+            self._loaded = False
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (the file keeps its length)."""
+        if self._mm is not None:
+            self._mm.close()
+        self._mm = None
+        self._loaded = False
+
+    def rename_to(self, new_path: str) -> None:
+        """Rename the file if it exists (an unloaded, never-created index stays uncreated)."""
+        try:
+            os.rename(self.path, new_path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot rename index {self.path}") from exc
+        self.path = new_path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        self._closed = True
+        try:
+            os.remove(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}" if self._loaded else "unloaded"
+        return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, {state})"
+
+
+__all__ = ["AbstractIndex", "round_down_to_multiple"]

@@ -1,0 +1,196 @@
+"""The time index (``<base>.timeindex``, KIP-33): timestamp → offset.
+
+File format (Kafka ``TimeIndex``), 12 bytes per entry, big-endian, no header::
+
+    +---------------------------------------------+------------------------+
+    | timestamp                             int64 | relative offset  int32 |
+    +---------------------------------------------+------------------------+
+
+An entry ``(T, O)`` means: the largest timestamp in the segment up to and including
+the batch whose last offset is ``O`` is ``T``; every record with a timestamp above
+``T`` lies after ``O``.
+
+Invariants
+----------
+* Inside one file both timestamps and offsets never decrease, and an entry is written
+  only when its timestamp is **strictly** greater than the last one (an equal
+  timestamp is silently ignored, a smaller one raises, a smaller offset raises
+  :class:`InvalidOffsetError`). Across segments there is no order.
+* With only magic-0 data (timestamp -1) the index stays empty, because -1 is never
+  greater than the empty index's last entry ``(-1, base offset)``.
+* "Full" one slot early: ``entries >= max_entries - 1``. The last slot is kept for the
+  entry written when the segment is rolled or closed, which skips the full check
+  (``maybe_append(..., skip_full_check=True)``); that final entry is how the segment's
+  max timestamp survives a restart.
+* ``lookup(t)`` = the entry with the largest timestamp <= t, or ``(-1, base offset)``.
+* ``truncate_to(o)`` removes entries whose **offset** is >= o.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .errors import CorruptIndexError, InvalidOffsetError
+from .index import AbstractIndex
+from .offset_index import IndexFullError
+
+_ENTRY = struct.Struct(">qi")
+_TS = struct.Struct(">q")
+_REL = struct.Struct(">i")
+_unpack_ts = _TS.unpack_from
+_unpack_rel = _REL.unpack_from
+_unpack_entry = _ENTRY.unpack_from
+
+NO_TIMESTAMP = -1
+
+
+class TimestampOffset(NamedTuple):
+    """A (timestamp, offset) pair; ``leader_epoch`` is set only by searches of the log."""
+
+    timestamp_ms: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+def _ts_key(mm, slot: int) -> int:
+    return _unpack_ts(mm, slot * 12)[0]
+
+
+def _offset_key(mm, slot: int) -> int:
+    return _unpack_rel(mm, slot * 12 + 8)[0]
+
+
+class TimeIndex(AbstractIndex):
+    """Sparse timestamp → offset map of one segment (see module doc)."""
+
+    ENTRY_SIZE = 12
+    __slots__ = ("_last_entry",)
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._last_entry = TimestampOffset(NO_TIMESTAMP, base_offset)
+
+    def _load(self) -> None:
+        super()._load()
+        self._refresh_last_entry()
+
+    def _refresh_last_entry(self) -> None:
+        if self._entries == 0 or self._mm is None:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        else:
+            ts, rel = _unpack_entry(self._mm, (self._entries - 1) * 12)
+            self._last_entry = TimestampOffset(ts, self.base_offset + rel)
+
+    def is_full(self) -> bool:
+        self._ensure()
+        return self._entries >= self._max_entries - 1
+
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (-1, base offset) when empty."""
+        self._ensure()
+        return self._last_entry
+
+    def peek_last_entry(self) -> TimestampOffset:
+        """Same as :meth:`last_entry` but reads the file with pread when not loaded."""
+        if self._loaded:
+            return self._last_entry
+        n, raw = self.peek_entries([-1])
+        if n == 0 or not raw:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self.parse_entry(raw[0], self.base_offset)
+
+    def entry(self, n: int) -> TimestampOffset:
+        mm = self._ensure()
+        if n < 0 or n >= self._entries or mm is None:
+            raise IndexError(f"attempt to fetch entry {n} of a time index with {self._entries} entries")
+        ts, rel = _unpack_entry(mm, n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def lookup(self, target_ms: int) -> TimestampOffset:
+        """Entry with the largest timestamp <= target_ms, or (-1, base offset)."""
+        slot = self._largest_lower_bound_slot(target_ms, _ts_key)
+        if slot < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        ts, rel = _unpack_entry(self._mm, slot * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def maybe_append(self, timestamp_ms: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append (timestamp, offset) if the timestamp grows strictly; True if written.
+
+        Raises :class:`IndexFullError` when full (unless ``skip_full_check``),
+        :class:`InvalidOffsetError` for an offset below the last entry's and
+        ``ValueError`` for a timestamp below the last entry's.
+        """
+        self._ensure()
+        if not skip_full_check and self.is_full():
+            raise IndexFullError(f"attempt to append to a full time index (size = {self._entries}) {self.path}")
+        last = self._last_entry
+        if self._entries != 0 and offset < last.offset:
+            raise InvalidOffsetError(
+                f"attempt to append an offset ({offset}) to slot {self._entries} no larger than the last offset "
+                f"appended ({last.offset}) to {self.path}")
+        if self._entries != 0 and timestamp_ms < last.timestamp_ms:
+            raise ValueError(
+                f"attempt to append a timestamp ({timestamp_ms}) to slot {self._entries} no larger than the last "
+                f"timestamp appended ({last.timestamp_ms}) to {self.path}")
+        if timestamp_ms <= last.timestamp_ms:
+            return False
+        rel = offset - self.base_offset
+        if rel < 0 or rel > 0x7FFFFFFF:
+            raise InvalidOffsetError(
+                f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
+        if self._entries >= self._max_entries:
+            # Only reachable with skip_full_check on an index opened full from disk: make room.
+            self.resize((self._entries + 1) * self.ENTRY_SIZE)
+        self._write_entry(_ENTRY.pack(timestamp_ms, rel))
+        self._last_entry = TimestampOffset(timestamp_ms, offset)
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        self._ensure()
+        rel = offset - self.base_offset
+        slot = self._largest_lower_bound_slot(rel, _offset_key)
+        if slot < 0:
+            new_entries = 0
+        elif _offset_key(self._mm, slot) == rel:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+        self._refresh_last_entry()
+
+    def truncate(self) -> None:
+        super().truncate()
+        self._refresh_last_entry()
+
+    def resize(self, new_size: int) -> bool:
+        changed = super().resize(new_size)
+        self._refresh_last_entry()
+        return changed
+
+    def sanity_check(self) -> None:
+        """Kafka's check: last timestamp >= first, last offset >= base, length a multiple of 12."""
+        mm = self._ensure()
+        last = self._last_entry
+        if self._entries != 0 and mm is not None and last.timestamp_ms < _ts_key(mm, 0):
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
+                f"timestamp is {last.timestamp_ms} which is less than the first timestamp {_ts_key(mm, 0)}")
+        if self._entries != 0 and last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
+                f"offset is {last.offset} which is less than the base offset {self.base_offset}")
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"time index file {self.path} is corrupt, found {self._length} bytes which is neither positive "
+                f"nor a multiple of {self.ENTRY_SIZE}")
+
+    @staticmethod
+    def parse_entry(raw: bytes, base_offset: int) -> TimestampOffset:
+        ts, rel = _ENTRY.unpack(raw)
+        return TimestampOffset(ts, base_offset + rel)
+
+
+__all__ = ["TimeIndex", "TimestampOffset", "NO_TIMESTAMP"]
