@@ -1,9 +1,18 @@
 """Hand-written data-plane codecs: Produce, Fetch, ListOffsets.
 
-Each module exposes ``decode_request(api_version, frame, offset)``,
-``encode_response_frame(api_version, header_bytes, response) -> list``,
-``encode_request(api_version, request) -> bytes`` and
+Each module exposes ``decode_request(api_version, frame, offset)`` returning frozen
+slotted dataclasses (records as memoryviews into the frame),
+``encode_response_frame(api_version, header_bytes, response) -> list`` (the whole
+frame; the response may be nested dicts or objects with Kafka's snake_case names),
+``encode_request(api_version, request) -> bytes`` (body only; tests and tools) and
 ``is_request_object(obj)``. ``HAND_WRITTEN`` maps API keys to those modules.
 """
 
-HAND_WRITTEN: dict = {}
+from ..api_keys import ApiKey
+from . import fetch, list_offsets, produce
+
+HAND_WRITTEN: dict = {
+    ApiKey.PRODUCE: produce,
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+}

@@ -1,0 +1,76 @@
+"""Helpers shared by the hand-written data-plane codecs.
+
+``field(obj, name, default)`` reads a response field from either a ``dict`` (what
+the broker's handlers build) or an object with attributes (the dataclasses here),
+falling back to the schema default. ``BufferList`` accumulates an encoded frame as
+a list of buffers: small writes go into a growing ``bytearray``; big payloads
+(bytes/memoryviews of ``INLINE_MAX_BYTES`` or more, and payload objects with an
+integer ``size``) are appended as their own elements so they are never copied.
+The first element starts with a 4-byte placeholder for the frame size, filled in
+by ``finish()``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_SIZE = struct.Struct(">i")
+
+#: Record payloads at least this big are not copied into the prefix buffer.
+INLINE_MAX_BYTES = 4096
+
+_MISSING = object()
+
+
+def field(obj, name: str, default):
+    if type(obj) is dict:
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def payload_size(payload) -> int:
+    """Length of a records value: bytes-like, or an object with an integer ``size``."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return payload.nbytes if isinstance(payload, memoryview) else len(payload)
+    size = getattr(payload, "size", None)
+    if not isinstance(size, int) or size < 0:
+        raise TypeError(f"records payload {type(payload).__name__} has no non-negative integer 'size'")
+    return size
+
+
+class BufferList:
+    """Frame under construction: ``cur`` is the bytearray being written."""
+
+    __slots__ = ("parts", "cur", "extra", "flushed")
+
+    def __init__(self, header_bytes: bytes) -> None:
+        self.cur = bytearray(b"\x00\x00\x00\x00")
+        self.cur += header_bytes
+        self.parts: list = []
+        self.extra = 0  # bytes held by payload parts
+        self.flushed = 0  # bytes of prefix buffers already moved to ``parts``
+
+    def payload(self, data, size: int) -> None:
+        """Append a record payload: inline when small bytes, else as its own element."""
+        if size == 0:
+            return
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            if size < INLINE_MAX_BYTES:
+                self.cur += data
+                return
+            if isinstance(data, memoryview) and (data.ndim != 1 or data.itemsize != 1):
+                data = data.cast("B")
+        self.parts.append(self.cur)
+        self.flushed += len(self.cur)
+        self.parts.append(data)
+        self.extra += size
+        self.cur = bytearray()
+
+    def finish(self) -> list:
+        parts = self.parts
+        flushed = self.flushed
+        if self.cur or not parts:
+            parts.append(self.cur)
+            flushed += len(self.cur)
+        _SIZE.pack_into(parts[0], 0, flushed + self.extra - 4)
+        return parts

@@ -1,0 +1,179 @@
+"""ListOffsets (API key 2), versions 0–9, hand-written.
+
+Request (Kafka ``ListOffsetsRequest.json``; "flex" = v6+):
+
+    replica_id         int32            (-1 consumer, -2 debug)
+    isolation_level    int8    v2+      (absent = 0, READ_UNCOMMITTED)
+    topics [
+      name             string
+      partitions [
+        partition_index       int32
+        current_leader_epoch  int32  v4+  (-1 = unknown)
+        timestamp             int64       (-1 latest, -2 earliest, -3 max timestamp (v7+),
+                                           -4 earliest local (v8+), -5 latest tiered (v9+), else a time)
+        max_num_offsets       int32  v0 only
+      ]
+    ]
+    (timeout_ms int32 is v10+: not served)
+
+Response (``ListOffsetsResponse.json``):
+
+    throttle_time_ms   int32  v2+ (first field)
+    topics [
+      name             string
+      partitions [
+        partition_index    int32
+        error_code         int16
+        old_style_offsets  [int64]  v0 only
+        timestamp          int64    v1+  (-1 when not found)
+        offset             int64    v1+  (-1 when not found)
+        leader_epoch       int32    v4+  (-1 unknown)
+      ]
+    ]
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..primitives import Reader, write_array_len, write_string
+from .common import field
+
+FIRST_FLEXIBLE = 6
+
+_I = struct.Struct(">i")
+_B = struct.Struct(">b")
+_IQ = struct.Struct(">iq")
+_IIQ = struct.Struct(">iiq")
+_IQI = struct.Struct(">iqi")
+_IH = struct.Struct(">ih")
+_QQ = struct.Struct(">qq")
+_QQI = struct.Struct(">qqi")
+_Q = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartition:
+    partition_index: int
+    current_leader_epoch: int
+    timestamp: int
+    max_num_offsets: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsTopic:
+    name: str
+    partitions: tuple[ListOffsetsPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    replica_id: int
+    isolation_level: int
+    topics: tuple[ListOffsetsTopic, ...]
+
+
+def is_request_object(obj) -> bool:
+    return isinstance(obj, ListOffsetsRequest)
+
+
+def decode_request(api_version: int, frame, offset: int) -> ListOffsetsRequest:
+    r = Reader(frame, offset)
+    flex = api_version >= FIRST_FLEXIBLE
+    replica_id = r.int32()
+    isolation_level = r.int8() if api_version >= 2 else 0
+    if api_version == 0:
+        part_struct = _IQI
+        part_min = 16
+    elif api_version >= 4:
+        part_struct = _IIQ
+        part_min = 16
+    else:
+        part_struct = _IQ
+        part_min = 12
+    if flex:
+        part_min += 1
+    topics = []
+    for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
+        name = r.string(flex)
+        parts = []
+        for _ in range(r.array_count(flex, part_min, nullable=False)):
+            values = r.unpack(part_struct)
+            if api_version == 0:
+                parts.append(ListOffsetsPartition(values[0], -1, values[1], values[2]))
+            elif api_version >= 4:
+                parts.append(ListOffsetsPartition(values[0], values[1], values[2], 1))
+            else:
+                parts.append(ListOffsetsPartition(values[0], -1, values[1], 1))
+            if flex:
+                r.skip_tagged_fields()
+        if flex:
+            r.skip_tagged_fields()
+        topics.append(ListOffsetsTopic(name, tuple(parts)))
+    if flex:
+        r.skip_tagged_fields()
+    return ListOffsetsRequest(replica_id, isolation_level, tuple(topics))
+
+
+def encode_request(api_version: int, request) -> bytes:
+    """Request body (tests and tools)."""
+    flex = api_version >= FIRST_FLEXIBLE
+    out = bytearray(_I.pack(field(request, "replica_id", -1)))
+    if api_version >= 2:
+        out += _B.pack(field(request, "isolation_level", 0))
+    topics = field(request, "topics", ())
+    write_array_len(out, len(topics), flex)
+    for t in topics:
+        write_string(out, field(t, "name", ""), flex)
+        parts = field(t, "partitions", ())
+        write_array_len(out, len(parts), flex)
+        for p in parts:
+            out += _I.pack(field(p, "partition_index", 0))
+            if api_version >= 4:
+                out += _I.pack(field(p, "current_leader_epoch", -1))
+            out += _Q.pack(field(p, "timestamp", -1))
+            if api_version == 0:
+                out += _I.pack(field(p, "max_num_offsets", 1))
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
+    if flex:
+        out.append(0)
+    return bytes(out)
+
+
+def encode_response_frame(api_version: int, header_bytes: bytes, response) -> list:
+    flex = api_version >= FIRST_FLEXIBLE
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += header_bytes
+    if api_version >= 2:
+        out += _I.pack(field(response, "throttle_time_ms", 0))
+    topics = field(response, "topics", ())
+    write_array_len(out, len(topics), flex)
+    for t in topics:
+        write_string(out, field(t, "name", ""), flex)
+        parts = field(t, "partitions", ())
+        write_array_len(out, len(parts), flex)
+        for p in parts:
+            out += _IH.pack(field(p, "partition_index", 0), field(p, "error_code", 0))
+            if api_version == 0:
+                offsets = field(p, "old_style_offsets", ()) or ()
+                out += _I.pack(len(offsets))
+                for o in offsets:
+                    out += _Q.pack(o)
+            else:
+                if api_version >= 4:
+                    out += _QQI.pack(field(p, "timestamp", -1), field(p, "offset", -1),
+                                     field(p, "leader_epoch", -1))
+                else:
+                    out += _QQ.pack(field(p, "timestamp", -1), field(p, "offset", -1))
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
+    if flex:
+        out.append(0)
+    _I.pack_into(out, 0, len(out) - 4)
+    return [out]

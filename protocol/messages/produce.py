@@ -1,0 +1,170 @@
+"""Produce (API key 0), versions 0–9, hand-written.
+
+Request (Kafka ``ProduceRequest.json``; "flex" = v9+: compact lengths, tagged-field
+section at the end of every struct):
+
+    transactional_id  nullable string   v3+
+    acks              int16
+    timeout_ms        int32
+    topic_data        [
+      name            string
+      partition_data  [
+        index         int32
+        records       nullable records  (v0–v2: message set of magic 0/1; v3+: record batches)
+      ]
+    ]
+
+Response (``ProduceResponse.json``):
+
+    responses [
+      name                  string
+      partition_responses [
+        index               int32
+        error_code          int16
+        base_offset         int64
+        log_append_time_ms  int64   v2+   (-1 unless the topic uses LogAppendTime)
+        log_start_offset    int64   v5+
+        record_errors       [batch_index int32, batch_index_error_message nullable string]  v8+
+        error_message       nullable string  v8+
+        (current_leader is a tagged field from v10: never written here)
+      ]
+    ]
+    throttle_time_ms int32  v1+ (after the array)
+
+Invariants: ``records`` is a ``memoryview`` into the request frame (never copied);
+lengths and counts are checked against the bytes left before anything is sliced.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..primitives import Reader, write_array_len, write_string, write_tagged_fields
+from .common import field
+
+FIRST_FLEXIBLE = 9
+
+_HI = struct.Struct(">hi")
+_IHQ = struct.Struct(">ihq")
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionData:
+    index: int
+    records: memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceTopicData:
+    name: str
+    partition_data: tuple[ProducePartitionData, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: tuple[ProduceTopicData, ...]
+
+
+def is_request_object(obj) -> bool:
+    return isinstance(obj, ProduceRequest)
+
+
+def decode_request(api_version: int, frame, offset: int) -> ProduceRequest:
+    r = Reader(frame, offset)
+    flex = api_version >= FIRST_FLEXIBLE
+    transactional_id = r.nullable_string(flex) if api_version >= 3 else None
+    acks, timeout_ms = r.unpack(_HI)
+    topics = []
+    for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
+        name = r.string(flex)
+        parts = []
+        for _ in range(r.array_count(flex, 6 if flex else 8, nullable=False)):
+            index = r.int32()
+            records = r.bytes_view(flex)
+            if flex:
+                r.skip_tagged_fields()
+            parts.append(ProducePartitionData(index, records))
+        if flex:
+            r.skip_tagged_fields()
+        topics.append(ProduceTopicData(name, tuple(parts)))
+    if flex:
+        r.skip_tagged_fields()
+    return ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
+
+
+def encode_request(api_version: int, request) -> bytes:
+    """Request body (tests and tools); records are copied into the result."""
+    flex = api_version >= FIRST_FLEXIBLE
+    out = bytearray()
+    if api_version >= 3:
+        write_string(out, field(request, "transactional_id", None), flex)
+    out += _HI.pack(field(request, "acks", -1), field(request, "timeout_ms", 0))
+    topics = field(request, "topic_data", ())
+    write_array_len(out, len(topics), flex)
+    for t in topics:
+        write_string(out, field(t, "name", ""), flex)
+        parts = field(t, "partition_data", ())
+        write_array_len(out, len(parts), flex)
+        for p in parts:
+            out += _I.pack(field(p, "index", 0))
+            records = field(p, "records", None)
+            if records is None:
+                write_array_len(out, None, flex)
+            else:
+                write_array_len(out, len(records), flex)
+                out += records
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
+    if flex:
+        out.append(0)
+    return bytes(out)
+
+
+def encode_response_frame(api_version: int, header_bytes: bytes, response) -> list:
+    flex = api_version >= FIRST_FLEXIBLE
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += header_bytes
+    topics = field(response, "responses", ())
+    write_array_len(out, len(topics), flex)
+    for t in topics:
+        write_string(out, field(t, "name", ""), flex)
+        parts = field(t, "partition_responses", ())
+        write_array_len(out, len(parts), flex)
+        for p in parts:
+            out += _IHQ.pack(field(p, "index", 0), field(p, "error_code", 0), field(p, "base_offset", -1))
+            if api_version >= 2:
+                out += _Q.pack(field(p, "log_append_time_ms", -1))
+            if api_version >= 5:
+                out += _Q.pack(field(p, "log_start_offset", -1))
+            if api_version >= 8:
+                errors = field(p, "record_errors", ()) or ()
+                write_array_len(out, len(errors), flex)
+                for e in errors:
+                    if isinstance(e, tuple):
+                        batch_index, message = e
+                    else:
+                        batch_index = field(e, "batch_index", 0)
+                        message = field(e, "batch_index_error_message", None)
+                    out += _I.pack(batch_index)
+                    write_string(out, message, flex)
+                    if flex:
+                        out.append(0)
+                write_string(out, field(p, "error_message", None), flex)
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
+    if api_version >= 1:
+        out += _I.pack(field(response, "throttle_time_ms", 0))
+    if flex:
+        write_tagged_fields(out, None)
+    _I.pack_into(out, 0, len(out) - 4)
+    return [out]
