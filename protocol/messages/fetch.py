@@ -277,13 +277,13 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
         write_array_len(out, len(parts), flex)
         for p in parts:
             out += _IHQ.pack(field(p, "partition_index", 0), field(p, "error_code", 0),
-                             field(p, "high_watermark", -1))
+                             field(p, "high_watermark", 0))
             if v >= 4:
                 if v >= 5:
                     out += _QQ.pack(field(p, "last_stable_offset", -1), field(p, "log_start_offset", -1))
                 else:
                     out += _Q.pack(field(p, "last_stable_offset", -1))
-                aborted = field(p, "aborted_transactions", None)
+                aborted = field(p, "aborted_transactions", ())
                 if aborted is None:
                     write_array_len(out, None, flex)
                 else:
@@ -292,12 +292,12 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
                         if isinstance(a, tuple):
                             out += _QQ.pack(a[0], a[1])
                         else:
-                            out += _QQ.pack(field(a, "producer_id", -1), field(a, "first_offset", -1))
+                            out += _QQ.pack(field(a, "producer_id", 0), field(a, "first_offset", 0))
                         if flex:
                             out.append(0)
             if v >= 11:
                 out += _I.pack(field(p, "preferred_read_replica", -1))
-            records = field(p, "records", None)
+            records = field(p, "records", b"")
             if records is None:
                 write_array_len(out, None, flex)
             else:

@@ -132,7 +132,7 @@ def encode_request(api_version: int, request) -> bytes:
             out += _I.pack(field(p, "partition_index", 0))
             if api_version >= 4:
                 out += _I.pack(field(p, "current_leader_epoch", -1))
-            out += _Q.pack(field(p, "timestamp", -1))
+            out += _Q.pack(field(p, "timestamp", 0))
             if api_version == 0:
                 out += _I.pack(field(p, "max_num_offsets", 1))
             if flex:

@@ -104,7 +104,7 @@ def encode_request(api_version: int, request) -> bytes:
     out = bytearray()
     if api_version >= 3:
         write_string(out, field(request, "transactional_id", None), flex)
-    out += _HI.pack(field(request, "acks", -1), field(request, "timeout_ms", 0))
+    out += _HI.pack(field(request, "acks", 0), field(request, "timeout_ms", 0))
     topics = field(request, "topic_data", ())
     write_array_len(out, len(topics), flex)
     for t in topics:
@@ -113,7 +113,7 @@ def encode_request(api_version: int, request) -> bytes:
         write_array_len(out, len(parts), flex)
         for p in parts:
             out += _I.pack(field(p, "index", 0))
-            records = field(p, "records", None)
+            records = field(p, "records", b"")
             if records is None:
                 write_array_len(out, None, flex)
             else:
@@ -139,7 +139,7 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
         parts = field(t, "partition_responses", ())
         write_array_len(out, len(parts), flex)
         for p in parts:
-            out += _IHQ.pack(field(p, "index", 0), field(p, "error_code", 0), field(p, "base_offset", -1))
+            out += _IHQ.pack(field(p, "index", 0), field(p, "error_code", 0), field(p, "base_offset", 0))
             if api_version >= 2:
                 out += _Q.pack(field(p, "log_append_time_ms", -1))
             if api_version >= 5:
