@@ -1,6 +1,7 @@
 """Integration fixtures: the real ``sundial serve`` daemon as a subprocess on a free port.
 
-* ``broker`` – a started daemon with default settings, stopped (SIGTERM) after the test.
+* ``broker`` – a started daemon with default settings, shared by the session (tests use
+  unique topic names), stopped with SIGTERM at the end; a clean exit (code 0) is asserted.
 * ``broker_factory(**overrides)`` – an *unstarted* daemon; call ``.start()``. Keys are
   Kafka's dotted names: ``broker_factory(**{"log.segment.bytes": "4096"})``.
 
@@ -193,22 +194,18 @@ def broker_factory(tmp_path):
             assert code == 0, f"sundial exited with {code} on SIGTERM:\n{proc.log_text()[-3000:]}"
 
 
-@pytest.fixture
-def broker(broker_factory_or_external):
-    return broker_factory_or_external
-
-
-@pytest.fixture
-def broker_factory_or_external(request, tmp_path):
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """One daemon with default settings shared by the whole session (tests use unique topics)."""
     if EXTERNAL_BOOTSTRAP:
         yield ExternalBroker(EXTERNAL_BOOTSTRAP)
         return
-    proc = SundialProcess(tmp_path / "broker")
+    proc = SundialProcess(tmp_path_factory.mktemp("shared-broker"))
     proc.start()
     yield proc
-    if proc.running:
-        code = proc.stop()
-        assert code == 0, f"sundial exited with {code} on SIGTERM:\n{proc.log_text()[-3000:]}"
+    assert proc.running, f"the shared daemon died during the session:\n{proc.log_text()[-3000:]}"
+    code = proc.stop()
+    assert code == 0, f"sundial exited with {code} on SIGTERM:\n{proc.log_text()[-3000:]}"
 
 
 @pytest.fixture

@@ -1,0 +1,64 @@
+"""Small wrappers over real clients used by the integration tests (no broker logic here)."""
+
+from __future__ import annotations
+
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+
+def admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict | None = None) -> None:
+    client = admin(bootstrap)
+    try:
+        client.create_topics([NewTopic(name, partitions, 1, topic_configs={k: str(v) for k, v in
+                                                                          (configs or {}).items()})])
+    finally:
+        client.close()
+
+
+def producer(bootstrap: str, **kwargs) -> KafkaProducer:
+    kwargs.setdefault("linger_ms", 5)
+    kwargs.setdefault("request_timeout_ms", 15000)
+    return KafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+
+
+def consumer(bootstrap: str, **kwargs) -> KafkaConsumer:
+    kwargs.setdefault("enable_auto_commit", False)
+    kwargs.setdefault("auto_offset_reset", "earliest")
+    kwargs.setdefault("request_timeout_ms", 15000)
+    return KafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int, *, timeout_s: float = 30.0,
+                **kwargs) -> list:
+    """Assign every partition from the beginning and read until ``expected`` records arrived."""
+    c = consumer(bootstrap, **kwargs)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        records = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < expected and time.monotonic() < deadline:
+            for batch in c.poll(timeout_ms=500).values():
+                records.extend(batch)
+        return records
+    finally:
+        c.close()
+
+
+def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, log_start: int = 0):
+    """Brute force: (offset, timestamp) of the lowest offset whose timestamp >= target, or None.
+
+    ``produced`` holds (offset, timestamp) of every record in the partition.
+    """
+    best = None
+    for offset, ts in produced:
+        if offset >= log_start and ts >= target_ms and (best is None or offset < best[0]):
+            best = (offset, ts)
+    return best
