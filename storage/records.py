@@ -653,33 +653,52 @@ def iter_v2_records(view: BatchView, max_bytes: int = codecs.DEFAULT_MAX_DECOMPR
             f"incorrect declared batch size: {end - pos} bytes remain after the {count} declared records")
 
 
-def _scan_v2_py(b, pos: int, end: int, count: int, base_ts: int) -> V2RecordScan:
-    """Reference implementation of :func:`scan_v2_records` (full structural parse)."""
+def _scan_v2_py(b, pos: int, end: int, count: int, base_ts: int, *, wrap: bool = False) -> V2RecordScan:
+    """Reference implementation of :func:`scan_v2_records` (full structural parse).
+
+    Timestamps are ``base_ts + delta`` wrapped to 64 bits like Java's ``long``; -1 is
+    left out of min/max. Reads never look past ``end``.
+    """
+    mv = memoryview(b)[pos:end]
+    end = len(mv)
+    pos = 0
     exempt_delta = _wrap64(NO_TIMESTAMP - base_ts)
-    min_delta = max_delta = None
+    lo = hi = None
     sequential = True
     first_null_key = -1
     for index in range(count):
         if pos >= end:
             raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
-        pos, ts_delta, offset_delta, (_ks, kl), _v, _h = _v2_record_fields(b, pos, end, index)
+        pos, ts_delta, offset_delta, (_ks, kl), _v, _h = _v2_record_fields(mv, pos, end, index)
         if offset_delta != index:
             sequential = False
         if kl < 0 and first_null_key < 0:
             first_null_key = index
-        if ts_delta != exempt_delta:
-            if min_delta is None:
-                min_delta = max_delta = ts_delta
-            elif ts_delta < min_delta:
-                min_delta = ts_delta
-            elif ts_delta > max_delta:
-                max_delta = ts_delta
+        if wrap:
+            value = _wrap64(base_ts + ts_delta)
+            if value == NO_TIMESTAMP:
+                continue
+        elif ts_delta == exempt_delta:
+            continue
+        else:
+            value = ts_delta
+        if lo is None:
+            lo = hi = value
+        elif value < lo:
+            lo = value
+        elif value > hi:
+            hi = value
     if pos != end:
         raise InvalidRecordError(
             f"incorrect declared batch size: {end - pos} bytes remain after the {count} declared records")
-    if min_delta is None:
+    if lo is None:
         return V2RecordScan(None, None, sequential, first_null_key)
-    return V2RecordScan(base_ts + min_delta, base_ts + max_delta, sequential, first_null_key)
+    if wrap:
+        return V2RecordScan(lo, hi, sequential, first_null_key)
+    if base_ts + lo < _INT64_MIN or base_ts + hi > _INT64_MAX:
+        # Some timestamp overflowed 64 bits: order changes after wrapping, walk again.
+        return _scan_v2_py(mv, 0, end, count, base_ts, wrap=True)
+    return V2RecordScan(base_ts + lo, base_ts + hi, sequential, first_null_key)
 
 
 def scan_v2_records(view: BatchView, max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -711,7 +730,11 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
                 min_offset_delta: int, exact: bool):
     """Reference walk: first record (in order) with offset delta >= ``min_offset_delta``
     and timestamp >= ``target`` (``== target`` when ``exact``); returns
-    (offset_delta, timestamp) or None. Reads only length, timestamp and offset deltas."""
+    (offset_delta, timestamp) or None. Reads only length, timestamp and offset deltas,
+    and never looks past ``end``."""
+    b = memoryview(b)[pos:end]
+    end = len(b)
+    pos = 0
     for index in range(count):
         if pos >= end:
             raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
@@ -753,6 +776,8 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
 _scan_v2 = _scan_v2_py
 _find_v2 = _find_v2_py
 IMPLEMENTATION = "python"
+#: Linear CRC-32C of (message || n zero bytes) from that of the message, or None without C.
+crc32c_extend = None
 
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     try:
@@ -774,6 +799,7 @@ if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
                 raise InvalidRecordError(str(exc)) from None
 
         IMPLEMENTATION = "c"
+        crc32c_extend = _speedups.crc32c_extend
 
 
 # ---------------------------------------------------------------- legacy messages
