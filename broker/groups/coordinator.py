@@ -1,0 +1,737 @@
+"""The group coordinator: groups, their timers, committed offsets, and the retention input.
+
+This broker coordinates every group (FindCoordinator always answers with this node).
+:class:`GroupCoordinator` owns one :class:`~broker.groups.state.Group` per group id
+and the :class:`~broker.groups.offsets.OffsetStore`; the wire handlers
+(``broker/handlers/groups.py``) call its methods and turn the results into responses.
+
+Timers: the state machine is pure and reports, per group, the next time it has work
+(session expiry, rebalance or initial-delay deadline, sync deadline). The coordinator
+keeps a heap of (deadline, group) and one asyncio task sleeps until the earliest
+entry and calls ``Group.poll(now)``. The clock is injectable (``now_ms``) and
+``run_timers=False`` leaves the task out, so unit tests drive time with
+:meth:`GroupCoordinator.fire_timers`.
+
+Durability: OffsetCommit answers after the commit record is fsynced; the leader's
+SyncGroup answers (to every member) after the generation's metadata record is.
+Group metadata is reloaded at start-up: a group with members comes back Stable and
+its members keep their ids and generation, so a broker restart does not force a
+rebalance if the clients come back within their session timeout.
+
+Offset expiry (Kafka 2.1+, KIP-211) runs every ``offsets.retention.check.interval.ms``:
+an Empty group's offsets expire ``offsets.retention.minutes`` after the group became
+Empty (or after the commit when that time is unknown); a Stable consumer group's
+offsets of topics it no longer subscribes to expire that long after their commit; a
+group without a protocol (simple consumers) expires each offset that long after its
+commit; an offset committed with an explicit retention (OffsetCommit v2–v4) expires
+at its own expire timestamp. An Empty group left without offsets becomes Dead.
+
+Consumed retention (seed 004): :meth:`GroupCoordinator.consumed_upto` is the input of
+the two-level retention; see its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+import storage.errors as se
+
+from .lag import LagRow, compute_lag
+from .offsets import (
+    DEFAULT_SNAPSHOT_MIN_RECORDS,
+    OFFSETS_TOPIC,
+    CommittedOffset,
+    OffsetStore,
+    PartitionOffsetsLog,
+)
+from .schema import GroupValue, MemberRecord
+from .state import (
+    CONSUMER_PROTOCOL_TYPE,
+    DEAD,
+    EMPTY,
+    STABLE,
+    Group,
+    GroupSettings,
+    JoinReply,
+    Note,
+    StoreGroup,
+    SyncReply,
+    default_member_id,
+)
+
+logger = structlog.get_logger(__name__)
+
+GROUP_TYPE_CLASSIC = "classic"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedUpto:
+    """The smallest offset every consuming group has committed past, and which group holds it."""
+
+    offset: int | None
+    holder_group: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp_ms: int = -1  # OffsetCommit v1 only; -1 = now
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    committed: CommittedOffset | None  # None: nothing committed (offset -1 on the wire)
+
+
+def _storage_error_code(exc: BaseException) -> ErrorCode:
+    """Kafka ``GroupMetadataManager`` maps append failures to coordinator errors."""
+    if isinstance(exc, (se.RecordTooLargeError, se.RecordBatchTooLargeError)):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class GroupCoordinator:
+    def __init__(self, config, logs, *, now_ms: Callable[[], int] = _wall_clock_ms, store: OffsetStore | None = None,
+                 run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
+                 topic_partitions: Callable[[str], int | None] | None = None) -> None:
+        self.config = config
+        self.logs = logs
+        self.now_ms = now_ms
+        self.settings = GroupSettings(
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_size=config["group.max.size"],
+        )
+        self.offsets_retention_ms = config["offsets.retention.minutes"] * 60_000
+        self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
+        self.metadata_max_bytes = config["offset.metadata.max.bytes"]
+        self.store = store
+        self._run_timers = run_timers
+        self._new_member_id = new_member_id
+        self._topic_partitions = topic_partitions
+        self.groups: dict[str, Group] = {}
+        self.active = False
+        self.loading = False
+        self._heap: list[tuple[int, int, str]] = []
+        self._scheduled: dict[str, int] = {}
+        self._seq = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._background: set[asyncio.Task] = set()
+        self._consumed_cache: tuple[int, int, dict] | None = None
+        self._subscribers_cache: dict[str, set[str]] = {}
+        self._membership_version = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open (or create) ``__consumer_offsets``, rebuild every group, start the timers."""
+        self.loading = True
+        now = self.now_ms()
+        t0 = time.monotonic()
+        if self.store is None:
+            snapshot_min = self.config.get("sundial.offsets.snapshot.min.records", None) \
+                or DEFAULT_SNAPSHOT_MIN_RECORDS
+            log = PartitionOffsetsLog.open(self.logs, self.config, now_ms=self.now_ms)
+            self.store = OffsetStore(log, snapshot_min_records=snapshot_min)
+        self.store.load(progress=lambda n: logger.info("offsets_loading", topic=OFFSETS_TOPIC, records=n))
+        self._rebuild_groups(now)
+        self.loading = False
+        self.active = True
+        logger.info("group_coordinator_started", groups=len(self.groups),
+                    seconds=round(time.monotonic() - t0, 3))
+        self._wake = asyncio.Event()
+        if self._run_timers:
+            loop = asyncio.get_running_loop()
+            self._tasks.append(loop.create_task(self._timer_loop(), name="group-timers"))
+            self._tasks.append(loop.create_task(self._expiry_loop(), name="offsets-expiry"))
+
+    def _rebuild_groups(self, now: int) -> None:
+        self.groups.clear()
+        for group_id, value in self.store.group_values.items():
+            group = self._make_group(group_id, now)
+            group.load(protocol_type=value.protocol_type, generation_id=value.generation,
+                       protocol_name=value.protocol, leader_id=value.leader,
+                       state_timestamp_ms=value.current_state_timestamp_ms,
+                       members=[m.as_dict() for m in value.members], now_ms=now)
+            self.groups[group_id] = group
+            self._schedule(group)
+        for group_id in self.store.offsets:
+            if group_id not in self.groups:
+                group = self._make_group(group_id, now)
+                group.state_timestamp_ms = None
+                self.groups[group_id] = group
+
+    def begin_shutdown(self) -> None:
+        """Answer every parked JoinGroup/SyncGroup with NOT_COORDINATOR so connections can finish."""
+        self.active = False
+        for group in self.groups.values():
+            for m in group.members.values():
+                if m.awaiting_join:
+                    self._resolve(m.join_waiter, JoinReply(m.join_waiter, ErrorCode.NOT_COORDINATOR,
+                                                           member_id=m.member_id))
+                if m.awaiting_sync:
+                    self._resolve(m.sync_waiter, SyncReply(m.sync_waiter, ErrorCode.NOT_COORDINATOR))
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
+        logger.info("group_coordinator_stopped", groups=len(self.groups))
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _make_group(self, group_id: str, now: int) -> Group:
+        return Group(group_id, now, self.settings, new_member_id=self._new_member_id)
+
+    def _coordinator_error(self) -> ErrorCode:
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _resolve(waiter, reply) -> None:
+        if isinstance(waiter, asyncio.Future) and not waiter.done():
+            waiter.set_result(reply)
+
+    def _schedule(self, group: Group) -> None:
+        deadline = group.next_deadline_ms()
+        if deadline is None:
+            return
+        current = self._scheduled.get(group.group_id)
+        if current is not None and current <= deadline:
+            return
+        self._scheduled[group.group_id] = deadline
+        heapq.heappush(self._heap, (deadline, next(self._seq), group.group_id))
+        if self._wake is not None and self._heap[0][2] == group.group_id:
+            self._wake.set()
+
+    def _apply(self, group: Group, effects: list) -> None:
+        """Carry out a state-machine step's effects, then re-arm the group's timer."""
+        for effect in effects:
+            if isinstance(effect, (JoinReply, SyncReply)):
+                self._resolve(effect.waiter, effect)
+            elif isinstance(effect, StoreGroup):
+                self._store_group(group, effect)
+            elif isinstance(effect, Note):
+                logger.info(effect.event, **effect.fields)
+        self._membership_version += 1
+        self._schedule(group)
+
+    def _group_value(self, group: Group, assignment: dict[str, bytes] | None) -> GroupValue:
+        members = tuple(
+            MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                         m.session_timeout_ms, m.metadata(group.protocol_name),
+                         assignment.get(m.member_id, b"") if assignment is not None else m.assignment)
+            for m in group.members.values())
+        return GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
+                          group.state_timestamp_ms if group.state_timestamp_ms is not None else -1, members)
+
+    def _store_group(self, group: Group, effect: StoreGroup) -> None:
+        now = self.now_ms()
+        try:
+            last = self.store.store_group(group.group_id, self._group_value(group, effect.assignment), now)
+            error = ErrorCode.NONE
+        except (se.StorageError, OSError, RuntimeError) as exc:
+            logger.error("group_metadata_store_failed", group=group.group_id, error=str(exc))
+            last, error = None, _storage_error_code(exc)
+        if effect.sync_generation is None:
+            return
+        gen, assignment = effect.sync_generation, effect.assignment or {}
+
+        async def finish(error=error):
+            if error == ErrorCode.NONE:
+                try:
+                    await self.store.durable(last)
+                except Exception as exc:  # fsync failure
+                    logger.error("group_metadata_flush_failed", group=group.group_id, error=str(exc))
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            self._apply(group, group.on_sync_stored(gen, assignment, error, self.now_ms()))
+            await self._maybe_snapshot()
+
+        self._spawn(finish())
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _maybe_snapshot(self) -> None:
+        try:
+            await self.store.maybe_snapshot(self.now_ms())
+        except Exception as exc:
+            logger.error("offsets_snapshot_failed", topic=OFFSETS_TOPIC, error=str(exc))
+
+    def fire_timers(self, now_ms: int | None = None) -> None:
+        """Poll every group whose deadline has passed."""
+        now = self.now_ms() if now_ms is None else now_ms
+        while self._heap and self._heap[0][0] <= now:
+            deadline, _, group_id = heapq.heappop(self._heap)
+            if self._scheduled.get(group_id) != deadline:
+                continue  # superseded by an earlier entry
+            del self._scheduled[group_id]
+            group = self.groups.get(group_id)
+            if group is not None:
+                self._apply(group, group.poll(now))
+
+    async def _timer_loop(self) -> None:
+        while True:
+            try:
+                self.fire_timers()
+            except Exception:
+                logger.exception("group_timer_failed")
+            now = self.now_ms()
+            timeout = 1.0
+            if self._heap:
+                timeout = min(max(self._heap[0][0] - now, 0) / 1000, 1.0)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_interval_ms / 1000)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                logger.exception("offsets_expiry_failed")
+
+    def _valid_group_id(self, group_id: str | None, allow_empty: bool) -> bool:
+        return group_id is not None and (allow_empty or group_id != "")
+
+    def _partitions_of(self, topic: str) -> int | None:
+        if self._topic_partitions is not None:
+            return self._topic_partitions(topic)
+        if self.logs is None:
+            return None
+        meta = self.logs.topic(topic)
+        return None if meta is None else meta.partitions
+
+    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
+    async def join_group(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                         reason: str | None = None) -> JoinReply:
+        member_id = member_id or ""
+        if not self._valid_group_id(group_id, allow_empty=False):
+            return JoinReply(None, ErrorCode.INVALID_GROUP_ID, member_id=member_id)
+        if not self.settings.min_session_timeout_ms <= session_timeout_ms <= self.settings.max_session_timeout_ms:
+            return JoinReply(None, ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        error = self._coordinator_error()
+        if error:
+            return JoinReply(None, error, member_id=member_id)
+        group = self.groups.get(group_id)
+        now = self.now_ms()
+        if group is None:
+            if member_id:
+                return JoinReply(None, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            group = self.groups[group_id] = self._make_group(group_id, now)
+        waiter = asyncio.get_running_loop().create_future()
+        effects = group.join(member_id=member_id, group_instance_id=group_instance_id, client_id=client_id or "",
+                             client_host=client_host or "", session_timeout_ms=session_timeout_ms,
+                             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type or "",
+                             protocols=protocols, require_known_member_id=require_known_member_id, now_ms=now,
+                             waiter=waiter, reason=reason)
+        self._apply(group, effects)
+        return await waiter
+
+    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: list[tuple[str, bytes]]) -> SyncReply:
+        if not self._valid_group_id(group_id, allow_empty=False):
+            return SyncReply(None, ErrorCode.INVALID_GROUP_ID)
+        error = self._coordinator_error()
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return SyncReply(None, ErrorCode.REBALANCE_IN_PROGRESS)  # Kafka: rejoin after the load
+        if error:
+            return SyncReply(None, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncReply(None, ErrorCode.UNKNOWN_MEMBER_ID)
+        waiter = asyncio.get_running_loop().create_future()
+        effects = group.sync(member_id=member_id, group_instance_id=group_instance_id, generation_id=generation_id,
+                             protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments,
+                             now_ms=self.now_ms(), waiter=waiter)
+        self._apply(group, effects)
+        return await waiter
+
+    def heartbeat(self, *, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        if not self._valid_group_id(group_id, allow_empty=False):
+            return ErrorCode.INVALID_GROUP_ID
+        error = self._coordinator_error()
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # Kafka answers blindly while loading
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        code = group.heartbeat(member_id=member_id, group_instance_id=group_instance_id, generation_id=generation_id,
+                               now_ms=self.now_ms())
+        return code
+
+    def leave_group(self, *, group_id: str, members: list[tuple[str, str | None, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup for (member_id, group_instance_id, reason) entries."""
+        if not self._valid_group_id(group_id, allow_empty=False):
+            return ErrorCode.INVALID_GROUP_ID, []
+        error = self._coordinator_error()
+        if error:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+        top, errors, effects = group.leave(members, self.now_ms())
+        self._apply(group, effects)
+        return top, errors
+
+    # -- offsets ---------------------------------------------------------------------------------
+    async def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int, offsets: list[CommitRequest], retention_time_ms: int = -1
+                             ) -> list[ErrorCode]:
+        """OffsetCommit: one error per entry of ``offsets``, answered once the commit is durable."""
+        member_id = member_id or ""
+        if not self._valid_group_id(group_id, allow_empty=True):
+            return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
+        error = self._coordinator_error()
+        if error:
+            return [error] * len(offsets)
+        group = self.groups.get(group_id)
+        now = self.now_ms()
+        if group is None:
+            if generation_id >= 0:
+                return [ErrorCode.ILLEGAL_GENERATION] * len(offsets)
+            group = self.groups[group_id] = self._make_group(group_id, now)  # a simple consumer's group
+        error = group.validate_offset_commit(member_id=member_id, group_instance_id=group_instance_id,
+                                             generation_id=generation_id, now_ms=now)
+        if error:
+            return [error] * len(offsets)
+        results: list[ErrorCode] = []
+        to_store: dict[tuple[str, int], CommittedOffset] = {}
+        for req in offsets:
+            partitions = self._partitions_of(req.topic)
+            metadata = req.metadata if req.metadata is not None else ""
+            if partitions is None or not 0 <= req.partition < partitions:
+                results.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif len(metadata.encode("utf-8")) > self.metadata_max_bytes:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+            else:
+                commit_ts = req.commit_timestamp_ms if req.commit_timestamp_ms != -1 else now
+                expire_ts = commit_ts + retention_time_ms if retention_time_ms != -1 else -1
+                to_store[(req.topic, req.partition)] = CommittedOffset(req.offset, req.leader_epoch, metadata,
+                                                                       commit_ts, expire_ts)
+                results.append(ErrorCode.NONE)
+        if not to_store:
+            return results
+        failure = ErrorCode.NONE
+        try:
+            last = self.store.commit(group_id, to_store, now)
+        except (se.StorageError, OSError, RuntimeError) as exc:
+            logger.error("offset_commit_failed", group=group_id, error=str(exc))
+            failure = _storage_error_code(exc)
+        else:
+            self._consumed_cache = None
+            try:
+                await self.store.durable(last)
+            except Exception as exc:
+                logger.error("offset_commit_flush_failed", group=group_id, error=str(exc))
+                failure = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if failure:
+            stored = set(to_store)
+            results = [failure if (r.topic, r.partition) in stored and code == ErrorCode.NONE else code
+                       for r, code in zip(offsets, results)]
+        else:
+            self._spawn(self._maybe_snapshot())
+        return results
+
+    def fetch_offsets(self, *, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """OffsetFetch: ``partitions=None`` means every committed partition of the group."""
+        if not self._valid_group_id(group_id, allow_empty=True):
+            return ErrorCode.INVALID_GROUP_ID, []
+        error = self._coordinator_error()
+        if error:
+            return error, [FetchedOffset(t, p, None) for t, p in (partitions or [])]
+        committed = self.store.offsets_of(group_id)
+        if partitions is None:
+            rows = [FetchedOffset(t, p, c) for (t, p), c in sorted(committed.items())]
+        else:
+            rows = [FetchedOffset(t, p, committed.get((t, p))) for t, p in partitions]
+        return ErrorCode.NONE, rows
+
+    async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """OffsetDelete (KIP-496): one error per partition, or a request-level error."""
+        if not self._valid_group_id(group_id, allow_empty=True):
+            return ErrorCode.INVALID_GROUP_ID, []
+        error = self._coordinator_error()
+        if error:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        subscribed: frozenset[str] | None = frozenset()
+        if group.state is not EMPTY:
+            if not group.is_consumer_group():
+                return ErrorCode.NON_EMPTY_GROUP, []
+            subscribed = group.subscribed_topics()
+        errors: list[ErrorCode] = []
+        eligible: list[tuple[str, int]] = []
+        for topic, partition in partitions:
+            count = self._partitions_of(topic)
+            if count is None or not 0 <= partition < count:
+                errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif subscribed is None or topic in subscribed:
+                errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+            else:
+                eligible.append((topic, partition))
+                errors.append(ErrorCode.NONE)
+        if eligible:
+            try:
+                last = self.store.delete_offsets(group_id, eligible, self.now_ms())
+                await self.store.durable(last)
+            except Exception as exc:
+                logger.error("offset_delete_failed", group=group_id, error=str(exc))
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            self._consumed_cache = None
+            logger.info("offsets_deleted", group=group_id, partitions=len(eligible))
+        return ErrorCode.NONE, errors
+
+    # -- groups ------------------------------------------------------------------------------------
+    def describe_group(self, group_id: str | None) -> tuple[ErrorCode, dict]:
+        dead = {"group_state": DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
+        if not self._valid_group_id(group_id, allow_empty=True):
+            return ErrorCode.INVALID_GROUP_ID, dead
+        error = self._coordinator_error()
+        if error:
+            return error, dead
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, dead
+        return ErrorCode.NONE, group.describe()
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                    ) -> tuple[ErrorCode, list[dict]]:
+        error = self._coordinator_error()
+        if error:
+            return error, []
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
+            return ErrorCode.NONE, []
+        rows = []
+        for group_id, group in sorted(self.groups.items()):
+            if group.state is DEAD:
+                continue
+            if wanted_states and group.state.value.lower() not in wanted_states:
+                continue
+            rows.append({"group_id": group_id, "protocol_type": group.protocol_type or "",
+                         "group_state": group.state.value, "group_type": GROUP_TYPE_CLASSIC})
+        return ErrorCode.NONE, rows
+
+    async def delete_groups(self, group_ids: list[str | None]) -> list[ErrorCode]:
+        error = self._coordinator_error()
+        if error:
+            return [error] * len(group_ids)
+        results: list[ErrorCode] = []
+        last = None
+        now = self.now_ms()
+        for group_id in group_ids:
+            if not self._valid_group_id(group_id, allow_empty=True):
+                results.append(ErrorCode.INVALID_GROUP_ID)
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.state is DEAD:
+                results.append(ErrorCode.GROUP_ID_NOT_FOUND)
+            elif group.state is not EMPTY:
+                results.append(ErrorCode.NON_EMPTY_GROUP)
+            else:
+                try:
+                    written = self.store.delete_group(group_id, now)
+                except Exception as exc:
+                    logger.error("group_delete_failed", group=group_id, error=str(exc))
+                    results.append(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    continue
+                last = written if written is not None else last
+                group.mark_dead(now)
+                del self.groups[group_id]
+                self._consumed_cache = None
+                logger.info("group_deleted", group=group_id)
+                results.append(ErrorCode.NONE)
+        if last is not None:
+            try:
+                await self.store.durable(last)
+            except Exception as exc:
+                logger.error("group_delete_flush_failed", error=str(exc))
+        return results
+
+    async def expire_offsets(self, now_ms: int | None = None) -> int:
+        """One pass of Kafka's ``cleanupGroupMetadata``; returns how many offsets expired."""
+        if not self.active:
+            return 0
+        now = self.now_ms() if now_ms is None else now_ms
+        retention = self.offsets_retention_ms
+        expired_total = 0
+        last = None
+        for group_id, group in list(self.groups.items()):
+            offsets = self.store.offsets_of(group_id)
+            expired: list[tuple[str, int]] = []
+            if offsets:
+                if group.protocol_type is not None and group.state is EMPTY:
+                    base = group.state_timestamp_ms
+                    expired = [tp for tp, c in offsets.items()
+                               if self._offset_expired(c, now, retention, base)]
+                elif group.is_consumer_group() and group.state is STABLE:
+                    subscribed = group.subscribed_topics()
+                    if subscribed is not None:
+                        expired = [tp for tp, c in offsets.items()
+                                   if tp[0] not in subscribed and self._offset_expired(c, now, retention, None)]
+                elif group.protocol_type is None:
+                    expired = [tp for tp, c in offsets.items() if self._offset_expired(c, now, retention, None)]
+            if expired:
+                try:
+                    last = self.store.delete_offsets(group_id, expired, now) or last
+                except Exception as exc:
+                    logger.error("offsets_expiry_write_failed", group=group_id, error=str(exc))
+                    continue
+                expired_total += len(expired)
+                logger.info("offsets_expired", group=group_id, partitions=len(expired),
+                            state=group.state.value)
+            if group.state is EMPTY and not self.store.has_offsets(group_id):
+                try:
+                    written = self.store.delete_group(group_id, now)
+                except Exception as exc:
+                    logger.error("group_delete_failed", group=group_id, error=str(exc))
+                    continue
+                last = written if written is not None else last
+                group.mark_dead(now)
+                del self.groups[group_id]
+                logger.info("group_expired", group=group_id, generation_id=group.generation_id)
+        if expired_total or last is not None:
+            self._consumed_cache = None
+        if last is not None:
+            await self.store.durable(last)
+        await self._maybe_snapshot()
+        return expired_total
+
+    @staticmethod
+    def _offset_expired(c: CommittedOffset, now: int, retention_ms: int, base_ms: int | None) -> bool:
+        if c.expire_timestamp_ms >= 0:
+            return now >= c.expire_timestamp_ms
+        base = base_ms if base_ms is not None else c.commit_timestamp_ms
+        return now - base >= retention_ms
+
+    def remove_offsets_of_topic(self, topic: str) -> int:
+        """Forget every committed offset of a deleted topic (Kafka ``onPartitionsDeleted``)."""
+        removed = 0
+        now = self.now_ms()
+        for group_id in list(self.store.offsets):
+            partitions = [tp for tp in self.store.offsets_of(group_id) if tp[0] == topic]
+            if partitions:
+                try:
+                    self.store.delete_offsets(group_id, partitions, now)
+                except Exception as exc:
+                    logger.error("offsets_delete_failed", group=group_id, topic=topic, error=str(exc))
+                    continue
+                removed += len(partitions)
+        if removed:
+            self._consumed_cache = None
+            logger.info("offsets_of_deleted_topic_removed", topic=topic, partitions=removed)
+        return removed
+
+    # -- consumed retention and lag ---------------------------------------------------------------------
+    def consumed_upto(self, topic: str, partition: int, log_start_offset: int) -> ConsumedUpto:
+        """Input of the two-level retention (seed 004, issue 4 item 3).
+
+        The smallest committed offset over every group that has committed for this
+        partition or has a live member subscribed to the topic; a subscribed group that
+        has not committed counts as ``log_start_offset`` (nothing consumed yet).
+        ``offset=None`` when no group has ever consumed the partition, or when the
+        answer cannot be computed (a consumer group whose subscription cannot be read,
+        the coordinator not running): the caller then skips consumed retention.
+        """
+        if not self.active:
+            return ConsumedUpto(None, None)
+        try:
+            holders = self._consumed_index()
+        except _Unknown:
+            return ConsumedUpto(None, None)
+        best: tuple[int, str] | None = None
+        for group_id in holders.get(topic, ()):
+            committed = self.store.offsets_of(group_id).get((topic, partition))
+            if committed is not None:
+                candidate = committed.offset
+            elif group_id in self._subscribers_cache.get(topic, ()):
+                candidate = log_start_offset
+            else:
+                continue
+            if best is None or candidate < best[0]:
+                best = (candidate, group_id)
+        if best is None:
+            return ConsumedUpto(None, None)
+        return ConsumedUpto(best[0], best[1])
+
+    def _consumed_index(self) -> dict[str, list[str]]:
+        """topic -> groups that committed on it or subscribe to it (cached until something changes)."""
+        key = (self.store.version, self._membership_version)
+        if self._consumed_cache is not None and self._consumed_cache[:2] == key:
+            return self._consumed_cache[2]
+        by_topic: dict[str, set[str]] = {}
+        subscribers: dict[str, set[str]] = {}
+        for group_id, offsets in self.store.offsets.items():
+            for topic, _ in offsets:
+                by_topic.setdefault(topic, set()).add(group_id)
+        for group_id, group in self.groups.items():
+            if group.state in (EMPTY, DEAD) or not group.members:
+                continue
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                continue
+            topics = group.subscribed_topics()
+            if topics is None:
+                raise _Unknown(group_id)
+            for topic in topics:
+                by_topic.setdefault(topic, set()).add(group_id)
+                subscribers.setdefault(topic, set()).add(group_id)
+        index = {t: sorted(gs) for t, gs in by_topic.items()}
+        self._subscribers_cache = subscribers
+        self._consumed_cache = (key[0], key[1], index)
+        return index
+
+    def lag(self, group_id: str, now_ms: int | None = None) -> list[LagRow]:
+        """Per committed partition: committed offset, log end offset, offset lag and time lag."""
+        now = self.now_ms() if now_ms is None else now_ms
+        return compute_lag(self.store.offsets_of(group_id), self.logs, now)
+
+    def group_ids(self) -> list[str]:
+        return sorted(self.groups)
+
+
+class _Unknown(Exception):
+    """A live consumer group's subscription cannot be read."""

@@ -1,0 +1,381 @@
+"""Committed offsets and group metadata, kept in memory and made durable in ``__consumer_offsets``.
+
+Storage
+-------
+Every change is a record of the internal topic ``__consumer_offsets`` (one partition,
+created through the ``LogManager`` at start-up when missing, flagged internal in
+Metadata) in Kafka's own key/value schemas (:mod:`broker.groups.schema`):
+an OffsetCommit key + value per committed partition, a GroupMetadata key + value per
+stored generation, and a null value (tombstone) for a deleted offset or group. The
+topic uses ``cleanup.policy=delete`` with ``retention.ms=-1`` and
+``retention.bytes=-1``: nothing is ever removed by age or size, only by snapshots.
+
+Invariants
+----------
+* **Acknowledged means durable.** :meth:`OffsetStore.commit` appends synchronously
+  (so concurrent commits land in log order) and applies the change to the in-memory
+  map at once; the caller then awaits :meth:`OffsetStore.durable` (fsync through the
+  group-commit flusher) before it answers the client. A commit is therefore visible
+  to OffsetFetch a few milliseconds before it is acknowledged, never after; Kafka
+  shows it after the (unsynced) append, so this is strictly stronger.
+* **Replay rebuilds the state.** :meth:`OffsetStore.load` reads the log from its log
+  start offset to its end; the last value per key wins and a tombstone removes the
+  key. An undecodable record is skipped with a warning (it cannot be a commit that
+  was acknowledged: those were written by this module).
+* **Bounded.** After an append, when the log holds more than
+  ``max(snapshot_min_records, 2 x live records)`` records, the whole live state is
+  appended again (a snapshot) and, once that is durable, ``delete_records`` moves the
+  log start offset to the snapshot's first offset; retention then deletes the
+  segments below it. Replaying from the new start sees the snapshot first, then
+  every later change, so the rebuilt state is the same. A crash between the snapshot
+  and the ``delete_records`` only leaves redundant records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Protocol
+
+import structlog
+
+from .schema import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    SchemaError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+
+logger = structlog.get_logger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+#: Records per appended batch when writing a snapshot.
+SNAPSHOT_BATCH_RECORDS = 500
+DEFAULT_SNAPSHOT_MIN_RECORDS = 10_000
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class CommittedOffset:
+    """One committed offset (Kafka ``OffsetAndMetadata`` + commit record metadata)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int = -1  # -1: none; set only by OffsetCommit v2-v4 retention_time_ms
+
+    def to_value(self) -> OffsetValue:
+        return OffsetValue(self.offset, self.leader_epoch, self.metadata, self.commit_timestamp_ms,
+                           self.expire_timestamp_ms)
+
+    @classmethod
+    def from_value(cls, v: OffsetValue) -> "CommittedOffset":
+        return cls(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms, v.expire_timestamp_ms)
+
+
+class OffsetsLog(Protocol):
+    """What the store needs of the log under it."""
+
+    def replay(self) -> Iterator[tuple[bytes | None, bytes | None]]:
+        """Every (key, value) from the log start offset to the end, in offset order."""
+
+    def append(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> int:
+        """Append one batch synchronously; returns its last offset (raises on failure)."""
+
+    async def wait_durable(self, last_offset: int) -> None:
+        """Return once every offset <= last_offset is on disk."""
+
+    def record_count(self) -> int:
+        """Log end offset minus log start offset."""
+
+    def delete_records_before(self, offset: int) -> None:
+        """Move the log start offset up to ``offset``."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+
+class MemoryOffsetsLog:
+    """An in-memory OffsetsLog (unit tests and the coordinator micro-benchmark).
+
+    ``durable_offset`` models the fsync point: :meth:`crash` drops everything above it.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, bytes | None, bytes | None]] = []
+        self.log_start_offset = 0
+        self._next = 0
+        self.durable_upto = 0  # offsets below are durable
+        self.fail_next_append: Exception | None = None
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next
+
+    def replay(self):
+        for offset, key, value in self.entries:
+            if offset >= self.log_start_offset:
+                yield key, value
+
+    def append(self, records, now_ms):
+        if self.fail_next_append is not None:
+            exc, self.fail_next_append = self.fail_next_append, None
+            raise exc
+        for key, value in records:
+            self.entries.append((self._next, key, value))
+            self._next += 1
+        return self._next - 1
+
+    async def wait_durable(self, last_offset):
+        self.durable_upto = max(self.durable_upto, last_offset + 1)
+
+    def record_count(self):
+        return self._next - self.log_start_offset
+
+    def delete_records_before(self, offset):
+        self.log_start_offset = max(self.log_start_offset, offset)
+        self.entries = [e for e in self.entries if e[0] >= self.log_start_offset]
+
+    def crash(self) -> None:
+        """Lose whatever was not made durable (kill -9 before the fsync)."""
+        self.entries = [e for e in self.entries if e[0] < self.durable_upto]
+        self._next = max(self.durable_upto, self.log_start_offset)
+
+
+class PartitionOffsetsLog:
+    """OffsetsLog over partition 0 of ``__consumer_offsets`` in Sundial's storage."""
+
+    def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024) -> None:
+        from storage.builder import SimpleRecord, build_batch  # storage is imported lazily: unit tests
+        from storage.records import iter_records               # of the pure parts do not need it
+
+        self._logs = logs
+        self._now_ms = now_ms
+        self._read_chunk_bytes = read_chunk_bytes
+        self._build_batch = build_batch
+        self._record = SimpleRecord
+        self._iter_records = iter_records
+        self._flusher = None
+
+    @staticmethod
+    def topic_overrides(config) -> dict[str, str]:
+        return {
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
+            "retention.bytes": "-1",
+            "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            "message.timestamp.type": "CreateTime",
+        }
+
+    @classmethod
+    def open(cls, logs, config, *, now_ms: Callable[[], int]) -> "PartitionOffsetsLog":
+        if logs.topic(OFFSETS_TOPIC) is None:
+            logs.create_topic(OFFSETS_TOPIC, 1, cls.topic_overrides(config))
+            logger.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=1)
+        return cls(logs, now_ms=now_ms)
+
+    @property
+    def log(self):
+        log = self._logs.get_log(OFFSETS_TOPIC, 0)
+        if log is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-0 is missing")
+        return log
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def record_count(self) -> int:
+        log = self.log
+        return log.log_end_offset - log.log_start_offset
+
+    def replay(self):
+        log = self.log
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        while offset < end:
+            info = log.read(offset, self._read_chunk_bytes, min_one_message=True)
+            data = b"".join(s.read() for s in info.slices)
+            if not data:
+                break
+            last = offset - 1
+            for rec in self._iter_records(data):
+                last = rec.offset
+                if rec.offset >= offset:
+                    yield rec.key, rec.value
+            if last < offset:
+                break
+            offset = last + 1
+
+    def append(self, records, now_ms):
+        batch = self._build_batch(2, [self._record(now_ms, key, value) for key, value in records])
+        result = self.log.append(batch, now_ms=now_ms)
+        return result.last_offset
+
+    async def wait_durable(self, last_offset):
+        from ..flusher import PartitionFlusher
+
+        log = self.log
+        if self._flusher is None or self._flusher._log is not log:
+            self._flusher = PartitionFlusher(log, OFFSETS_TOPIC, 0)
+        await self._flusher.wait_flushed(last_offset)
+
+    def delete_records_before(self, offset):
+        self.log.delete_records(offset)
+
+
+class OffsetStore:
+    """Committed offsets per group, and the last metadata record per group, over an OffsetsLog."""
+
+    def __init__(self, log: OffsetsLog, *, snapshot_min_records: int = DEFAULT_SNAPSHOT_MIN_RECORDS) -> None:
+        self.log = log
+        self.snapshot_min_records = snapshot_min_records
+        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self.group_values: dict[str, GroupValue] = {}
+        self._snapshot_running = False
+        self.snapshots = 0
+        self.version = 0  # bumped on every change (cache key for consumed-retention answers)
+
+    # -- queries -----------------------------------------------------------------------------
+    def offsets_of(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        return self.offsets.get(group_id, {})
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    def live_records(self) -> int:
+        return sum(len(v) for v in self.offsets.values()) + len(self.group_values)
+
+    # -- load --------------------------------------------------------------------------------
+    def load(self, progress: Callable[[int], None] | None = None) -> None:
+        self.offsets.clear()
+        self.group_values.clear()
+        count = skipped = 0
+        for key_bytes, value_bytes in self.log.replay():
+            count += 1
+            if progress is not None and count % 100_000 == 0:
+                progress(count)
+            try:
+                key = decode_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    tp = (key.topic, key.partition)
+                    if value_bytes is None:
+                        group = self.offsets.get(key.group)
+                        if group is not None:
+                            group.pop(tp, None)
+                            if not group:
+                                del self.offsets[key.group]
+                    else:
+                        value = decode_offset_value(value_bytes)
+                        self.offsets.setdefault(key.group, {})[tp] = CommittedOffset.from_value(value)
+                else:
+                    if value_bytes is None:
+                        self.group_values.pop(key.group, None)
+                    else:
+                        self.group_values[key.group] = decode_group_value(value_bytes)
+            except SchemaError as exc:
+                skipped += 1
+                logger.warning("offsets_record_skipped", topic=OFFSETS_TOPIC, reason=str(exc))
+        self.version += 1
+        logger.info("offsets_loaded", topic=OFFSETS_TOPIC, records=count, skipped=skipped,
+                    groups=len(set(self.offsets) | set(self.group_values)),
+                    offsets=sum(len(v) for v in self.offsets.values()))
+
+    # -- changes (each appends synchronously and returns the last log offset) -------------------
+    def commit(self, group_id: str, entries: dict[TopicPartition, CommittedOffset], now_ms: int) -> int:
+        records = [(encode_offset_key(group_id, t, p), encode_offset_value(c.to_value()))
+                   for (t, p), c in entries.items()]
+        last = self.log.append(records, now_ms)
+        self.offsets.setdefault(group_id, {}).update(entries)
+        self.version += 1
+        return last
+
+    def store_group(self, group_id: str, value: GroupValue, now_ms: int) -> int:
+        last = self.log.append([(encode_group_key(group_id), encode_group_value(value))], now_ms)
+        self.group_values[group_id] = value
+        self.version += 1
+        return last
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int) -> int | None:
+        """Tombstones for ``partitions`` of the group that have a committed offset."""
+        group = self.offsets.get(group_id, {})
+        present = [tp for tp in partitions if tp in group]
+        if not present:
+            return None
+        last = self.log.append([(encode_offset_key(group_id, t, p), None) for t, p in present], now_ms)
+        for tp in present:
+            group.pop(tp, None)
+        if not group:
+            self.offsets.pop(group_id, None)
+        self.version += 1
+        return last
+
+    def delete_group(self, group_id: str, now_ms: int) -> int | None:
+        """Tombstones for every offset of the group and for its metadata record."""
+        records = [(encode_offset_key(group_id, t, p), None) for t, p in self.offsets.get(group_id, {})]
+        if group_id in self.group_values:
+            records.append((encode_group_key(group_id), None))
+        if not records:
+            return None
+        last = self.log.append(records, now_ms)
+        self.offsets.pop(group_id, None)
+        self.group_values.pop(group_id, None)
+        self.version += 1
+        return last
+
+    async def durable(self, last_offset: int | None) -> None:
+        if last_offset is not None and last_offset >= 0:
+            await self.log.wait_durable(last_offset)
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def snapshot_due(self) -> bool:
+        if self._snapshot_running:
+            return False
+        return self.log.record_count() > max(self.snapshot_min_records, 2 * self.live_records())
+
+    def write_snapshot(self, now_ms: int) -> tuple[int, int]:
+        """Append the live state; returns (first offset of the snapshot, last offset written)."""
+        start = self.log.log_end_offset
+        batch: list[tuple[bytes, bytes | None]] = []
+        last = start - 1
+        for group_id, value in self.group_values.items():
+            batch.append((encode_group_key(group_id), encode_group_value(value)))
+            if len(batch) >= SNAPSHOT_BATCH_RECORDS:
+                last = self.log.append(batch, now_ms)
+                batch = []
+        for group_id, offsets in self.offsets.items():
+            for (t, p), c in offsets.items():
+                batch.append((encode_offset_key(group_id, t, p), encode_offset_value(c.to_value())))
+                if len(batch) >= SNAPSHOT_BATCH_RECORDS:
+                    last = self.log.append(batch, now_ms)
+                    batch = []
+        if batch:
+            last = self.log.append(batch, now_ms)
+        return start, last
+
+    async def maybe_snapshot(self, now_ms: int) -> bool:
+        """Snapshot and trim when due. Safe to call after every append."""
+        if not self.snapshot_due():
+            return False
+        self._snapshot_running = True
+        try:
+            before = self.log.record_count()
+            start, last = self.write_snapshot(now_ms)
+            await self.durable(last)
+            self.log.delete_records_before(start)
+            self.snapshots += 1
+            logger.info("offsets_snapshot_written", topic=OFFSETS_TOPIC, partition=0, offset=start,
+                        records_before=before, live_records=self.live_records())
+            return True
+        finally:
+            self._snapshot_running = False
