@@ -1,1 +1,82 @@
-"""Placeholder; see docs/architecture.md."""
+"""Sundial's storage engine: Kafka-format partition logs on local disks.
+
+The public surface (what ``broker/`` and the tools import) is re-exported here; the
+contract is described in docs/architecture.md. Modules, bottom-up:
+
+* :mod:`storage.errors` — exceptions named after the Kafka errors they map to.
+* :mod:`storage.records`, :mod:`storage.codecs`, :mod:`storage.builder` — record batches
+  (v0/v1/v2) read in place, codecs, builders; :mod:`storage.validator` — append-time
+  validation (LogValidator); :mod:`storage.convert` — down-conversion for old fetchers.
+* :mod:`storage.files` — file names, atomic writes, :class:`FileSlice`.
+* :mod:`storage.index`, :mod:`storage.offset_index`, :mod:`storage.time_index` — the
+  mmap'd ``.index`` / ``.timeindex`` files.
+* :mod:`storage.segment` — one ``.log`` with its indexes.
+* :mod:`storage.producer_state` — idempotent producers and ``.snapshot`` files.
+* :mod:`storage.retention` — which segments retention may delete (incl. consumed retention).
+* :mod:`storage.recovery` — loading a partition directory, clean or unclean.
+* :mod:`storage.log` — :class:`PartitionLog`: append, read, ListOffsets, retention, flush.
+* :mod:`storage.checkpoints` — checkpoint files and the clean-shutdown marker.
+* :mod:`storage.topics` — topic metadata persistence and name rules.
+* :mod:`storage.log_manager` — :class:`LogManager`: every partition across ``log.dirs``.
+
+Synchronous and not thread-safe; time is always a parameter (``now_ms``).
+"""
+
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    LogSegmentOffsetOverflowError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordError,
+    RecordTooLargeError,
+    StorageError,
+    UnknownProducerIdError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
+from .files import FileSlice
+from .log import AppendResult, FetchDataInfo, FlushJob, PartitionLog, SegmentInfo
+from .log_manager import LogManager
+from .records import (
+    BatchView,
+    Record,
+    find_first_at_or_after,
+    first_record_with_timestamp,
+    iter_batches,
+    iter_file_batches,
+    iter_records,
+)
+from .retention import DeletedSegment, HeldSegment, RetentionOutcome
+from .time_index import TimestampOffset
+from .topics import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    TopicMetadata,
+    UnknownTopicOrPartitionError,
+    validate_topic_name,
+)
+from .validator import BatchInfo, ValidatedRecords, validate_records
+
+__all__ = [
+    # errors
+    "StorageError", "OffsetOutOfRangeError", "CorruptRecordError", "RecordTooLargeError",
+    "RecordBatchTooLargeError", "InvalidRecordError", "InvalidTimestampError", "UnsupportedForMessageFormatError",
+    "UnsupportedCompressionTypeError", "OutOfOrderSequenceError", "InvalidProducerEpochError",
+    "UnknownProducerIdError", "KafkaStorageError", "LogSegmentOffsetOverflowError", "CorruptIndexError",
+    "InvalidOffsetError", "RecordError", "TopicAlreadyExistsError", "InvalidTopicError", "InvalidPartitionsError",
+    "UnknownTopicOrPartitionError",
+    # logs
+    "LogManager", "PartitionLog", "AppendResult", "FetchDataInfo", "FlushJob", "SegmentInfo", "FileSlice",
+    "TimestampOffset", "RetentionOutcome", "DeletedSegment", "HeldSegment", "TopicMetadata", "validate_topic_name",
+    # records and validation
+    "BatchView", "Record", "iter_batches", "iter_file_batches", "iter_records", "find_first_at_or_after",
+    "first_record_with_timestamp", "validate_records", "ValidatedRecords", "BatchInfo",
+]

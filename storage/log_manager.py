@@ -1,0 +1,445 @@
+"""All partition logs of the broker across ``log.dirs`` (Kafka ``LogManager``, one node).
+
+Start-up (:meth:`LogManager.startup`)
+-------------------------------------
+Per log dir: read and delete ``.kafka_cleanshutdown``; read
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``; remove
+``<topic>-<p>.<uuid>-delete`` leftovers; list the partition directories. Topic metadata
+comes from ``sundial-topics.json`` (:mod:`storage.topics`); without any copy (a data
+dir written by an older Sundial or by Kafka) the topics are adopted from the partition
+directories and their ``partition.metadata``. A partition directory of a topic the
+metadata does not know is the leftover of an interrupted deletion and is deleted.
+
+Opening is **lazy** after a clean shutdown: nothing of a partition is read, mapped or
+scanned until :meth:`get_log` first asks for it (then its segment index files are
+checked and repaired if needed; :mod:`storage.recovery`). 10,000 partitions therefore
+start in the time it takes to list the directories. After an unclean shutdown every
+partition of that dir is loaded (and recovered from its recovery point) during
+start-up, with progress logged, as Kafka does — a later clean shutdown must be able
+to vouch for all of them.
+
+Layout decisions: a new partition goes to the log dir holding the fewest partitions.
+Topic deletion writes the metadata first, then renames each partition directory to
+``<topic>-<p>.<uuid>-delete`` and removes it after ``file.delete.delay.ms``
+(:meth:`delete_expired_files`, which the broker calls periodically), so a crash in
+between never resurrects the topic.
+
+Shutdown: every open log is flushed and closed (final time-index entries, trimmed
+indexes, producer snapshots), both checkpoint files are written for every dir, then
+``.kafka_cleanshutdown``.
+
+Not thread-safe, like the logs it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from typing import Any, Callable, Iterator, Mapping
+
+import structlog
+
+from config.topic import TopicConfig, format_overrides, resolve_topic_config
+
+from . import files
+from .checkpoints import (
+    consume_clean_shutdown_marker,
+    read_offset_checkpoint,
+    write_clean_shutdown_marker,
+    write_offset_checkpoint,
+)
+from .errors import KafkaStorageError
+from .log import PartitionLog
+from .retention import RetentionOutcome
+from .topics import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    TopicMetadata,
+    UnknownTopicOrPartitionError,
+    new_topic_id,
+    read_metadata,
+    read_partition_metadata,
+    validate_topic_name,
+    write_metadata,
+    write_partition_metadata,
+)
+
+logger = structlog.get_logger(__name__)
+
+TopicPartition = tuple[str, int]
+
+#: Unclean start-up logs progress every this many partitions.
+PROGRESS_EVERY_PARTITIONS = 500
+
+
+class LogManager:
+    """Owns every :class:`PartitionLog` (see module doc)."""
+
+    def __init__(self, log_dirs: list[str] | str, broker_explicit: Mapping[str, Any] | None = None, *,
+                 producer_id_expiration_ms: int = 86_400_000, now_ms: Callable[[], int] | None = None,
+                 rng: random.Random | None = None) -> None:
+        if isinstance(log_dirs, str):
+            log_dirs = [log_dirs]
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.broker_explicit = dict(broker_explicit or {})
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._now_ms = now_ms
+        self._rng = rng or random.Random()
+        self._topics: dict[str, TopicMetadata] = {}
+        self._generation = 0
+        self._locations: dict[TopicPartition, str] = {}       # partition -> log dir holding it
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._clean: dict[str, bool] = {}
+        self._recovery_points: dict[str, dict[TopicPartition, int]] = {}
+        self._log_start_offsets: dict[str, dict[TopicPartition, int]] = {}
+        self._pending_dirs: list[list] = []                    # [path, due_ms | None, delay_ms]
+        self._started = False
+        self._shut_down = False
+
+    # -- start-up ----------------------------------------------------------------------------------------
+    def startup(self) -> None:
+        if self._started:
+            return
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._clean[d] = consume_clean_shutdown_marker(d)
+            self._recovery_points[d] = read_offset_checkpoint(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE))
+            self._log_start_offsets[d] = read_offset_checkpoint(
+                os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE))
+        found: dict[TopicPartition, str] = {}
+        for d in self.log_dirs:
+            for name in os.listdir(d):
+                path = os.path.join(d, name)
+                if files.is_delete_dir(name):
+                    shutil.rmtree(path, ignore_errors=True)
+                    logger.info("deleted_partition_dir_removed", path=path)
+                    continue
+                parsed = files.parse_partition_dir_name(name)
+                if parsed is None or not os.path.isdir(path):
+                    continue
+                if parsed in found:
+                    raise KafkaStorageError(
+                        f"duplicate log directories for {parsed[0]}-{parsed[1]}: {found[parsed]} and {d}")
+                found[parsed] = d
+        stored = read_metadata(self.log_dirs)
+        if stored is None:
+            self._adopt_topics(found)
+        else:
+            self._generation = stored[0]
+            for t in stored[1]:
+                config = resolve_topic_config(t.overrides, self.broker_explicit)
+                self._topics[t.name] = TopicMetadata(t.name, t.topic_id, t.partitions, dict(t.overrides), config)
+        for tp, d in found.items():
+            meta = self._topics.get(tp[0])
+            if meta is None or tp[1] >= meta.partitions:
+                self._schedule_dir_delete(tp, os.path.join(d, files.partition_dir_name(*tp)), 0)
+                logger.warning("orphan_partition_dir_deleted", topic=tp[0], partition=tp[1], log_dir=d)
+                continue
+            self._locations[tp] = d
+        self._started = True
+        unclean = [d for d in self.log_dirs if not self._clean[d]]
+        to_load = [tp for tp, d in self._locations.items() if d in unclean]
+        logger.info("log_manager_starting", log_dirs=self.log_dirs, topics=len(self._topics),
+                    partitions=len(self._locations), unclean_log_dirs=unclean)
+        for i, tp in enumerate(sorted(to_load)):
+            self.get_log(*tp)
+            if (i + 1) % PROGRESS_EVERY_PARTITIONS == 0:
+                logger.info("log_loading_progress", loaded=i + 1, total=len(to_load))
+        if to_load:
+            logger.info("logs_recovered", partitions=len(to_load))
+
+    def _adopt_topics(self, found: dict[TopicPartition, str]) -> None:
+        """No metadata file: rebuild the topic list from partition directories (logged)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in found:
+            by_topic.setdefault(topic, []).append(p)
+        for topic, parts in sorted(by_topic.items()):
+            try:
+                validate_topic_name(topic)
+            except InvalidTopicError:
+                logger.warning("partition_dir_with_illegal_topic_ignored", topic=topic)
+                continue
+            topic_id = None
+            for p in parts:
+                topic_id = read_partition_metadata(os.path.join(found[(topic, p)], files.partition_dir_name(topic, p)))
+                if topic_id:
+                    break
+            config = resolve_topic_config({}, self.broker_explicit)
+            self._topics[topic] = TopicMetadata(topic, topic_id or new_topic_id(), max(parts) + 1, {}, config)
+            logger.warning("topic_adopted_from_partition_dirs", topic=topic, partitions=max(parts) + 1)
+        if by_topic:
+            self._persist_metadata()
+
+    def _check_started(self) -> None:
+        if not self._started:
+            self.startup()
+
+    # -- topics ---------------------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topics(self) -> list[TopicMetadata]:
+        return [self._topics[n] for n in sorted(self._topics)]
+
+    def topic_by_id(self, topic_id: bytes) -> TopicMetadata | None:
+        for meta in self._topics.values():
+            if meta.topic_id == topic_id:
+                return meta
+        return None
+
+    def _persist_metadata(self) -> None:
+        self._generation += 1
+        write_metadata(self.log_dirs, self._topics, self._generation)
+
+    def create_topic(self, name: str, partitions: int, overrides: Mapping[str, Any] | None = None,
+                     validate_only: bool = False) -> TopicMetadata:
+        """Create a topic; raises InvalidTopicError, TopicAlreadyExistsError, InvalidPartitionsError,
+        or ``config.ConfigError`` for bad overrides."""
+        self._check_started()
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicAlreadyExistsError(f"topic '{name}' already exists")
+        collision = name.replace(".", "_")
+        for other in self._topics:
+            if other.replace(".", "_") == collision:
+                raise InvalidTopicError(f"topic '{name}' collides with existing topic '{other}'")
+        if partitions <= 0:
+            raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions}")
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        config = resolve_topic_config(overrides, self.broker_explicit)
+        stored = format_overrides(overrides)
+        meta = TopicMetadata(name, new_topic_id(), partitions, stored, config)
+        if validate_only:
+            return meta
+        self._topics[name] = meta
+        self._persist_metadata()
+        for p in range(partitions):
+            self._create_partition_dir(meta, p)
+        logger.info("topic_created", topic=name, partitions=partitions, overrides=stored)
+        return meta
+
+    def create_partitions(self, name: str, total: int) -> TopicMetadata:
+        self._check_started()
+        meta = self._topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        if total <= meta.partitions:
+            raise InvalidPartitionsError(
+                f"topic currently has {meta.partitions} partitions, which is higher than or equal to the "
+                f"requested {total}")
+        new = TopicMetadata(meta.name, meta.topic_id, total, meta.overrides, meta.config)
+        self._topics[name] = new
+        self._persist_metadata()
+        for p in range(meta.partitions, total):
+            self._create_partition_dir(new, p)
+        logger.info("partitions_created", topic=name, partitions=total)
+        return new
+
+    def alter_topic_config(self, name: str, overrides: Mapping[str, Any]) -> TopicMetadata:
+        """Replace the topic's overrides (AlterConfigs semantics) and apply them to open logs."""
+        self._check_started()
+        meta = self._topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        config = resolve_topic_config(overrides, self.broker_explicit)
+        new = TopicMetadata(meta.name, meta.topic_id, meta.partitions, format_overrides(overrides), config)
+        self._topics[name] = new
+        self._persist_metadata()
+        for (topic, _p), log in self._logs.items():
+            if topic == name:
+                log.update_config(config)
+        logger.info("topic_config_altered", topic=name, overrides=new.overrides)
+        return new
+
+    def delete_topic(self, name: str) -> None:
+        self._check_started()
+        meta = self._topics.pop(name, None)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        self._persist_metadata()
+        for p in range(meta.partitions):
+            tp = (name, p)
+            log = self._logs.pop(tp, None)
+            if log is not None:
+                log.close_handles()
+            d = self._locations.pop(tp, None)
+            for cp in (self._recovery_points, self._log_start_offsets):
+                for per_dir in cp.values():
+                    per_dir.pop(tp, None)
+            if d is not None:
+                self._schedule_dir_delete(tp, os.path.join(d, files.partition_dir_name(name, p)),
+                                          meta.config.file_delete_delay_ms)
+        logger.info("topic_deleted", topic=name, partitions=meta.partitions)
+
+    def _schedule_dir_delete(self, tp: TopicPartition, path: str, delay_ms: int) -> None:
+        target = os.path.join(os.path.dirname(path), files.delete_dir_name(*tp))
+        try:
+            os.rename(path, target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot rename {path} for deletion") from exc
+        if delay_ms <= 0:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            self._pending_dirs.append([target, None, delay_ms])
+
+    # -- partitions ----------------------------------------------------------------------------------
+    def _pick_log_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._locations.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def _create_partition_dir(self, meta: TopicMetadata, partition: int) -> str:
+        tp = (meta.name, partition)
+        d = self._pick_log_dir()
+        pdir = os.path.join(d, files.partition_dir_name(*tp))
+        try:
+            os.makedirs(pdir, exist_ok=True)
+            write_partition_metadata(pdir, meta.topic_id)
+            log_path = files.log_file(pdir, 0)
+            if not os.path.exists(log_path):
+                open(log_path, "ab").close()
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot create partition directory {pdir}") from exc
+        self._locations[tp] = d
+        self._clean[d] = self._clean.get(d, True)
+        return d
+
+    def is_open(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._logs
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, opened (and if needed recovered) on first use; None if unknown."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            return None
+        self._check_started()
+        d = self._locations.get(tp)
+        if d is None:
+            d = self._create_partition_dir(meta, partition)
+        pdir = os.path.join(d, files.partition_dir_name(*tp))
+        if not os.path.isdir(pdir):
+            d = self._create_partition_dir(meta, partition)
+            pdir = os.path.join(d, files.partition_dir_name(*tp))
+        log = PartitionLog.open(pdir, meta.config, topic=topic, partition=partition, clean=self._clean.get(d, True),
+                                log_start_offset=self._log_start_offsets.get(d, {}).get(tp),
+                                recovery_point=self._recovery_points.get(d, {}).get(tp),
+                                producer_id_expiration_ms=self.producer_id_expiration_ms, rng=self._rng)
+        if read_partition_metadata(pdir) != meta.topic_id:
+            write_partition_metadata(pdir, meta.topic_id)
+        self._logs[tp] = log
+        return log
+
+    def open_logs(self) -> Iterator[tuple[str, int, PartitionLog]]:
+        for (topic, partition), log in list(self._logs.items()):
+            yield topic, partition, log
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [(m.name, p) for m in self.topics() for p in range(m.partitions)]
+
+    # -- periodic work --------------------------------------------------------------------------------
+    def run_retention(self, now_ms: int,
+                      consumed_upto: Callable[[str, int], int | None] | None = None) -> list[RetentionOutcome]:
+        """One retention pass over every partition; outcomes that deleted or held something."""
+        self._check_started()
+        outcomes = []
+        for topic, partition in self.all_partitions():
+            log = self.get_log(topic, partition)
+            if log is None:
+                continue
+            upto = None
+            if consumed_upto is not None and log.config.consumed_retention_enabled and log.config.delete:
+                try:
+                    upto = consumed_upto(topic, partition)
+                except Exception:  # the group side failing must never stop retention
+                    logger.exception("consumed_upto_failed", topic=topic, partition=partition)
+                    upto = None
+            try:
+                outcome = log.delete_old_segments(now_ms, upto)
+            except KafkaStorageError as exc:
+                logger.error("retention_failed", topic=topic, partition=partition, error=str(exc))
+                continue
+            log.remove_expired_producers(now_ms)
+            if outcome:
+                outcomes.append(outcome)
+        return outcomes
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
+        removed = 0
+        for _t, _p, log in self.open_logs():
+            removed += log.delete_expired_files(now_ms)
+        keep = []
+        for entry in self._pending_dirs:
+            path, due, delay = entry
+            if due is None:
+                entry[1] = due = now_ms + delay
+            if due <= now_ms:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+            else:
+                keep.append(entry)
+        self._pending_dirs = keep
+        return removed
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files of every log dir (tmp + fsync + rename)."""
+        self._check_started()
+        for d in self.log_dirs:
+            known = {tp for tp, loc in self._locations.items() if loc == d}
+            recovery = {tp: v for tp, v in self._recovery_points.get(d, {}).items() if tp in known}
+            starts = {tp: v for tp, v in self._log_start_offsets.get(d, {}).items() if tp in known}
+            for tp in known:
+                log = self._logs.get(tp)
+                if log is not None and not log.closed:
+                    recovery[tp] = log.recovery_point
+                    starts[tp] = log.log_start_offset
+            self._recovery_points[d] = recovery
+            self._log_start_offsets[d] = starts
+            write_offset_checkpoint(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE), recovery)
+            write_offset_checkpoint(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE), starts)
+
+    def flush_all(self) -> None:
+        for _t, _p, log in self.open_logs():
+            log.flush()
+
+    def shutdown(self) -> None:
+        """Flush and close every open log, write checkpoints and the clean-shutdown markers."""
+        if self._shut_down:
+            return
+        self._check_started()
+        failed = False
+        for (topic, partition), log in list(self._logs.items()):
+            try:
+                log.close(flush=True)
+            except (KafkaStorageError, OSError) as exc:
+                failed = True
+                logger.error("log_close_failed", topic=topic, partition=partition, error=str(exc))
+        self.checkpoint()
+        if not failed:
+            for d in self.log_dirs:
+                write_clean_shutdown_marker(d)
+        self._logs.clear()
+        self._shut_down = True
+        logger.info("log_manager_shut_down", clean=not failed)
+
+    def close_without_marker(self) -> None:
+        """Release every descriptor without flushing or marking clean (tests simulating a crash)."""
+        for log in self._logs.values():
+            log.close_handles()
+        self._logs.clear()
+        self._shut_down = True
+
+
+__all__ = ["LogManager"]

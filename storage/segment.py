@@ -1,0 +1,863 @@
+"""One log segment: a ``.log`` file of record batches with its offset and time indexes.
+
+Files: ``<20-digit base offset>.log`` (batches, byte-identical to Kafka's), ``.index``
+(:mod:`storage.offset_index`) and ``.timeindex`` (:mod:`storage.time_index`). The
+``.log`` is created with the segment; the index files are created on first use.
+
+Append and index maintenance (Kafka ``LogSegment.append``; reference §4.1)
+-------------------------------------------------------------------------
+For ``append(largest_offset, largest_timestamp_ms, shallow_offset_of_max_timestamp,
+records)`` (nothing happens for an empty buffer):
+
+1. ``position`` = current size. If it is 0, ``largest_timestamp_ms`` becomes the
+   *rolling-base timestamp* (what time-based rolling measures from, §5.2).
+2. ``largest_offset - base_offset`` must fit in [0, 2^31-1], else
+   :class:`LogSegmentOffsetOverflowError`.
+3. The bytes are written at ``position``.
+4. If ``largest_timestamp_ms`` is strictly greater than the max so far, the max and its
+   offset become ``(largest_timestamp_ms, shallow_offset_of_max_timestamp)``.
+5. If the bytes appended since the last index entry are **strictly greater** than
+   ``index.interval.bytes`` (the counter does not include this append yet): offset entry
+   ``(largest_offset, position)`` — the *last* offset of the append with its *start*
+   position — then ``time_index.maybe_append(max so far, its offset)``; reset the counter.
+6. The counter grows by the size of this append.
+
+So the first append into a segment is never indexed, and a time entry is written only
+with an offset entry and only when the max grew. On roll and close the final time entry
+``(max, offset of max)`` is written without the full check and both indexes (and a
+pre-allocated ``.log``) are trimmed to their valid size (§4.3).
+
+Max timestamp (§4.2): ``(max_timestamp_so_far, offset)`` is loaded lazily from the last
+time-index entry; ``largest_timestamp_ms`` is that max when >= 0, else the ``.log``
+file's mtime — used by retention and by the choice of segment in a timestamp search.
+
+Reads (§9.1) return a :class:`FileSlice` starting at the first batch whose **last**
+offset is >= the wanted offset (found with the offset index and a forward scan of batch
+headers), so a slice may begin with records below the fetch offset, as Kafka's does.
+
+Recovery (§8.2) rebuilds both indexes from the batches, validating each (CRC, sizes,
+offset range), truncates the file after the last valid batch and writes the final time
+entry. ``truncate_to`` (§8.4) is batch-granular and reloads the max timestamp from the
+last time entry plus a scan of the batches after it.
+
+Not thread-safe; the partition log serialises every call. ``FileSlice`` descriptors stay
+valid until the next call on the owning log.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Callable, Iterator, NamedTuple
+
+import structlog
+
+from . import files
+from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogSegmentOffsetOverflowError
+from .files import FileSlice
+from .offset_index import OffsetIndex, OffsetPosition
+from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+
+logger = structlog.get_logger(__name__)
+
+LOG_OVERHEAD = 12
+HEADER_SIZE_UP_TO_MAGIC = 17
+MIN_ENTRY_SIZE = 14
+V2_HEADER_BYTES = 61
+V1_MIN_MESSAGE_SIZE = 22          # crc..end of a v1 message with null key and value
+INT32_MAX = 0x7FFFFFFF
+
+_OFFSET_SIZE = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_unpack_offset_size = _OFFSET_SIZE.unpack_from
+_unpack_i32 = _I32.unpack_from
+_unpack_i64 = _I64.unpack_from
+_V2_PRODUCER = struct.Struct(">qhi")
+_unpack_v2_producer = _V2_PRODUCER.unpack_from
+_I16 = struct.Struct(">h")
+_unpack_i16 = _I16.unpack_from
+
+#: Bytes read per pread while walking batch headers from an index position.
+HEADER_SCAN_CHUNK_BYTES = 16 * 1024
+#: Bytes read per pread while recovering (validating whole batches).
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class BatchHeader(NamedTuple):
+    """What a header walk tells about one entry of a ``.log`` file (no record parsing)."""
+
+    position: int          # file position of the entry
+    size_bytes: int        # including the 12-byte log overhead
+    magic: int
+    first_field: int       # v2: base offset; legacy: offset of the (last) message
+    last_offset: int
+    max_timestamp: int     # -1 for magic 0
+    leader_epoch: int      # v2 partition leader epoch, else -1
+    attributes: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+
+def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCAN_CHUNK_BYTES, *,
+                 with_producer: bool = False) -> Iterator[BatchHeader]:
+    """Headers of the complete entries of ``fd`` in ``[position, end)``.
+
+    Stops silently at a partial trailing entry or when 17 bytes or fewer remain;
+    raises :class:`CorruptRecordError` for ``size < 14``, a magic outside 0..2 or an
+    entry smaller than its magic's header — the rules of Kafka's ``FileLogInputStream``.
+    ``with_producer`` also fills the v2 attributes and producer fields.
+    """
+    chunk_bytes = max(chunk_bytes, V2_HEADER_BYTES)
+    buf = b""
+    buf_pos = position
+    pos = position
+    while end - pos > HEADER_SIZE_UP_TO_MAGIC:
+        need = min(V2_HEADER_BYTES, end - pos)
+        i = pos - buf_pos
+        if i < 0 or i + need > len(buf):
+            buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
+            buf_pos = pos
+            i = 0
+            if len(buf) <= HEADER_SIZE_UP_TO_MAGIC:
+                return
+            need = min(need, len(buf))
+        first, size = _unpack_offset_size(buf, i)
+        if size < MIN_ENTRY_SIZE:
+            raise CorruptRecordError(
+                f"record size {size} at position {pos} is smaller than the minimum record overhead "
+                f"({MIN_ENTRY_SIZE})")
+        entry_bytes = size + LOG_OVERHEAD
+        if pos + entry_bytes > end:
+            return
+        magic = buf[i + 16]
+        if magic == 2:
+            if entry_bytes < V2_HEADER_BYTES or i + 43 > len(buf):
+                raise CorruptRecordError(
+                    f"record batch at position {pos} has size {entry_bytes}, below the {V2_HEADER_BYTES}-byte "
+                    "v2 header")
+            last = first + _unpack_i32(buf, i + 23)[0]
+            max_ts = _unpack_i64(buf, i + 35)[0]
+            epoch = _unpack_i32(buf, i + 12)[0]
+            if with_producer and i + V2_HEADER_BYTES <= len(buf):
+                pid, pepoch, bseq = _unpack_v2_producer(buf, i + 43)
+                yield BatchHeader(pos, entry_bytes, 2, first, last, max_ts, epoch,
+                                  _unpack_i16(buf, i + 21)[0], pid, pepoch, bseq)
+                pos += entry_bytes
+                continue
+        elif magic == 1:
+            if size < V1_MIN_MESSAGE_SIZE or i + 26 > len(buf):
+                raise CorruptRecordError(f"v1 message at position {pos} has size {size}, below the minimum")
+            last = first
+            max_ts = _unpack_i64(buf, i + 18)[0]
+            epoch = -1
+        elif magic == 0:
+            last = first
+            max_ts = NO_TIMESTAMP
+            epoch = -1
+        else:
+            raise CorruptRecordError(f"invalid magic byte {magic} in record entry at position {pos}")
+        yield BatchHeader(pos, entry_bytes, magic, first, last, max_ts, epoch)
+        pos += entry_bytes
+
+
+class SegmentRead(NamedTuple):
+    """Result of :meth:`LogSegment.read`: the slice and the batch it starts with."""
+
+    offset: int                    # last offset of the first batch in the slice
+    position: int
+    slice: FileSlice
+    first_entry_incomplete: bool   # the first batch is larger than the size allowed
+
+
+def _ms_of_mtime(st: os.stat_result) -> int:
+    return st.st_mtime_ns // 1_000_000
+
+
+class LogSegment:
+    """A ``.log`` file and its two indexes (see module doc)."""
+
+    __slots__ = (
+        "dir", "base_offset", "index_interval_bytes", "max_index_size", "_log_path", "_fd", "size_bytes",
+        "offset_index", "time_index", "_max_ts", "_offset_of_max_ts", "_rolling_base_ts", "_rolling_base_loaded",
+        "created_ms", "roll_jitter_ms", "bytes_since_last_index_entry", "_next_offset", "_preallocated",
+        "_cached_mtime_ms", "is_active", "indexes_durable",
+    )
+
+    def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10_485_760, roll_jitter_ms: int = 0, created_ms: int | None = None,
+                 size_bytes: int = 0, preallocated: bool = False) -> None:
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self._log_path = files.log_file(dir_path, base_offset)
+        self._fd = -1
+        self.size_bytes = size_bytes
+        self.offset_index = OffsetIndex(files.index_file(dir_path, base_offset), base_offset, max_index_size)
+        self.time_index = TimeIndex(files.time_index_file(dir_path, base_offset), base_offset, max_index_size)
+        self._max_ts: int | None = None          # None: not loaded yet
+        self._offset_of_max_ts = base_offset
+        self._rolling_base_ts: int | None = None
+        self._rolling_base_loaded = size_bytes == 0
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.bytes_since_last_index_entry = 0
+        self._next_offset: int | None = base_offset if size_bytes == 0 else None
+        self._preallocated = preallocated
+        self._cached_mtime_ms: int | None = None
+        self.is_active = False
+        self.indexes_durable = True
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
+               max_index_size: int = 10_485_760, roll_jitter_ms: int = 0, created_ms: int | None = None,
+               preallocate_bytes: int = 0) -> "LogSegment":
+        """A new, empty segment; its ``.log`` is created now (pre-sized when ``preallocate_bytes``)."""
+        seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes,
+                  max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, created_ms=created_ms,
+                  preallocated=preallocate_bytes > 0)
+        try:
+            fd = os.open(seg._log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            if preallocate_bytes > 0:
+                os.ftruncate(fd, preallocate_bytes)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot create segment {seg._log_path}") from exc
+        seg._fd = fd
+        seg.indexes_durable = False
+        return seg
+
+    @classmethod
+    def open(cls, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
+             max_index_size: int = 10_485_760, roll_jitter_ms: int = 0) -> "LogSegment":
+        """An existing segment; nothing but a stat of the ``.log`` happens here."""
+        path = files.log_file(dir_path, base_offset)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot open segment {path}") from exc
+        seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes,
+                  max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, size_bytes=st.st_size)
+        seg._cached_mtime_ms = _ms_of_mtime(st)
+        return seg
+
+    # -- files ----------------------------------------------------------------------------------
+    @property
+    def log_path(self) -> str:
+        return self._log_path
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` descriptor, opened on first use."""
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self._log_path, os.O_RDWR)
+            except OSError as exc:
+                raise KafkaStorageError.from_os_error(exc, f"cannot open segment {self._log_path}") from exc
+        return self._fd
+
+    @property
+    def has_open_fd(self) -> bool:
+        return self._fd >= 0
+
+    def last_modified_ms(self) -> int:
+        """mtime of the ``.log`` in ms (cached for inactive segments; Kafka ``lastModified``)."""
+        if self._cached_mtime_ms is not None and not self.is_active:
+            return self._cached_mtime_ms
+        try:
+            st = os.fstat(self._fd) if self._fd >= 0 else os.stat(self._log_path)
+        except OSError:
+            return 0
+        self._cached_mtime_ms = _ms_of_mtime(st)
+        return self._cached_mtime_ms
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self._log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+        self._cached_mtime_ms = ms
+
+    # -- offsets --------------------------------------------------------------------------------
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        rel = offset - self.base_offset
+        return 0 <= rel <= INT32_MAX
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise LogSegmentOffsetOverflowError(
+                f"detected offset overflow at offset {offset} in segment with base offset {self.base_offset}")
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset stored in this segment (base offset when empty)."""
+        if self._next_offset is None:
+            self._next_offset = self._read_next_offset()
+        return self._next_offset
+
+    def _read_next_offset(self) -> int:
+        if self.size_bytes == 0:
+            return self.base_offset
+        start = self.offset_index.lookup(self.offset_index.last_offset).position
+        if start >= self.size_bytes:
+            start = 0
+        last = None
+        for header in walk_headers(self.fd, start, self.size_bytes):
+            last = header
+        return self.base_offset if last is None else last.last_offset + 1
+
+    # -- max timestamp ----------------------------------------------------------------------------
+    def _load_max_timestamp(self) -> None:
+        if self._max_ts is None:
+            entry = self.time_index.peek_last_entry()
+            self._max_ts, self._offset_of_max_ts = entry.timestamp_ms, entry.offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        self._load_max_timestamp()
+        return self._max_ts  # type: ignore[return-value]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        self._load_max_timestamp()
+        return self._offset_of_max_ts
+
+    @property
+    def max_timestamp_known(self) -> bool:
+        return self._max_ts is not None
+
+    def largest_timestamp_ms(self) -> int:
+        """Max record timestamp, or the ``.log`` mtime when the segment has none (§4.2)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms()
+
+    @property
+    def largest_timestamp_source(self) -> str:
+        return "records" if self.max_timestamp_so_far >= 0 else "mtime"
+
+    # -- append -----------------------------------------------------------------------------------
+    def append(self, largest_offset: int, largest_timestamp_ms: int, shallow_offset_of_max_timestamp: int,
+               records) -> None:
+        """Append validated bytes (see module doc for the index rules).
+
+        ``records`` is a bytes-like object or a tuple/list of them (written with one
+        ``pwritev``, in order).
+        """
+        if isinstance(records, (tuple, list)):
+            chunks = [c for c in records if len(c)]
+            n = sum(len(c) for c in chunks)
+        else:
+            chunks = None
+            n = len(records)
+        if n == 0:
+            return
+        position = self.size_bytes
+        if position == 0:
+            self._rolling_base_ts = largest_timestamp_ms
+            self._rolling_base_loaded = True
+        self._ensure_offset_in_range(largest_offset)
+        if chunks is None:
+            self._write_at(records, position)
+        else:
+            self._writev_at(chunks, position, n)
+        self.size_bytes = position + n
+        self._next_offset = largest_offset + 1
+        self._load_max_timestamp()
+        if largest_timestamp_ms > self._max_ts:  # type: ignore[operator]
+            self._max_ts = largest_timestamp_ms
+            self._offset_of_max_ts = shallow_offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)  # type: ignore[arg-type]
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+
+    def _write_at(self, data, position: int) -> None:
+        fd = self.fd
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(fd, view, position)
+                position += written
+                view = view[written:]
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
+
+    def _writev_at(self, chunks: list, position: int, total: int) -> None:
+        if len(chunks) == 1:
+            self._write_at(chunks[0], position)
+            return
+        fd = self.fd
+        try:
+            written = os.pwritev(fd, chunks, position)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
+        if written < total:  # rare: finish chunk by chunk
+            done = 0
+            for chunk in chunks:
+                length = len(chunk)
+                if done + length <= written:
+                    done += length
+                    continue
+                skip = max(0, written - done)
+                self._write_at(memoryview(chunk)[skip:], position + done + skip)
+                done += length
+
+    # -- rolling ----------------------------------------------------------------------------------
+    def first_batch_timestamp(self) -> int:
+        """Rolling-base timestamp (max timestamp of the first batch); Long.MAX_VALUE when empty."""
+        self._load_rolling_base()
+        if self._rolling_base_ts is None:
+            return (1 << 63) - 1
+        return self._rolling_base_ts
+
+    def _load_rolling_base(self) -> None:
+        if not self._rolling_base_loaded:
+            self._rolling_base_loaded = True
+            for header in walk_headers(self.fd, 0, self.size_bytes):
+                self._rolling_base_ts = header.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp_ms: int) -> int:
+        """Kafka ``timeWaitedForRoll`` (§5.2): message time since the first batch, else wall time."""
+        self._load_rolling_base()
+        ts = self._rolling_base_ts
+        if ts is not None and ts >= 0:
+            return message_timestamp_ms - ts
+        if self.created_ms is None:
+            self.created_ms = now_ms
+        return now_ms - self.created_ms
+
+    def ensure_active_capacity(self) -> None:
+        """Give a re-opened active segment's indexes their full size back (Kafka resizes after load)."""
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+
+    def should_roll(self, *, segment_bytes: int, max_segment_ms: int, messages_size: int,
+                    max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int) -> str | None:
+        """The reason to roll before appending (§5.1), or None. Conditions checked in Kafka's order."""
+        size = self.size_bytes
+        if size > segment_bytes - messages_size:
+            return "segment_bytes"
+        if size > 0 and (self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                         > max_segment_ms - self.roll_jitter_ms):
+            return "segment_ms"
+        if self.offset_index.is_full():
+            return "offset_index_full"
+        if self.time_index.is_full():
+            return "time_index_full"
+        if not self.can_convert_to_relative_offset(max_offset_in_messages):
+            return "offset_overflow"
+        return None
+
+    def on_become_inactive(self) -> None:
+        """Roll: final time entry, trim both indexes and a pre-allocated ``.log``."""
+        self._load_max_timestamp()
+        self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)  # type: ignore
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._trim_log()
+        self.is_active = False
+        self.indexes_durable = False
+        self._cached_mtime_ms = None
+
+    def _trim_log(self) -> None:
+        if self._preallocated or (self._fd >= 0 and os.fstat(self._fd).st_size != self.size_bytes):
+            try:
+                os.ftruncate(self.fd, self.size_bytes)
+            except OSError as exc:
+                raise KafkaStorageError.from_os_error(exc, f"cannot trim segment {self._log_path}") from exc
+            self._preallocated = False
+
+    # -- read ------------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """First batch whose last offset >= ``offset`` (Kafka ``translateOffset``)."""
+        mapping = self.offset_index.lookup(offset)
+        start = max(mapping.position, starting_position)
+        if start > self.size_bytes:
+            start = starting_position
+        for header in walk_headers(self.fd, start, self.size_bytes):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> SegmentRead | None:
+        """A slice starting at the batch holding ``start_offset``; None if nothing is at/after it."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self._log_path}")
+        if max_position is None:
+            max_position = self.size_bytes
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        adjusted = max(max_size, found.size_bytes) if min_one_message else max_size
+        if adjusted == 0 or max_position < 0:
+            return SegmentRead(found.last_offset, found.position, FileSlice(self.fd, found.position, 0), False)
+        fetch_size = max(0, min(max_position - found.position, adjusted))
+        return SegmentRead(found.last_offset, found.position, FileSlice(self.fd, found.position, fetch_size),
+                           adjusted < found.size_bytes)
+
+    def read_batch(self, header: BatchHeader) -> memoryview:
+        data = os.pread(self.fd, header.size_bytes, header.position)
+        if len(data) != header.size_bytes:
+            raise CorruptRecordError(f"short read of batch at position {header.position} in {self._log_path}")
+        return memoryview(data)
+
+    # -- timestamp search ------------------------------------------------------------------------
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int,
+                                 find_in_batch: Callable) -> TimestampOffset | None:
+        """First record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset`` (§6.2 3–5).
+
+        ``find_in_batch(batch_bytes, position, target_ms, min_offset)`` returns
+        ``(offset, timestamp)`` or None for one batch.
+        """
+        ts_entry = self.time_index.lookup(timestamp_ms)
+        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
+        if position > self.size_bytes:
+            position = 0
+        for header in walk_headers(self.fd, position, self.size_bytes):
+            if header.max_timestamp >= timestamp_ms and header.last_offset >= starting_offset:
+                found = find_in_batch(self.read_batch(header), header.position, timestamp_ms, starting_offset)
+                if found is not None:
+                    epoch = header.leader_epoch if header.magic >= 2 and header.leader_epoch >= 0 else None
+                    return TimestampOffset(found[1], found[0], epoch)
+        return None
+
+    def find_max_timestamp_batch(self) -> BatchHeader | None:
+        """The first batch (from the max's index position) whose max timestamp equals the segment max."""
+        max_ts = self.max_timestamp_so_far
+        position = self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
+        if position > self.size_bytes:
+            position = 0
+        for header in walk_headers(self.fd, position, self.size_bytes):
+            if header.max_timestamp == max_ts:
+                return header
+        return None
+
+    def largest_timestamp_after(self, position: int) -> TimestampOffset:
+        """Max batch timestamp (and that batch's last offset) from ``position`` to the end."""
+        best_ts, best_offset = NO_TIMESTAMP, -1
+        for header in walk_headers(self.fd, position, self.size_bytes):
+            if header.max_timestamp > best_ts:
+                best_ts, best_offset = header.max_timestamp, header.last_offset
+        return TimestampOffset(best_ts, best_offset)
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry()
+        position = self.offset_index.lookup(last.offset).position
+        if position > self.size_bytes:
+            position = 0
+        after = self.largest_timestamp_after(position)
+        if after.timestamp_ms > last.timestamp_ms:
+            return after
+        return last
+
+    # -- truncation --------------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset`` (batch-granular); bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        removed = 0
+        if mapping is not None:
+            removed = self.size_bytes - mapping.position
+            try:
+                os.ftruncate(self.fd, mapping.position)
+            except OSError as exc:
+                raise KafkaStorageError.from_os_error(exc, f"cannot truncate segment {self._log_path}") from exc
+            self.size_bytes = mapping.position
+            self._preallocated = False
+        if self.size_bytes == 0:
+            self.created_ms = None
+            self._rolling_base_ts = None
+            self._rolling_base_loaded = True
+        self.bytes_since_last_index_entry = 0
+        self._next_offset = None
+        if self._max_ts is None or self._max_ts >= 0:
+            reloaded = self._read_largest_timestamp()
+            self._max_ts, self._offset_of_max_ts = reloaded.timestamp_ms, reloaded.offset
+        if self._max_ts is not None and self._max_ts < 0:
+            self._offset_of_max_ts = self.base_offset
+        self._cached_mtime_ms = None
+        return removed
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def recover(self, *, truncate: bool = True, on_batch: Callable | None = None,
+                progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild both indexes from the batches (§8.2); returns the bytes cut from the end.
+
+        Each batch is validated (CRC, sizes, offset range). The first invalid one ends the
+        scan; with ``truncate`` the ``.log`` is cut there (Kafka), otherwise it is kept and
+        only the indexes are rebuilt (repair of a segment below the recovery point).
+        ``on_batch(view)`` sees every valid batch (producer state).
+        """
+        from .records import BatchView  # the other half of storage; imported late to keep startup light
+
+        self.offset_index.reset()
+        self.time_index.reset()
+        fd = self.fd
+        file_size = os.fstat(fd).st_size
+        end = max(self.size_bytes, file_size)
+        interval = self.index_interval_bytes
+        # state: max timestamp, its offset, valid bytes, position of the last index entry, next offset
+        st = [NO_TIMESTAMP, self.base_offset, 0, 0, self.base_offset]
+        first_ts: list[int] = []
+        offset_index, time_index = self.offset_index, self.time_index
+
+        def take(view) -> None:
+            if not view.crc_valid():
+                raise CorruptRecordError(
+                    f"record batch at position {view.position} in {self._log_path} is corrupt (crc mismatch)")
+            last = view.last_offset
+            if not 0 <= last - self.base_offset <= INT32_MAX:
+                raise InvalidRecordError(
+                    f"offset {last} at position {view.position} does not fit segment base {self.base_offset}")
+            ts = view.max_timestamp
+            if not first_ts:
+                first_ts.append(ts)
+            if ts > st[0]:
+                st[0], st[1] = ts, last
+            valid = st[2]
+            if valid - st[3] > interval:
+                offset_index.append(last, valid)
+                time_index.maybe_append(st[0], st[1])
+                st[3] = valid
+            st[2] = valid + view.size_bytes
+            st[4] = last + 1
+            if on_batch is not None:
+                on_batch(view)
+
+        error: str | None = None
+        pos = 0
+        try:
+            while end - pos > HEADER_SIZE_UP_TO_MAGIC:
+                want = min(RECOVERY_CHUNK_BYTES, end - pos)
+                chunk = os.pread(fd, want, pos)
+                if len(chunk) <= HEADER_SIZE_UP_TO_MAGIC:
+                    break
+                mv = memoryview(chunk)
+                limit = len(chunk)
+                i = 0
+                while limit - i > HEADER_SIZE_UP_TO_MAGIC:
+                    entry_size = _unpack_offset_size(chunk, i)[1]
+                    if entry_size < MIN_ENTRY_SIZE:
+                        raise CorruptRecordError(
+                            f"record size {entry_size} at position {pos + i} is smaller than the minimum record "
+                            f"overhead ({MIN_ENTRY_SIZE})")
+                    entry_bytes = entry_size + LOG_OVERHEAD
+                    if i + entry_bytes > limit:
+                        break
+                    take(BatchView(mv, i, pos + i))
+                    i += entry_bytes
+                if i == 0:
+                    # The first entry does not fit in a chunk: read it whole if it is complete.
+                    entry_bytes = _unpack_offset_size(chunk, 0)[1] + LOG_OVERHEAD
+                    if len(chunk) < want or pos + entry_bytes > end:
+                        break
+                    big = os.pread(fd, entry_bytes, pos)
+                    if len(big) < entry_bytes:
+                        break
+                    take(BatchView(memoryview(big), 0, pos))
+                    i = entry_bytes
+                elif len(chunk) < want:
+                    pos += i
+                    break
+                pos += i
+                if progress is not None:
+                    progress(pos)
+        except (CorruptRecordError, InvalidRecordError) as exc:
+            error = str(exc)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot read segment {self._log_path}") from exc
+        max_ts, offset_of_max, valid_bytes, _, next_offset = st
+        truncated = end - valid_bytes
+        if error is not None:
+            logger.warning("segment_corruption_found", path=self._log_path, base_offset=self.base_offset,
+                           position=valid_bytes, error=error)
+        if truncate:
+            if file_size != valid_bytes:
+                try:
+                    os.ftruncate(fd, valid_bytes)
+                except OSError as exc:
+                    raise KafkaStorageError.from_os_error(exc, f"cannot truncate segment {self._log_path}") from exc
+            self.size_bytes = valid_bytes
+            self._preallocated = False
+            self._next_offset = next_offset
+        else:
+            truncated = 0
+            self._next_offset = next_offset if error is None else None
+        self.offset_index.trim_to_valid_size()
+        self._max_ts, self._offset_of_max_ts = max_ts, offset_of_max
+        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._rolling_base_ts = first_ts[0] if first_ts else None
+        self._rolling_base_loaded = True
+        self.bytes_since_last_index_entry = 0
+        self._cached_mtime_ms = None
+        return truncated
+
+    # -- index checks (beyond Kafka: KAFKA-10207, KAFKA-19200) ------------------------------------------
+    def check_indexes(self) -> list[str]:
+        """Problems found cheaply in this segment's index files (empty list: trusted).
+
+        Never trusts file lengths: checks sizes against the entry width, that the
+        entries look strictly increasing (first, last and a sample in between), that no
+        zero-filled tail is present, that the last offset entry points at a batch in the
+        ``.log`` that can hold its offset, and that a segment whose data carries
+        timestamps has a non-empty time index. Reads a few dozen bytes per file.
+        """
+        problems: list[str] = []
+        size = self.size_bytes
+        oi, ti = self.offset_index, self.time_index
+        oi_len = oi.file_length()
+        ti_len = ti.file_length()
+        if not os.path.exists(oi.path):
+            if size > 0:
+                problems.append("offset index missing")
+        elif oi_len % 8:
+            problems.append(f"offset index length {oi_len} is not a multiple of 8")
+        if not os.path.exists(ti.path):
+            if size > 0:
+                problems.append("time index missing")
+        elif ti_len % 12:
+            problems.append(f"time index length {ti_len} is not a multiple of 12")
+        if problems:
+            return problems
+        if size == 0:
+            if oi_len or ti_len:
+                if oi.peek_entries([0])[0] and any(e != b"\0" * 8 for e in oi.peek_entries([0, -1])[1]):
+                    problems.append("offset index has entries but the log is empty")
+                if ti.peek_entries([0])[0] and any(e != b"\0" * 12 for e in ti.peek_entries([0, -1])[1]):
+                    problems.append("time index has entries but the log is empty")
+            return problems
+        own_fd = self._fd < 0
+        try:
+            fd = os.open(self._log_path, os.O_RDONLY) if own_fd else self._fd
+        except OSError as exc:
+            return [f"log unreadable: {exc}"]
+        try:
+            return self._check_index_entries(fd, size, problems)
+        finally:
+            if own_fd:
+                os.close(fd)
+
+    def _check_index_entries(self, fd: int, size: int, problems: list[str]) -> list[str]:
+        oi, ti = self.offset_index, self.time_index
+        oi_len = oi.file_length()
+        ti_len = ti.file_length()
+        first_header: BatchHeader | None = None
+        try:
+            for h in walk_headers(fd, 0, size):
+                first_header = h
+                break
+        except CorruptRecordError as exc:
+            return [f"first batch unreadable: {exc}"]
+        n_oi = oi_len // 8
+        if n_oi:
+            slots = sorted({0, n_oi - 1, *[(n_oi - 1) * k // 16 for k in range(1, 16)], max(n_oi - 2, 0)})
+            _, raw = oi.peek_entries(slots)
+            entries = [OffsetIndex.parse_entry(r, self.base_offset) for r in raw]
+            for a, b in zip(entries, entries[1:]):
+                if not (a.offset < b.offset and a.position < b.position):
+                    problems.append(f"offset index entries not increasing: {tuple(a)} then {tuple(b)}")
+                    break
+            last = entries[-1]
+            if last.offset < self.base_offset or last.position >= size or last.position < 0:
+                problems.append(f"offset index last entry {tuple(last)} outside the log ({size} bytes)")
+            elif n_oi >= 2 and raw[-1] == b"\0" * 8:
+                problems.append("offset index has a zero-filled tail")
+            else:
+                try:
+                    h = next(walk_headers(fd, last.position, size), None)
+                except CorruptRecordError:
+                    h = None
+                if h is None or h.position != last.position or h.first_field > last.offset:
+                    problems.append(f"offset index last entry {tuple(last)} does not point at its batch")
+        elif first_header is not None and first_header.magic == 2 and size > first_header.size_bytes \
+                and first_header.size_bytes > self.index_interval_bytes:
+            # A second append after a first one larger than the interval is always indexed.
+            problems.append("offset index empty although the log needs entries")
+        n_ti = ti_len // 12
+        if n_ti:
+            slots = sorted({0, n_ti - 1, *[(n_ti - 1) * k // 16 for k in range(1, 16)]})
+            _, raw = ti.peek_entries(slots)
+            entries_t = [TimeIndex.parse_entry(r, self.base_offset) for r in raw]
+            for a, b in zip(entries_t, entries_t[1:]):
+                if not (a.timestamp_ms < b.timestamp_ms and a.offset <= b.offset):
+                    problems.append(f"time index entries not increasing: {tuple(a[:2])} then {tuple(b[:2])}")
+                    break
+            last_t = entries_t[-1]
+            if last_t.offset < self.base_offset or last_t.timestamp_ms < 0:
+                problems.append(f"time index last entry {tuple(last_t[:2])} is invalid")
+            elif n_oi and last_t.offset > self.base_offset + INT32_MAX:
+                problems.append("time index offset overflow")
+        elif first_header is not None and first_header.max_timestamp >= 0:
+            problems.append("time index empty although the records carry timestamps")
+        return problems
+
+    # -- durability and life cycle ----------------------------------------------------------------
+    def flush_fds(self, *, include_indexes: bool) -> list[int]:
+        """Duplicated descriptors to fdatasync for this segment (caller closes them)."""
+        out = [os.dup(self.fd)]
+        if include_indexes:
+            for index in (self.offset_index, self.time_index):
+                if index.file_exists():
+                    try:
+                        out.append(os.open(index.path, os.O_RDONLY))
+                    except FileNotFoundError:
+                        pass
+        return out
+
+    def close(self) -> None:
+        """Final time entry (if the max was ever loaded), trim, release files."""
+        if self._max_ts is not None and self._max_ts > self.time_index.peek_last_entry().timestamp_ms:
+            try:
+                self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+            except (ValueError, LogSegmentOffsetOverflowError) as exc:
+                logger.warning("final_time_index_entry_skipped", path=self.time_index.path, error=str(exc))
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            try:
+                self._trim_log()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def close_handles(self) -> None:
+        """Release descriptors and mappings without writing anything."""
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_suffix(self, add: str) -> list[str]:
+        """Rename every existing file of the segment to ``<name><add>``; returns new paths."""
+        renamed = []
+        old = self._log_path
+        try:
+            os.rename(old, old + add)
+            renamed.append(old + add)
+        except FileNotFoundError:
+            pass
+        self._log_path = old + add
+        for index in (self.offset_index, self.time_index):
+            existed = index.file_exists()
+            index.rename_to(index.path + add)
+            if existed:
+                renamed.append(index.path)
+        return renamed
+
+    def delete_files(self) -> None:
+        self.close_handles()
+        for path in (self._log_path, self.offset_index.path, self.time_index.path):
+            files.remove_quietly(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, dir={self.dir!r})"
+
+
+__all__ = ["LogSegment", "SegmentRead", "BatchHeader", "walk_headers", "OffsetPosition"]
