@@ -435,6 +435,17 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     )
 
 
+def validate_either_mode(raw: Mapping[str, str]) -> None:
+    """Raise the :class:`OptionError` of options that are invalid for batch *and* streaming."""
+    try:
+        parse_options(raw, streaming=False)
+    except OptionError:
+        try:
+            parse_options(raw, streaming=True)
+        except OptionError as exc:
+            raise exc from None
+
+
 def include_headers_of(raw: Mapping[str, str]) -> bool:
     """``includeHeaders`` alone: the schema is needed before the full options are parsed."""
     opts = {str(k).lower(): v for k, v in dict(raw).items()}

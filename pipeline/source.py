@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .options import SourceOptions, include_headers_of, parse_options
+from .options import SourceOptions, include_headers_of, parse_options, validate_either_mode
 from .reader import ReadConfig, read_range
 from .resolve import OffsetRange, plan_batch
 from .schema import spark_schema, to_record_batch, to_rows
@@ -81,6 +81,9 @@ class SundialDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self):
+        # load() calls this before Spark knows batch from streaming: fail fast on every
+        # option that is wrong in both modes (the mode-specific checks run in reader()).
+        validate_either_mode(self.options)
         return spark_schema(include_headers_of(self.options))
 
     def reader(self, schema) -> "SundialBatchReader":
