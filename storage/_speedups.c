@@ -29,62 +29,96 @@
 #include <Python.h>
 #include <stdint.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(base, at, end) do { if ((at) < (end)) __builtin_prefetch((base) + (at)); } while (0)
+#else
+#define PREFETCH(base, at, end) do { } while (0)
+#endif
+
 typedef struct {
     const unsigned char *p;
     Py_ssize_t end;
     const char *error;
 } reader;
 
-static int
+static inline int
 read_uvarint(reader *r, Py_ssize_t *pos, int max_bytes, uint64_t *out)
 {
+    const unsigned char *p = r->p + *pos;
+    Py_ssize_t avail = r->end - *pos;
+    int limit = avail < max_bytes ? (int)avail : max_bytes;
     uint64_t result = 0;
-    int shift = 0;
-    int n = 0;
-    for (;;) {
-        unsigned char b;
-        if (*pos >= r->end) {
-            r->error = "record runs past the end of its batch";
-            return -1;
+    int i;
+    for (i = 0; i < limit; i++) {
+        unsigned char b = p[i];
+        if (i == max_bytes - 1) {
+            /* last allowed byte: no continuation, and the value must fit */
+            if (b >= 0x80) {
+                r->error = max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes";
+                return -1;
+            }
+            if ((max_bytes == 5 && b > 0x0F) || (max_bytes == 10 && b > 1)) {
+                r->error = max_bytes == 5 ? "varint does not fit in 32 bits" : "varlong does not fit in 64 bits";
+                return -1;
+            }
         }
-        b = r->p[*pos];
-        (*pos)++;
-        n++;
-        if (n == max_bytes && max_bytes == 10 && (b & 0x7F) > 1) {
-            r->error = "varlong does not fit in 64 bits";
-            return -1;
-        }
-        if (n == max_bytes && max_bytes == 5 && (b & 0x7F) > 0x0F) {
-            r->error = "varint does not fit in 32 bits";
-            return -1;
-        }
-        result |= ((uint64_t)(b & 0x7F)) << shift;
+        result |= ((uint64_t)(b & 0x7F)) << (7 * i);
         if (b < 0x80) {
+            *pos += i + 1;
             *out = result;
             return 0;
         }
-        if (n >= max_bytes) {
-            r->error = max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes";
-            return -1;
-        }
-        shift += 7;
     }
+    r->error = "record runs past the end of its batch";
+    return -1;
 }
 
-static int
+/* One- and two-byte varints (the usual case) are decoded inline; longer ones go through
+   read_uvarint, which enforces the length and range limits. */
+static inline int
 read_varint(reader *r, Py_ssize_t *pos, int64_t *out)
 {
     uint64_t u;
+    Py_ssize_t at = *pos;
+    if (at + 1 < r->end) {
+        unsigned char b0 = r->p[at];
+        if (b0 < 0x80) {
+            *pos = at + 1;
+            *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
+            return 0;
+        }
+        if (r->p[at + 1] < 0x80) {
+            u = (uint64_t)(b0 & 0x7F) | ((uint64_t)r->p[at + 1] << 7);
+            *pos = at + 2;
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
     if (read_uvarint(r, pos, 5, &u) < 0)
         return -1;
     *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
     return 0;
 }
 
-static int
+static inline int
 read_varlong(reader *r, Py_ssize_t *pos, int64_t *out)
 {
     uint64_t u;
+    Py_ssize_t at = *pos;
+    if (at + 1 < r->end) {
+        unsigned char b0 = r->p[at];
+        if (b0 < 0x80) {
+            *pos = at + 1;
+            *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
+            return 0;
+        }
+        if (r->p[at + 1] < 0x80) {
+            u = (uint64_t)(b0 & 0x7F) | ((uint64_t)r->p[at + 1] << 7);
+            *pos = at + 2;
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
     if (read_uvarint(r, pos, 10, &u) < 0)
         return -1;
     *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
@@ -206,6 +240,7 @@ scan_v2(PyObject *self, PyObject *args)
             }
         }
         pos = record_end;
+        PREFETCH(r.p, pos + 384, end);
     }
     if (!r.error && pos != end)
         r.error = "incorrect declared batch size: bytes remain after the declared records";
@@ -274,6 +309,7 @@ find_v2(PyObject *self, PyObject *args)
             }
         }
         pos = record_end;
+        PREFETCH(r.p, pos + 384, end);
     }
     Py_END_ALLOW_THREADS
 
