@@ -49,7 +49,7 @@ async def handle_fetch(ctx, request):
             "log_start_offset": out.log_start_offset,
             "aborted_transactions": None if version >= 4 else [],
             "preferred_read_replica": -1,
-            "records": out.records,
+            "records": out.records if out.records is not None else b"",
         })
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 

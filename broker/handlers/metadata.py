@@ -47,7 +47,6 @@ def topic_entry(broker, meta, error: int = ErrorCode.NONE) -> dict:
              "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
             for p in range(meta.partitions)
         ],
-        "topic_authorized_operations": NOT_REQUESTED_OPERATIONS,
     }
 
 
@@ -111,7 +110,6 @@ async def handle_metadata(ctx, request):
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": NOT_REQUESTED_OPERATIONS,
     }
 
 
@@ -126,7 +124,6 @@ async def handle_describe_cluster(ctx, request):
         "controller_id": broker.node_id,
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": None,
                      "is_fenced": False} for e in brokers_entry(ctx)],
-        "cluster_authorized_operations": NOT_REQUESTED_OPERATIONS,
     }
 
 
