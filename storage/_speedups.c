@@ -20,6 +20,8 @@
  *     -> (offset_delta, timestamp) | None
  *     First record with offset_delta >= min_offset_delta and timestamp >= target
  *     (== target when exact); reads only length, timestamp and offset deltas.
+ * index_v2(buffer, pos, end, count, base_ts) -> (offset_deltas: bytes, running_max: bytes)
+ *     Native int64 arrays over the records, for BatchTimestampIndex; same reads as find_v2.
  * crc32c_extend(value, nbytes) -> int
  *     The linear CRC-32C of (message || nbytes zero bytes) given the linear CRC of
  *     the message: used to patch a batch CRC after a header change in O(log n).
@@ -323,6 +325,76 @@ find_v2(PyObject *self, PyObject *args)
     return Py_BuildValue("LL", (long long)found_delta, (long long)found_ts);
 }
 
+static PyObject *
+index_v2(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *offsets = NULL, *maxes = NULL, *result = NULL;
+    Py_ssize_t pos, end;
+    long long count_ll, base_ts_ll;
+    Py_buffer view;
+    reader r;
+    long long index;
+    int64_t running = INT64_MIN;
+    int64_t *off_out, *max_out;
+    uint64_t base_ts;
+
+    if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
+        return NULL;
+    if (count_ll < 0 || count_ll > (long long)((end - pos) + 1)) {
+        PyErr_SetString(PyExc_ValueError, "batch declares more records than its data holds");
+        return NULL;
+    }
+    if (get_buffer(obj, &view, pos, end) < 0)
+        return NULL;
+    offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));
+    maxes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));
+    if (!offsets || !maxes)
+        goto done;
+    off_out = (int64_t *)PyBytes_AS_STRING(offsets);
+    max_out = (int64_t *)PyBytes_AS_STRING(maxes);
+    r.p = (const unsigned char *)view.buf;
+    r.end = end;
+    r.error = NULL;
+    base_ts = (uint64_t)base_ts_ll;
+
+    Py_BEGIN_ALLOW_THREADS
+    for (index = 0; index < count_ll; index++) {
+        int64_t length, ts_delta, offset_delta, ts;
+        Py_ssize_t p = pos;
+        if (pos >= end) {
+            r.error = "batch declares more records than its data holds";
+            break;
+        }
+        if (read_varint(&r, &p, &length) < 0)
+            break;
+        if (length < 0 || length > (int64_t)(end - p)) {
+            r.error = "record length runs past the end of its batch";
+            break;
+        }
+        pos = p + (Py_ssize_t)length;
+        p += 1;
+        if (read_varlong(&r, &p, &ts_delta) < 0 || read_varint(&r, &p, &offset_delta) < 0)
+            break;
+        ts = (int64_t)(base_ts + (uint64_t)ts_delta);
+        if (ts > running)
+            running = ts;
+        off_out[index] = offset_delta;
+        max_out[index] = running;
+    }
+    Py_END_ALLOW_THREADS
+
+    if (r.error) {
+        PyErr_SetString(PyExc_ValueError, r.error);
+        goto done;
+    }
+    result = PyTuple_Pack(2, offsets, maxes);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(maxes);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- CRC-32C zero extension (GF(2) polynomial arithmetic, reflected, as zlib's crc32_combine) ---- */
 
 #define CRC32C_POLY 0x82F63B78u
@@ -371,6 +443,7 @@ crc32c_extend(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"scan_v2", scan_v2, METH_VARARGS, "Structural walk of v2 records: (min_ts, max_ts, sequential, first_null_key)."},
     {"find_v2", find_v2, METH_VARARGS, "First v2 record at/after a timestamp: (offset_delta, ts) or None."},
+    {"index_v2", index_v2, METH_VARARGS, "Offset deltas and running-max timestamps of v2 records (int64 arrays)."},
     {"crc32c_extend", crc32c_extend, METH_VARARGS, "Linear CRC-32C of a message followed by n zero bytes."},
     {NULL, NULL, 0, NULL},
 };

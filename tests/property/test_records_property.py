@@ -112,6 +112,16 @@ def test_c_and_python_walks_agree(data):
     args = (buf, pos, end, count, base_ts, target, min_delta, exact)
     assert _outcome(R._find_v2_py, *args) == _outcome(_speedups.find_v2, *args)
 
+    def c_index(*a):
+        offsets, maxima = _speedups.index_v2(*a)
+        return list(memoryview(offsets).cast("q")), list(memoryview(maxima).cast("q"))
+
+    def py_index(*a):
+        offsets, maxima = R._index_v2_py(*a)
+        return list(offsets), list(maxima)
+
+    assert _outcome(py_index, buf, pos, end, count, base_ts) == _outcome(c_index, buf, pos, end, count, base_ts)
+
 
 @pytest.mark.skipif(_speedups is None, reason="C accelerator not built")
 @SETTINGS
@@ -145,6 +155,7 @@ def implementation(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(R, "_find_v2", R._find_v2_py)
         monkeypatch.setattr(R, "_scan_v2", R._scan_v2_py)
+        monkeypatch.setattr(R, "_index_v2", R._index_v2_py)
     return request.param
 
 
@@ -176,6 +187,12 @@ def test_search_helpers_equal_brute_force(implementation, data):
     holder = next(v for v in views if v.max_timestamp == max_ts) if max_ts >= 0 else None
     if holder is not None:
         assert R.first_record_with_timestamp(holder, max_ts) == first_max
+    # the cached per-batch index gives the same answers as the walk
+    for view in views:
+        index = R.BatchTimestampIndex(view)
+        if index.covers(min_offset):
+            assert index.lookup(target, min_offset) == R.find_first_at_or_after(view, target, min_offset)
+        assert index.lookup(target) == R.find_first_at_or_after(view, target, view.base_offset)
 
 
 # ---------------------------------------------------------------- validator
