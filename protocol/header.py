@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from .api_keys import request_header_version, response_header_version
 from .errors import ProtocolError
-from .primitives import Reader
+from .primitives import Reader, as_byte_view, read_text
 
 _PREFIX = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
+_LENGTH = struct.Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +60,34 @@ def peek_api_key_version_correlation(frame) -> tuple[int, int, int]:
 
 def parse_request_header(frame) -> RequestHeader:
     """Parse the header at the start of ``frame``; ``ProtocolError`` if truncated."""
-    if len(frame) < 8:
-        raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
+    n = len(frame)
+    if n < 8:
+        raise ProtocolError(f"frame of {n} bytes is too short for a request header")
     api_key, api_version, correlation_id = _PREFIX.unpack_from(frame, 0)
     version = request_header_version(api_key, api_version)
     if version == 0:
         return RequestHeader(api_key, api_version, correlation_id, None, 8)
-    reader = Reader(frame, 8)
-    client_id = reader.nullable_string(compact=False)
-    tags = reader.tagged_fields() if version >= 2 else None
-    return RequestHeader(api_key, api_version, correlation_id, client_id, reader.pos, tags)
+    if n < 10:
+        raise ProtocolError(f"frame of {n} bytes is too short for a request header v{version}")
+    buf = as_byte_view(frame)
+    length = _LENGTH.unpack_from(buf, 8)[0]
+    if length >= 0:
+        client_id, pos = read_text(buf, 10, length)
+    elif length == -1:
+        client_id, pos = None, 10
+    else:
+        raise ProtocolError(f"negative client_id length {length}")
+    tags = None
+    if version >= 2:
+        if pos >= n:
+            raise ProtocolError("request header v2 is missing its tagged-field section")
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            reader = Reader(buf, pos)
+            tags = reader.tagged_fields()
+            pos = reader.pos
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos, tags)
 
 
 def encode_response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:

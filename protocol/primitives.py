@@ -350,3 +350,127 @@ def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None) -> None
         write_uvarint(out, tag)
         write_uvarint(out, len(data))
         out += data
+
+
+# -- flat readers for the hot decoders ----------------------------------------------
+#
+# (value, new_pos) functions over a memoryview of format "B". Fixed-width fields are
+# read inline by the callers with ``Struct.unpack_from``; its ``struct.error`` and
+# the ``IndexError`` of reading a byte past the end both mean "truncated" and are
+# turned into ProtocolError by ``protocol.codec``. Everything variable-length is
+# bounds-checked here explicitly (slicing a memoryview past its end would not fail).
+
+_unpack_i16 = INT16.unpack_from
+_unpack_i32 = INT32.unpack_from
+
+
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise ProtocolError(f"varint longer than 5 bytes at offset {pos}")
+    if result > 0xFFFFFFFF:
+        raise ProtocolError(f"unsigned varint out of range at offset {pos}")
+    return result, pos + 1
+
+
+def read_len16(buf, pos: int, flex: bool) -> tuple[int, int]:
+    """String length: int16, or compact uvarint N+1; -1 = null."""
+    if flex:
+        b = buf[pos]
+        if b < 0x80:
+            return b - 1, pos + 1
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return _unpack_i16(buf, pos)[0], pos + 2
+
+
+def read_len32(buf, pos: int, flex: bool) -> tuple[int, int]:
+    """Bytes/records length or array count: int32, or compact uvarint N+1; -1 = null."""
+    if flex:
+        b = buf[pos]
+        if b < 0x80:
+            return b - 1, pos + 1
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return _unpack_i32(buf, pos)[0], pos + 4
+
+
+def read_text(buf, pos: int, n: int) -> tuple[str, int]:
+    """``n`` bytes of UTF-8 at ``pos`` (n >= 0 checked by the caller)."""
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"string of {n} bytes at offset {pos} overruns the frame ({len(buf) - pos} bytes left)")
+    try:
+        return str(buf[pos:end], "utf-8"), end
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"invalid UTF-8 in string at offset {pos}: {exc.reason}") from None
+
+
+def read_string(buf, pos: int, flex: bool) -> tuple[str, int]:
+    """Non-nullable string."""
+    n, pos = read_len16(buf, pos, flex)
+    if n < 0:
+        raise ProtocolError(f"null or negative-length string where a value is required (offset {pos})")
+    return read_text(buf, pos, n)
+
+
+def read_nullable_string(buf, pos: int, flex: bool) -> tuple[str | None, int]:
+    n, pos = read_len16(buf, pos, flex)
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"negative string length {n} at offset {pos}")
+        return None, pos
+    return read_text(buf, pos, n)
+
+
+def read_bytes_view(buf, pos: int, flex: bool) -> tuple[memoryview | None, int]:
+    """Nullable bytes/records as a view into ``buf`` (no copy)."""
+    n, pos = read_len32(buf, pos, flex)
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"negative bytes length {n} at offset {pos}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"bytes field of {n} bytes at offset {pos} overruns the frame "
+                            f"({len(buf) - pos} bytes left)")
+    return buf[pos:end], end
+
+
+def read_count(buf, pos: int, flex: bool, min_item_bytes: int) -> tuple[int, int]:
+    """Non-nullable array count, refused when the frame cannot hold that many items."""
+    n, pos = read_len32(buf, pos, flex)
+    if n < 0:
+        raise ProtocolError(f"invalid array length {n} at offset {pos}")
+    if n * min_item_bytes > len(buf) - pos:
+        raise ProtocolError(f"array of {n} elements at offset {pos} cannot fit in the {len(buf) - pos} bytes left")
+    return n, pos
+
+
+def skip_tags(buf, pos: int) -> int:
+    """Skip a tagged-field section (the common empty one is a single 0 byte)."""
+    if buf[pos] == 0:
+        return pos + 1
+    reader = Reader(buf, pos)
+    reader.tagged_fields()
+    return reader.pos
+
+
+def as_byte_view(frame) -> memoryview:
+    """``frame`` as a 1-D memoryview of unsigned bytes (no copy)."""
+    if type(frame) is not memoryview:
+        frame = memoryview(frame)
+    if frame.format != "B" or frame.ndim != 1:
+        frame = frame.cast("B")
+    return frame

@@ -59,7 +59,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..primitives import Reader, write_array_len, write_string, write_uvarint
+from ..primitives import (
+    INT32,
+    Reader,
+    as_byte_view,
+    read_count,
+    read_string,
+    skip_tags,
+    write_array_len,
+    write_string,
+    write_uvarint,
+)
 from .common import BufferList, field, payload_size
 
 FIRST_FLEXIBLE = 12
@@ -67,16 +77,22 @@ INT32_MAX = 0x7FFFFFFF
 
 _I = struct.Struct(">i")
 _IQ = struct.Struct(">iq")
-_IH = struct.Struct(">ih")
 _IHQ = struct.Struct(">ihq")
 _IHI = struct.Struct(">ihi")
 _Q = struct.Struct(">q")
 _QQ = struct.Struct(">qq")
 _III = struct.Struct(">iii")
-_IIQ = struct.Struct(">iiq")
 _II = struct.Struct(">ii")
-_IQ_I = struct.Struct(">iqi")
 _QI = struct.Struct(">qi")
+_IB = struct.Struct(">ib")
+_IBII = struct.Struct(">ibii")
+_unpack_i32 = INT32.unpack_from
+
+#: Request partition layout per version (fields in wire order, see the module doc).
+_PARTITION = {v: struct.Struct(">iqi") for v in range(0, 5)}
+_PARTITION.update({v: struct.Struct(">iqqi") for v in range(5, 9)})
+_PARTITION.update({v: struct.Struct(">iiqqi") for v in range(9, 12)})
+_PARTITION[12] = struct.Struct(">iiqiqi")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,65 +136,69 @@ def is_request_object(obj) -> bool:
     return isinstance(obj, FetchRequest)
 
 
-def _partition_layout(api_version: int) -> tuple[int, int]:
-    """Bytes of one request partition's fixed fields (before tags)."""
-    size = 16  # partition, fetch_offset, partition_max_bytes
-    if api_version >= 9:
-        size += 4
-    if api_version >= 12:
-        size += 4
-    if api_version >= 5:
-        size += 8
-    return size, size + (1 if api_version >= FIRST_FLEXIBLE else 0)
-
-
 def decode_request(api_version: int, frame, offset: int) -> FetchRequest:
-    r = Reader(frame, offset)
+    buf = as_byte_view(frame)
+    pos = offset
     v = api_version
     flex = v >= FIRST_FLEXIBLE
-    replica_id, max_wait_ms, min_bytes = r.unpack(_III)
-    max_bytes = r.int32() if v >= 3 else INT32_MAX
-    isolation_level = r.int8() if v >= 4 else 0
+    replica_id, max_wait_ms, min_bytes = _III.unpack_from(buf, pos)
+    pos += 12
+    max_bytes, isolation_level, session_id, session_epoch = INT32_MAX, 0, 0, -1
     if v >= 7:
-        session_id, session_epoch = r.unpack(_II)
-    else:
-        session_id, session_epoch = 0, -1
-    _, part_min = _partition_layout(v)
+        max_bytes, isolation_level, session_id, session_epoch = _IBII.unpack_from(buf, pos)
+        pos += 13
+    elif v >= 4:
+        max_bytes, isolation_level = _IB.unpack_from(buf, pos)
+        pos += 5
+    elif v >= 3:
+        max_bytes = _unpack_i32(buf, pos)[0]
+        pos += 4
+    part_struct = _PARTITION[v]
+    part_size = part_struct.size
+    unpack_part = part_struct.unpack_from
     topics = []
-    for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
-        topic = r.string(flex)
+    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
+    for _ in range(n_topics):
+        topic, pos = read_string(buf, pos, flex)
         parts = []
-        for _ in range(r.array_count(flex, part_min, nullable=False)):
-            partition = r.int32()
-            current_leader_epoch = r.int32() if v >= 9 else -1
-            fetch_offset = r.int64()
-            last_fetched_epoch = r.int32() if v >= 12 else -1
-            log_start_offset = r.int64() if v >= 5 else -1
-            partition_max_bytes = r.int32()
+        n_parts, pos = read_count(buf, pos, flex, part_size + 1 if flex else part_size)
+        for _ in range(n_parts):
+            f = unpack_part(buf, pos)
+            pos += part_size
+            if v >= 12:  # partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, max
+                parts.append(FetchPartition(f[0], f[1], f[2], f[3], f[4], f[5]))
+            elif v >= 9:  # partition, current_leader_epoch, fetch_offset, log_start_offset, max
+                parts.append(FetchPartition(f[0], f[1], f[2], -1, f[3], f[4]))
+            elif v >= 5:  # partition, fetch_offset, log_start_offset, max
+                parts.append(FetchPartition(f[0], -1, f[1], -1, f[2], f[3]))
+            else:  # partition, fetch_offset, max
+                parts.append(FetchPartition(f[0], -1, f[1], -1, -1, f[2]))
             if flex:
-                r.skip_tagged_fields()
-            parts.append(FetchPartition(partition, current_leader_epoch, fetch_offset, last_fetched_epoch,
-                                        log_start_offset, partition_max_bytes))
+                pos = skip_tags(buf, pos)
         if flex:
-            r.skip_tagged_fields()
+            pos = skip_tags(buf, pos)
         topics.append(FetchTopic(topic, tuple(parts)))
     forgotten = []
     if v >= 7:
-        for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
-            topic = r.string(flex)
-            count = r.array_count(flex, 4, nullable=False)
-            ids = struct.unpack_from(f">{count}i", r.buf, r.pos) if count else ()
-            r.pos += 4 * count
+        n_forgotten, pos = read_count(buf, pos, flex, 3 if flex else 6)
+        for _ in range(n_forgotten):
+            topic, pos = read_string(buf, pos, flex)
+            count, pos = read_count(buf, pos, flex, 4)
+            ids = struct.unpack_from(f">{count}i", buf, pos) if count else ()
+            pos += 4 * count
             if flex:
-                r.skip_tagged_fields()
+                pos = skip_tags(buf, pos)
             forgotten.append(ForgottenTopic(topic, tuple(ids)))
-    rack_id = r.string(flex) if v >= 11 else ""
+    rack_id = ""
+    if v >= 11:
+        rack_id, pos = read_string(buf, pos, flex)
     cluster_id = None
     if flex:
-        tags = r.tagged_fields()
-        if tags and 0 in tags:
-            tr = Reader(tags[0])
-            cluster_id = tr.nullable_string(True)
+        if buf[pos] != 0:
+            reader = Reader(buf, pos)
+            tags = reader.tagged_fields()
+            if tags and 0 in tags:
+                cluster_id = Reader(tags[0]).nullable_string(True)
     return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id,
                         session_epoch, tuple(topics), tuple(forgotten), rack_id, cluster_id)
 

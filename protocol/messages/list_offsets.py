@@ -37,12 +37,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..primitives import Reader, write_array_len, write_string
+from ..primitives import INT32, as_byte_view, read_count, read_string, skip_tags, write_array_len, write_string
 from .common import field
 
 FIRST_FLEXIBLE = 6
 
 _I = struct.Struct(">i")
+_IB = struct.Struct(">ib")
+_unpack_i32 = INT32.unpack_from
 _B = struct.Struct(">b")
 _IQ = struct.Struct(">iq")
 _IIQ = struct.Struct(">iiq")
@@ -79,40 +81,48 @@ def is_request_object(obj) -> bool:
 
 
 def decode_request(api_version: int, frame, offset: int) -> ListOffsetsRequest:
-    r = Reader(frame, offset)
-    flex = api_version >= FIRST_FLEXIBLE
-    replica_id = r.int32()
-    isolation_level = r.int8() if api_version >= 2 else 0
-    if api_version == 0:
+    buf = as_byte_view(frame)
+    pos = offset
+    v = api_version
+    flex = v >= FIRST_FLEXIBLE
+    if v >= 2:
+        replica_id, isolation_level = _IB.unpack_from(buf, pos)
+        pos += 5
+    else:
+        replica_id = _unpack_i32(buf, pos)[0]
+        isolation_level = 0
+        pos += 4
+    if v == 0:
         part_struct = _IQI
-        part_min = 16
-    elif api_version >= 4:
+    elif v >= 4:
         part_struct = _IIQ
-        part_min = 16
     else:
         part_struct = _IQ
-        part_min = 12
-    if flex:
-        part_min += 1
+    part_size = part_struct.size
+    part_min = part_size + 1 if flex else part_size
+    unpack_part = part_struct.unpack_from
     topics = []
-    for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
-        name = r.string(flex)
+    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
+    for _ in range(n_topics):
+        name, pos = read_string(buf, pos, flex)
         parts = []
-        for _ in range(r.array_count(flex, part_min, nullable=False)):
-            values = r.unpack(part_struct)
-            if api_version == 0:
+        n_parts, pos = read_count(buf, pos, flex, part_min)
+        for _ in range(n_parts):
+            values = unpack_part(buf, pos)
+            pos += part_size
+            if v == 0:
                 parts.append(ListOffsetsPartition(values[0], -1, values[1], values[2]))
-            elif api_version >= 4:
+            elif v >= 4:
                 parts.append(ListOffsetsPartition(values[0], values[1], values[2], 1))
             else:
                 parts.append(ListOffsetsPartition(values[0], -1, values[1], 1))
             if flex:
-                r.skip_tagged_fields()
+                pos = skip_tags(buf, pos)
         if flex:
-            r.skip_tagged_fields()
+            pos = skip_tags(buf, pos)
         topics.append(ListOffsetsTopic(name, tuple(parts)))
     if flex:
-        r.skip_tagged_fields()
+        skip_tags(buf, pos)
     return ListOffsetsRequest(replica_id, isolation_level, tuple(topics))
 
 

@@ -40,7 +40,18 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..primitives import Reader, write_array_len, write_string, write_tagged_fields
+from ..primitives import (
+    INT32,
+    as_byte_view,
+    read_bytes_view,
+    read_count,
+    read_nullable_string,
+    read_string,
+    skip_tags,
+    write_array_len,
+    write_string,
+    write_tagged_fields,
+)
 from .common import field
 
 FIRST_FLEXIBLE = 9
@@ -49,6 +60,7 @@ _HI = struct.Struct(">hi")
 _IHQ = struct.Struct(">ihq")
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
+_unpack_i32 = INT32.unpack_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,25 +88,31 @@ def is_request_object(obj) -> bool:
 
 
 def decode_request(api_version: int, frame, offset: int) -> ProduceRequest:
-    r = Reader(frame, offset)
+    buf = as_byte_view(frame)
+    pos = offset
     flex = api_version >= FIRST_FLEXIBLE
-    transactional_id = r.nullable_string(flex) if api_version >= 3 else None
-    acks, timeout_ms = r.unpack(_HI)
+    transactional_id = None
+    if api_version >= 3:
+        transactional_id, pos = read_nullable_string(buf, pos, flex)
+    acks, timeout_ms = _HI.unpack_from(buf, pos)
+    pos += 6
     topics = []
-    for _ in range(r.array_count(flex, 3 if flex else 6, nullable=False)):
-        name = r.string(flex)
+    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
+    for _ in range(n_topics):
+        name, pos = read_string(buf, pos, flex)
         parts = []
-        for _ in range(r.array_count(flex, 6 if flex else 8, nullable=False)):
-            index = r.int32()
-            records = r.bytes_view(flex)
+        n_parts, pos = read_count(buf, pos, flex, 6 if flex else 8)
+        for _ in range(n_parts):
+            index = _unpack_i32(buf, pos)[0]
+            records, pos = read_bytes_view(buf, pos + 4, flex)
             if flex:
-                r.skip_tagged_fields()
+                pos = skip_tags(buf, pos)
             parts.append(ProducePartitionData(index, records))
         if flex:
-            r.skip_tagged_fields()
+            pos = skip_tags(buf, pos)
         topics.append(ProduceTopicData(name, tuple(parts)))
     if flex:
-        r.skip_tagged_fields()
+        skip_tags(buf, pos)
     return ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
 
 

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import uuid
@@ -310,3 +311,19 @@ def case_value(message_cls, version: int, case: str) -> dict:
 
 
 CASE_NAMES = ("defaults", "sparse", "full")
+
+
+def assert_same(mine, kp, path="request"):
+    """Compare a hand-written dataclass tree with kafka-python's object tree."""
+    if dataclasses.is_dataclass(mine):
+        for f in dataclasses.fields(mine):
+            assert_same(getattr(mine, f.name), getattr(kp, f.name), f"{path}.{f.name}")
+    elif isinstance(mine, tuple):
+        kp = list(kp or [])
+        assert len(mine) == len(kp), path
+        for i, (a, b) in enumerate(zip(mine, kp)):
+            assert_same(a, b, f"{path}[{i}]")
+    elif isinstance(mine, memoryview):
+        assert kp is not None and bytes(mine) == bytes(kp), path
+    else:
+        assert mine == kp, f"{path}: {mine!r} != {kp!r}"

@@ -11,7 +11,6 @@ objects are passed through and counted in the size prefix and records length.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
 import pytest
@@ -24,6 +23,7 @@ from protocol.messages.common import INLINE_MAX_BYTES
 from protocol_cases import (
     OLD_CLASSES,
     Slice,
+    assert_same,
     CASE_NAMES,
     case_value,
     iter_frames,
@@ -41,22 +41,6 @@ IDS = [f"{ApiKey(k).name}-v{v}-{c}" for k, v, c in CASES]
 
 def _value(cls, version, case):
     return case_value(cls, version, case)
-
-
-def assert_same(mine, kp, path="request"):
-    """Compare a hand-written dataclass tree with kafka-python's object tree."""
-    if dataclasses.is_dataclass(mine):
-        for f in dataclasses.fields(mine):
-            assert_same(getattr(mine, f.name), getattr(kp, f.name), f"{path}.{f.name}")
-    elif isinstance(mine, tuple):
-        kp = list(kp or [])
-        assert len(mine) == len(kp), path
-        for i, (a, b) in enumerate(zip(mine, kp)):
-            assert_same(a, b, f"{path}[{i}]")
-    elif isinstance(mine, memoryview):
-        assert kp is not None and bytes(mine) == bytes(kp), path
-    else:
-        assert mine == kp, f"{path}: {mine!r} != {kp!r}"
 
 
 @pytest.mark.parametrize(("api_key", "version", "case"), CASES, ids=IDS)
