@@ -29,6 +29,10 @@ Tagged fields equal to their default (a struct equal to its default-constructed
 value included) are omitted, as Apache Kafka's generated serializers do:
 librdkafka before 2.2.0 (Debian's kcat 1.7.1) cannot skip tagged fields.
 UUID fields accept ``uuid.UUID``, 16 raw bytes, a hex string or None (= zero UUID).
+Authorized-operations fields take Kafka's int32 bit set (-2**31 = not requested) or
+kafka-python's set of bit numbers, under Kafka's names
+(``cluster_authorized_operations``, ``topic_authorized_operations``) or kafka-python's
+(``authorized_operations``).
 
 ApiVersions quirks: responses always use response header v0 (handled by
 ``protocol.header``); an ApiVersions request of a version the broker does not serve
@@ -112,6 +116,7 @@ from kafka.protocol.sasl import (
 )
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 from kafka.protocol.schemas.fields.codecs.types import UUID as _UUIDCodec
+from kafka.protocol.schemas.fields.codecs.types import BitField as _BitFieldCodec
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, ProtocolError
@@ -157,6 +162,15 @@ _DECODE_FAILURES = (struct.error, IndexError, ValueError, UnicodeDecodeError, Ty
                     OverflowError, AssertionError, KeyError, AttributeError, RecursionError)
 
 _MISSING = object()
+
+#: Kafka's JSON names that kafka-python 3 renames in its patched schemas.
+_FIELD_ALIASES = {
+    "cluster_authorized_operations": "authorized_operations",  # Metadata, DescribeCluster
+    "topic_authorized_operations": "authorized_operations",  # Metadata topics
+}
+
+#: Kafka's int32 for "authorized operations not requested".
+_OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def is_flexible(message_cls: type, api_version: int) -> bool:
@@ -243,6 +257,17 @@ def _coerce_uuid(value):
     return uuid.UUID(str(value))
 
 
+def _coerce_bitfield(value):
+    """Kafka's int32 bit set → kafka-python's set of bit numbers (None = not requested)."""
+    if value is None or isinstance(value, (set, frozenset)):
+        return value
+    value = int(value)
+    if value == _OPERATIONS_NOT_REQUESTED:
+        return None
+    value &= 0xFFFFFFFF
+    return {bit for bit in range(32) if value >> bit & 1}
+
+
 def _is_default(field, value, api_version: int) -> bool:
     default = field.default if not field.is_struct() or field.is_struct_array() else None
     if field.is_struct() and not field.is_struct_array():
@@ -266,6 +291,10 @@ def _build(struct_field, make, value, api_version: int, path: str):
     known = struct_field.fields
     for key in value:
         if key not in known:
+            alias = _FIELD_ALIASES.get(key)
+            if alias is not None and alias in known:
+                value = {(alias if k == key else k): v for k, v in value.items()}
+                continue
             raise ValueError(f"{path or 'response'}: the schema {struct_field.name} has no field {key!r}")
     kwargs = {}
     for field in struct_field._fields:
@@ -287,6 +316,8 @@ def _build(struct_field, make, value, api_version: int, path: str):
                 item = _build(field, field.data_class, item, api_version, f"{path}{name}.")
         elif getattr(field, "_type", None) is _UUIDCodec:
             item = _coerce_uuid(item)
+        elif getattr(field, "_type", None) is _BitFieldCodec:
+            item = _coerce_bitfield(item)
         elif field.is_array() and getattr(field.array_of, "_type", None) is _UUIDCodec and item is not None:
             item = [_coerce_uuid(x) for x in item]
         if field.tagged_field_q(api_version) and _is_default(field, item, api_version):

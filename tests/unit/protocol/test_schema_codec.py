@@ -78,3 +78,72 @@ def test_old_hand_written_structs_agree(api_key, version, case):
             continue
         value = old_comparable(cls, _value(cls, version, case), version)
         assert old_body(old_cls, cls, value, version) == bytes(to_kp(cls, value, version).encode())
+
+
+# -- specific encodings -------------------------------------------------------------------
+
+def _frame(api_key, version, value):
+    return b"".join(bytes(b) for b in encode_response(RequestHeader(api_key, version, 1, None, 0), value))
+
+
+def _kp_frame(api_key, version, value):
+    kp = to_kp(schema_classes(api_key)[1], value, version)
+    kp.with_header(correlation_id=1)
+    return bytes(kp.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", range(8, 13))
+def test_metadata_authorized_operations_by_kafka_names_and_ints(version):
+    node = {"node_id": 1, "host": "h", "port": 9092, "rack": None}
+    topic = {"error_code": 0, "name": "t", "is_internal": False, "partitions": []}
+    kafka_style = {"brokers": [node], "cluster_id": "c", "controller_id": 1,
+                   "topics": [dict(topic, topic_authorized_operations=(1 << 3) | (1 << 4))],
+                   "cluster_authorized_operations": -(2**31)}
+    kp_style = {"brokers": [node], "cluster_id": "c", "controller_id": 1,
+                "topics": [dict(topic, authorized_operations={3, 4})], "authorized_operations": None}
+    assert _frame(3, version, kafka_style) == _kp_frame(3, version, kp_style)
+
+
+def test_describe_groups_operations_int():
+    group = {"error_code": 0, "group_id": "g", "group_state": "Stable", "protocol_type": "consumer",
+             "protocol_data": "range", "members": []}
+    ops = (1 << 3) | (1 << 6) | (1 << 8)
+    assert _frame(15, 3, {"groups": [dict(group, authorized_operations=ops)]}) == \
+        _kp_frame(15, 3, {"groups": [dict(group, authorized_operations={3, 6, 8})]})
+
+
+def test_unknown_response_field_is_a_broker_bug():
+    with pytest.raises(ValueError, match="no field 'nmae'"):
+        _frame(3, 1, {"brokers": [], "topics": [{"nmae": "t"}]})
+
+
+def test_fields_outside_the_version_are_dropped():
+    full = {"throttle_time_ms": 5, "brokers": [], "cluster_id": "c", "controller_id": 1, "topics": [],
+            "cluster_authorized_operations": -(2**31)}
+    assert _frame(3, 0, full) == _kp_frame(3, 0, {"brokers": [], "topics": []})
+
+
+def test_topic_id_as_raw_bytes_or_uuid():
+    import uuid
+
+    tid = uuid.UUID(int=0xABCDEF)
+    topic = {"error_code": 0, "name": "t", "partitions": []}
+    as_bytes = {"brokers": [], "topics": [dict(topic, topic_id=tid.bytes)]}
+    as_uuid = {"brokers": [], "topics": [dict(topic, topic_id=tid)]}
+    assert _frame(3, 12, as_bytes) == _frame(3, 12, as_uuid) == _kp_frame(3, 12, as_uuid)
+
+
+def test_tagged_fields_holding_their_default_are_omitted():
+    empty = _frame(18, 3, {"api_keys": []})
+    assert _frame(18, 3, {"api_keys": [], "supported_features": [], "zk_migration_ready": False}) == empty
+    # a tagged *struct* equal to its default-constructed value (ProduceResponse v10 current_leader)
+    from protocol.schema_codec import encode_response_body
+
+    partition = {"index": 0, "error_code": 6, "base_offset": -1}
+    plain = {"responses": [{"name": "t", "partition_responses": [partition]}]}
+    default = {"responses": [{"name": "t", "partition_responses": [
+        dict(partition, current_leader={"leader_id": -1, "leader_epoch": -1})]}]}
+    real = {"responses": [{"name": "t", "partition_responses": [
+        dict(partition, current_leader={"leader_id": 1, "leader_epoch": 0})]}]}
+    assert encode_response_body(0, 10, default) == encode_response_body(0, 10, plain)
+    assert encode_response_body(0, 10, real) != encode_response_body(0, 10, plain)
