@@ -77,8 +77,9 @@ not covered); a legacy message's CRC is recomputed when its timestamp changes (t
 offset is outside the CRC).
 
 The in-batch timestamp walks (:func:`find_first_at_or_after`,
-:func:`first_record_with_timestamp`) and the validator's record scan
-(:func:`scan_v2_records`) have a C implementation in ``storage/_speedups.c``; the
+:func:`first_record_with_timestamp`, :class:`BatchTimestampIndex` for repeated searches
+in one batch) and the validator's record scan (:func:`scan_v2_records`) have a C
+implementation in ``storage/_speedups.c``; the
 pure-Python code here is the reference and is used when the extension is not built or
 ``SUNDIAL_NO_EXTENSIONS=1`` is set. ``IMPLEMENTATION`` says which one is active.
 """

@@ -95,6 +95,7 @@ from .records import (
     BatchView,
     Record,
     iter_batches,
+    iter_records,
     iter_v2_records,
     legacy_inner_messages,
     scan_v2_records,
@@ -317,7 +318,6 @@ def _records_of(view: BatchView) -> list[_Rec]:
 
 
 def _legacy_as_records(view: BatchView) -> list[Record]:
-    from .records import iter_records
     return list(iter_records(view))
 
 

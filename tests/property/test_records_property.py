@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 

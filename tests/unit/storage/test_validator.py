@@ -12,7 +12,7 @@ import kafka_bytes_ref as ref
 from config.topic import TopicConfig
 from storage import codecs
 from storage import records as R
-from storage.builder import SimpleRecord, build_batch, build_records
+from storage.builder import SimpleRecord, build_batch
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
