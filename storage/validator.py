@@ -39,7 +39,10 @@ Paths (§3.2): target magic = ``config.record_version``; target codec =
 * **in place, compressed** (same codec, same magic, magic > 0, v1 inner offsets
   0..n-1): only the batch/wrapper header changes.
 * **rebuild** otherwise: records are decoded and re-encoded by ``storage.builder`` with
-  the target magic and codec (``converted`` is True).
+  the target magic and codec (``converted`` is True). A codec change of one canonical
+  v2 batch (CreateTime flag, offset deltas 0..n-1, base timestamp = first record's)
+  skips the decoding: its records section is recompressed under a new header, which
+  is byte for byte what the builder would write (a property test checks it).
 
 What a v2 batch costs on the fast path
 --------------------------------------
@@ -71,7 +74,7 @@ from crc32c import crc32c
 from config.topic import TopicConfig
 
 from . import codecs
-from .builder import build_records
+from .builder import build_records, v2_header
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -92,6 +95,7 @@ from .records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
     BatchView,
     Record,
     iter_batches,
@@ -488,6 +492,11 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
             return _v2_in_place(first, ctx, next_offset, batch_max)
         in_place = False      # inner offsets are not 0..n-1: rebuild, as Kafka does
 
+    if not in_place and first.magic == MAGIC_V2 and ctx.to_magic == MAGIC_V2 and len(views) == 1:
+        recoded = _v2_recompress(first, ctx, next_offset)
+        if recoded is not None:
+            return recoded
+
     validated: list[_Rec] = []
     expected_inner = 0
     max_ts = NO_TIMESTAMP
@@ -520,6 +529,60 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
     info = BatchInfo(-1, -1, -1, -1, next_offset, last_offset, count, False, max_ts)
     return ValidatedRecords((bytes(copy),), next_offset, last_offset, count, max_ts,
                             last_offset, ctx.now_ms if ctx.log_append else NO_TIMESTAMP, False, [info], len(copy))
+
+
+def _v2_recompress(view: BatchView, ctx: _Ctx, next_offset: int) -> ValidatedRecords | None:
+    """Change the codec of one v2 batch without decoding its records, or None to take the slow path.
+
+    The records section of a v2 batch does not depend on the codec. When the batch is
+    what Kafka's builder would write anyway (CreateTime flag, offset deltas 0..n-1,
+    base timestamp = first record's timestamp, checked by one structural scan), the
+    rebuilt batch is the same records section recompressed under a new header, so it is
+    produced that way, at codec speed.
+    """
+    if view.timestamp_type != CREATE_TIME:
+        return None
+    _validate_batch(view, view, ctx)
+    count = view.record_count
+    payload = view.records_payload()
+    scan = scan_v2_records(view, payload=payload)
+    if not scan.sequential_offsets or count <= 0:
+        return None
+    if _records._first_record_header(payload, 0, len(payload))[0] != 0:
+        return None
+    if scan.min_timestamp is not None and scan.min_timestamp < NO_TIMESTAMP:
+        return None                      # the slow path reports these records
+    if (ctx.compact and scan.first_null_key >= 0) or (
+            ctx.bounded and scan.min_timestamp is not None
+            and (scan.min_timestamp < ctx.lowest_ms or scan.max_timestamp > ctx.highest_ms)):
+        _check_records(view, _records_of(view), ctx, compressed_source=view.is_compressed, rebuilding=True)
+    max_ts = NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp
+    codec = ctx.target
+    body = bytes(payload) if codec == codecs.NONE else codecs.compress(codec, payload, magic=MAGIC_V2)
+    attributes = codec | (TRANSACTIONAL_FLAG_MASK if view.is_transactional else 0)
+    if ctx.log_append:
+        attributes |= TIMESTAMP_TYPE_MASK
+    last_offset = next_offset + count - 1
+    header = v2_header(
+        base_offset=next_offset, batch_bytes=RECORD_BATCH_OVERHEAD + len(body),
+        partition_leader_epoch=ctx.leader_epoch, attributes=attributes, last_offset_delta=count - 1,
+        base_timestamp=view.base_timestamp, max_timestamp=ctx.now_ms if ctx.log_append else max_ts,
+        producer_id=view.producer_id, producer_epoch=view.producer_epoch, base_sequence=view.base_sequence,
+        record_count=count, payload=body)
+    size = len(header) + len(body)
+    if size > ctx.config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"the converted record batch is {size} bytes, larger than max.message.bytes "
+            f"({ctx.config.max_message_bytes})")
+    if ctx.log_append:
+        result_max, shallow, log_append_time = ctx.now_ms, last_offset, ctx.now_ms
+    else:
+        result_max, shallow, log_append_time = max_ts, (last_offset if max_ts > NO_TIMESTAMP else -1), NO_TIMESTAMP
+    last_sequence = view.last_sequence
+    info = BatchInfo(view.producer_id, view.producer_epoch, view.base_sequence, last_sequence, next_offset,
+                     last_offset, count, view.is_transactional, result_max)
+    return ValidatedRecords((header, body), next_offset, last_offset, count, result_max, shallow,
+                            log_append_time, True, [info], size)
 
 
 def _check_rebuild_timestamps(recs: Sequence[_Rec]) -> None:
