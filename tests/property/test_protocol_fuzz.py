@@ -195,8 +195,14 @@ def test_rng_driven_fuzz_campaign():
     tally = Tally()
     started = time.perf_counter()
     streams = 0
+    report_every = 100_000
+    next_report = report_every
     while tally.frames < FUZZ_FRAMES:
         streams += 1
+        if FUZZ_FRAMES >= 2 * report_every and tally.frames >= next_report:
+            next_report += report_every
+            print(f"\nfuzz progress: {tally.frames:,}/{FUZZ_FRAMES:,} frames, "
+                  f"{time.perf_counter() - started:.0f}s", flush=True)
         if rng.random() < 0.05:
             stream = rng.randbytes(rng.randint(0, 256))
         else:
