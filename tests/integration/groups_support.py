@@ -1,0 +1,142 @@
+"""Shared pieces of the consumer-group integration tests: a kafka-python group consumer in a
+thread that records every delivery and every successful commit, and ground-truth helpers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+from .clients import producer
+
+ASSIGNORS = {
+    "range": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "sticky": StickyPartitionAssignor,
+}
+
+#: Broker settings that keep group tests fast (Kafka's defaults wait seconds on purpose).
+FAST_GROUPS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+}
+
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> dict[tuple[int, int], bytes]:
+    """Send ``count`` records round-robin over the partitions; returns {(partition, offset): value}."""
+    p = producer(bootstrap, acks=1)
+    futures = []
+    for i in range(start, start + count):
+        value = f"v{i}".encode()
+        futures.append((value, p.send(topic, value=value, key=str(i).encode(), partition=i % partitions)))
+    p.flush()
+    out = {}
+    for value, fut in futures:
+        md = fut.get(timeout=30)
+        out[(md.partition, md.offset)] = value
+    p.close()
+    return out
+
+
+class GroupConsumer(threading.Thread):
+    """A kafka-python group member that commits synchronously after every non-empty poll.
+
+    ``deliveries`` counts every (partition, offset) handed to the application;
+    ``committed`` counts deliveries that a successful commit covered.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, group: str, name: str, assignor: str = "range", **overrides):
+        super().__init__(name=name, daemon=True)
+        settings = dict(
+            bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=[ASSIGNORS[assignor]],
+            session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=15000,
+            fetch_max_wait_ms=100, request_timeout_ms=20000, metadata_max_age_ms=5000)
+        settings.update(overrides)
+        self.consumer = KafkaConsumer(topic, **settings)
+        self.deliveries: Counter = Counter()
+        self.committed: Counter = Counter()
+        self.values: dict[tuple[int, int], bytes] = {}
+        self.assigned: frozenset[int] = frozenset()
+        self.commit_failures = 0
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                batch = self.consumer.poll(timeout_ms=100)
+                self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
+                taken = []
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        key = (m.partition, m.offset)
+                        self.deliveries[key] += 1
+                        self.values[key] = m.value
+                        taken.append(key)
+                if taken:
+                    try:
+                        self.consumer.commit()
+                    except Exception:  # CommitFailedError / RebalanceInProgress: a rebalance raced the commit
+                        self.commit_failures += 1
+                    else:
+                        for key in taken:
+                            self.committed[key] += 1
+            self.consumer.close()  # sends LeaveGroup
+        except BaseException as exc:  # pragma: no cover - surfaced by the test
+            self.error = exc
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        self.stopping.set()
+        self.join(timeout_s)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        assert self.error is None, f"{self.name} failed: {self.error!r}"
+
+
+def merged(counters) -> Counter:
+    total: Counter = Counter()
+    for c in counters:
+        total.update(c)
+    return total
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                      request_timeout_ms=20000)
+    try:
+        return {p: c.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        ends = c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: off for tp, off in ends.items()}
+    finally:
+        c.close()
+
+
+def beginning_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        starts = c.beginning_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: off for tp, off in starts.items()}
+    finally:
+        c.close()
