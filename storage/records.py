@@ -734,15 +734,14 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
     """Reference walk: first record (in order) with offset delta >= ``min_offset_delta``
     and timestamp >= ``target`` (``== target`` when ``exact``); returns
     (offset_delta, timestamp) or None. Reads only length, timestamp and offset deltas,
-    and never looks past ``end``."""
-    b = memoryview(b)[pos:end]
+    and never looks past ``end``. One- and two-byte varints are decoded inline."""
+    b = bytes(memoryview(b)[pos:end])
     end = len(b)
     pos = 0
     for index in range(count):
         if pos >= end:
             raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
         try:
-            # length varint, inlined for the common 1-2 byte case
             x = b[pos]
             if x < 0x80:
                 length = (x >> 1) ^ -(x & 1)
@@ -758,12 +757,23 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
                 ts_delta = (x >> 1) ^ -(x & 1)
                 p += 1
             else:
-                ts_delta, p = read_varlong(b, p)
+                y = b[p + 1]
+                if y < 0x80:
+                    u = (x & 0x7F) | (y << 7)
+                    ts_delta = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    ts_delta, p = read_varlong(b, p)
             x = b[p]
             if x < 0x80:
                 offset_delta = (x >> 1) ^ -(x & 1)
             else:
-                offset_delta, _ = read_varint(b, p)
+                y = b[p + 1]
+                if y < 0x80:
+                    u = (x & 0x7F) | (y << 7)
+                    offset_delta = (u >> 1) ^ -(u & 1)
+                else:
+                    offset_delta, _ = read_varint(b, p)
         except IndexError:
             raise InvalidRecordError(f"record {index} runs past the end of its batch") from None
         if offset_delta >= min_offset_delta:
