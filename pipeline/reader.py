@@ -192,10 +192,10 @@ def _read_wire(config: ReadConfig, rng: OffsetRange) -> Iterator[Columns]:
                     failures += 1
                     backoff()
                     continue
-            if not conn.in_flight:
-                conn.send_fetch(tp.topic, tp.partition, pos, max_bytes=max_bytes, max_wait_ms=FETCH_MAX_WAIT_MS,
-                                read_committed=config.read_committed)
             try:
+                if not conn.in_flight:
+                    conn.send_fetch(tp.topic, tp.partition, pos, max_bytes=max_bytes, max_wait_ms=FETCH_MAX_WAIT_MS,
+                                    read_committed=config.read_committed)
                 part = conn.receive_fetch(tp.topic, tp.partition)
             except BrokerUnavailable as exc:
                 conn, last_error = None, str(exc)
@@ -231,8 +231,11 @@ def _read_wire(config: ReadConfig, rng: OffsetRange) -> Iterator[Columns]:
             records = part.records
             nxt = _shallow_next_offset(records, pos)
             if nxt is not None and pos < nxt < rng.end:
-                conn.send_fetch(tp.topic, tp.partition, nxt, max_bytes=max_bytes, max_wait_ms=FETCH_MAX_WAIT_MS,
-                                read_committed=config.read_committed)
+                try:                                   # keep the broker busy while this response is decoded
+                    conn.send_fetch(tp.topic, tp.partition, nxt, max_bytes=max_bytes,
+                                    max_wait_ms=FETCH_MAX_WAIT_MS, read_committed=config.read_committed)
+                except BrokerUnavailable as exc:
+                    conn, last_error = None, str(exc)  # reconnect after decoding what we have
             cols = Columns()
             aborted = AbortedTransactions(part.aborted) if config.read_committed else None
             result = decode_records(records, Window(pos, rng.end, rng.min_timestamp_ms, rng.max_timestamp_ms),
@@ -263,7 +266,7 @@ def _read_wire(config: ReadConfig, rng: OffsetRange) -> Iterator[Columns]:
             if result.next_offset > pos:
                 last_progress = time.monotonic()
                 failures = 0
-            if nxt is not None and result.next_offset != nxt and conn.in_flight:
+            if conn is not None and nxt is not None and result.next_offset != nxt and conn.in_flight:
                 # cannot happen for well-formed logs; never read the pipelined response out of order
                 conn.close()
                 conn = None

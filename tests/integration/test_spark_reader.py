@@ -12,8 +12,8 @@ import random
 import time
 
 import pytest
-from clients import admin, consume_all, create_topic, producer
-from conftest import unique_topic
+from .clients import admin, consume_all, create_topic, producer
+from .conftest import unique_topic
 
 from pipeline.client import KafkaOffsetClient
 from pipeline.errors import DataLossError
@@ -22,7 +22,8 @@ from pipeline.options import parse_options
 from pipeline.reader import ReadConfig, read_range
 from pipeline.resolve import OffsetRange, plan_batch
 
-BASE_TS = 1_700_000_000_000
+# an hour ago: old enough to be "the past", young enough for the default 7-day retention
+BASE_TS = (int(time.time() * 1000) // 1000 - 3600) * 1000
 
 
 def produce_out_of_order(bootstrap: str, topic: str, partitions: int, per_partition: int, *, seed: int = 7,
@@ -36,7 +37,7 @@ def produce_out_of_order(bootstrap: str, topic: str, partitions: int, per_partit
             ts = BASE_TS + i * 10 + rnd.randint(-300, 300)          # disorder of up to 30 positions
             key = None if i % 17 == 0 else f"k{part}-{i}".encode()
             value = f"v{part}-{i}".encode() * (1 + i % 3)
-            headers = [("h", str(i).encode()), ("h", None)] if i % 50 == 0 else []
+            headers = [("h", str(i).encode()), ("h", b"")] if i % 50 == 0 else []
             futures.append((part, ts, key, value, headers,
                             p.send(topic, key=key, value=value, partition=part, timestamp_ms=ts, headers=headers)))
     p.flush()
