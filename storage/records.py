@@ -163,6 +163,13 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
+def v2_attributes(compression: int, timestamp_type: int, is_transactional: bool, is_control: bool) -> int:
+    """Kafka ``DefaultRecordBatch.computeAttributes``: the batch attributes written on a rewrite
+    (any other bit, such as the delete-horizon flag, is cleared)."""
+    return (compression | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+            | (TRANSACTIONAL_FLAG_MASK if is_transactional else 0) | (CONTROL_FLAG_MASK if is_control else 0))
+
+
 class Record(NamedTuple):
     """One record as a Kafka reader sees it (see "Reader semantics" above)."""
 
@@ -409,8 +416,7 @@ class BatchView:
         buf = self._writable()
         start = self.start
         if self.magic == MAGIC_V2:
-            attributes = (self.attributes & ~TIMESTAMP_TYPE_MASK) | (
-                TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+            attributes = v2_attributes(self.compression, timestamp_type, self.is_transactional, self.is_control)
             _I16.pack_into(buf, start + ATTRIBUTES_OFFSET, attributes)
             _I64.pack_into(buf, start + MAX_TIMESTAMP_OFFSET, timestamp)
             crc = crc32c(buf[start + ATTRIBUTES_OFFSET:start + self.size_bytes])
@@ -1105,7 +1111,7 @@ class BatchTimestampIndex:
 __all__ = [
     "BatchView", "BatchTimestampIndex", "Record", "LegacyMessage", "V2RecordScan", "iter_batches", "iter_file_batches", "iter_records",
     "iter_v2_records", "legacy_inner_messages", "scan_v2_records", "find_first_at_or_after",
-    "first_record_with_timestamp", "read_varint", "read_varlong", "IMPLEMENTATION",
+    "first_record_with_timestamp", "read_varint", "read_varlong", "v2_attributes", "IMPLEMENTATION",
     "LOG_OVERHEAD", "RECORD_BATCH_OVERHEAD", "HEADER_SIZE_UP_TO_MAGIC", "MIN_ENTRY_SIZE",
     "MAGIC_V0", "MAGIC_V1", "MAGIC_V2", "NO_TIMESTAMP", "NO_TIMESTAMP_TYPE", "CREATE_TIME", "LOG_APPEND_TIME",
     "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH",

@@ -103,6 +103,7 @@ from .records import (
     iter_v2_records,
     legacy_inner_messages,
     scan_v2_records,
+    v2_attributes,
 )
 
 ORIGIN_CLIENT = "client"
@@ -389,9 +390,7 @@ def _patched_v2_header(view: BatchView, last_offset: int, ctx: _Ctx, timestamp_t
     _I64.pack_into(header, 0, last_offset - view.last_offset_delta)
     _I32.pack_into(header, 12, ctx.leader_epoch)
     if view.timestamp_type != timestamp_type or view.max_timestamp != max_ts:
-        attributes = view.attributes & ~TIMESTAMP_TYPE_MASK
-        if timestamp_type == LOG_APPEND_TIME:
-            attributes |= TIMESTAMP_TYPE_MASK
+        attributes = v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control)
         _I16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
         _I64.pack_into(header, 35, max_ts)
         covered = memoryview(header)[ATTRIBUTES_OFFSET:]

@@ -396,3 +396,13 @@ def test_rewrite_needs_a_writable_buffer():
 
 def test_implementation_is_reported():
     assert R.IMPLEMENTATION in ("c", "python")
+
+
+def test_set_max_timestamp_recomputes_attributes_like_kafka():
+    """computeAttributes keeps codec, type, transactional and control bits; the delete-horizon bit goes."""
+    data = bytearray(simple_v2([1, 2], attributes=0x40 | 0x10 | 0x01,
+                               payload=gzip.compress(ref.v2_record(0, 0, b"k", b"v") + ref.v2_record(1, 1, b"k", b"v"))))
+    view = next(R.iter_batches(data))
+    view.set_max_timestamp(R.LOG_APPEND_TIME, 99)
+    assert struct.unpack_from(">h", data, 21)[0] == 0x08 | 0x10 | 0x01
+    assert next(R.iter_batches(data)).crc_valid()
