@@ -21,10 +21,11 @@ from __future__ import annotations
 import struct
 
 from . import schema_codec
-from .api_keys import ApiKey, is_known_api_key, is_supported
+from .api_keys import ApiKey, is_known_api_key, is_supported, response_header_version
 from .errors import ProtocolError, UnknownApiKeyError, UnsupportedVersionError
 from .header import RequestHeader, encode_request_header, encode_response_header
 from .messages import HAND_WRITTEN
+from .primitives import as_byte_view, skip_tags
 
 _SIZE = struct.Struct(">i")
 
@@ -82,18 +83,10 @@ def decode_response(api_key: int, api_version: int, frame, has_size_prefix: bool
 
     Returns (correlation_id, body object).
     """
-    view = memoryview(frame)
+    view = as_byte_view(frame)
     pos = 4 if has_size_prefix else 0
     correlation_id = _SIZE.unpack_from(view, pos)[0]
     pos += 4
-    if len(encode_response_header(api_key, api_version, 0)) == 5:
-        pos += 1 if view[pos] == 0 else _skip_tags(view, pos)
+    if response_header_version(api_key, api_version) == 1:
+        pos = skip_tags(view, pos)
     return correlation_id, schema_codec.decode_response_body(api_key, api_version, view, pos)
-
-
-def _skip_tags(view, pos: int) -> int:
-    from .primitives import Reader
-
-    reader = Reader(view, pos)
-    reader.tagged_fields()
-    return reader.pos - pos

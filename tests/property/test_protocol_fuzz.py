@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
 
 from protocol import FrameDecoder, decode_request, parse_request_header  # noqa: E402
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
+from protocol.api_keys import SUPPORTED_VERSIONS  # noqa: E402
 from protocol.errors import ProtocolError  # noqa: E402
 from protocol_cases import case_value, schema_classes, to_kp  # noqa: E402
 
