@@ -85,8 +85,9 @@ def encode_varint(n: int) -> bytes:
     """Zig-zag LEB128 of a signed int (int32 or int64)."""
     if -64 <= n < 64:
         return _SMALL_VARINTS[n + 64]
-    u = (n << 1) ^ (n >> 63)
-    u &= 0xFFFFFFFFFFFFFFFF
+    u = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    if u < 0x4000:
+        return bytes(((u & 0x7F) | 0x80, u >> 7))
     out = bytearray()
     while u >= 0x80:
         out.append((u & 0x7F) | 0x80)
