@@ -135,3 +135,14 @@ def test_truncated_frames_are_corrupt(data, codec, cut):
     except CorruptRecordError:
         return
     assert len(out) <= len(data)
+
+
+@pytest.mark.parametrize("linked", [True, False])
+@pytest.mark.parametrize("checksum", [True, False])
+def test_lz4_frames_from_other_writers(linked, checksum):
+    """librdkafka-style frames: linked blocks, block and content checksums, several blocks."""
+    data = (bytes(range(200)) * 7 + b"a" * 5000) * 120
+    writer = cramjam.lz4.Compressor(content_checksum=checksum, block_linked=linked)
+    writer.compress(data[:300_000])
+    writer.compress(data[300_000:])
+    assert bytes(C.decompress(C.LZ4, bytes(writer.finish()))) == data
