@@ -141,8 +141,12 @@ def fsync_dir(dir_path: str) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: str, data: bytes) -> None:
-    """Write ``path`` through ``<path>.tmp``: write, fsync, rename, fsync the directory."""
+def write_file_atomically(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Write ``path`` through ``<path>.tmp``: write, fsync, rename, fsync the directory.
+
+    ``sync=False`` skips both fsyncs (the rename still makes the switch atomic); for
+    files that are only a cache, such as producer snapshots taken at a roll.
+    """
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -150,11 +154,13 @@ def write_file_atomically(path: str, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def remove_quietly(path: str) -> bool:

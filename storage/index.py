@@ -80,13 +80,17 @@ class AbstractIndex:
             return
         if self._closed:
             raise KafkaStorageError(f"index {self.path} is closed")
+        newly_created = False
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                newly_created = True
+            except FileExistsError:
+                fd = os.open(self.path, os.O_RDWR)
         except OSError as exc:
             raise KafkaStorageError.from_os_error(exc, f"cannot open index {self.path}") from exc
         try:
             length = os.fstat(fd).st_size
-            newly_created = length == 0
             if newly_created:
                 length = round_down_to_multiple(self.max_index_size, self.ENTRY_SIZE)
                 os.ftruncate(fd, length)

@@ -217,13 +217,18 @@ class PartitionLog:
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
     def create(cls, dir_path: str, config: TopicConfig, *, topic: str, partition: int, start_offset: int = 0,
-               producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None) -> "PartitionLog":
-        """A new, empty log in ``dir_path`` (created if missing)."""
+               producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
+               now_ms: int | None = None) -> "PartitionLog":
+        """A new, empty log in ``dir_path`` (created if missing).
+
+        ``now_ms`` is the creation time wall-clock rolling measures from when records carry
+        no timestamps; without it the first append's time is used.
+        """
         os.makedirs(dir_path, exist_ok=True)
         rng = rng or random.Random()
         seg = LogSegment.create(dir_path, start_offset, index_interval_bytes=config.index_interval_bytes,
                                 max_index_size=config.segment_index_bytes,
-                                roll_jitter_ms=_jitter(config, rng),
+                                roll_jitter_ms=_jitter(config, rng), created_ms=now_ms,
                                 preallocate_bytes=config.segment_bytes if config.preallocate else 0)
         log = cls(dir_path, config, [seg], topic=topic, partition=partition, log_start_offset=start_offset,
                   recovery_point=start_offset, producer_id_expiration_ms=producer_id_expiration_ms, rng=rng)
@@ -460,7 +465,7 @@ class PartitionLog:
         if self._producers_loaded:
             self._producers.map_end_offset = self._leo
             try:
-                self._producers.take_snapshot(new_base)
+                self._producers.take_snapshot(new_base, sync=False)
             except OSError as exc:
                 logger.warning("producer_snapshot_failed", topic=self.topic, partition=self.partition,
                                error=str(exc))

@@ -298,11 +298,15 @@ class ProducerStateManager:
             out.append(e)
         return out
 
-    def take_snapshot(self, offset: int | None = None) -> str:
-        """Write ``<offset>.snapshot`` (default: the map end offset)."""
+    def take_snapshot(self, offset: int | None = None, *, sync: bool = True) -> str:
+        """Write ``<offset>.snapshot`` (default: the map end offset).
+
+        ``sync=False`` (at a roll) leaves durability to the next flush; a torn snapshot
+        fails its CRC at load and an older one (or a log scan) is used instead.
+        """
         offset = self.map_end_offset if offset is None else offset
         path = files.snapshot_file(self.dir, offset)
-        files.write_file_atomically(path, self.encode_snapshot())
+        files.write_file_atomically(path, self.encode_snapshot(), sync=sync)
         return path
 
     def load_latest_snapshot(self, max_offset: int, now_ms: int | None) -> int | None:

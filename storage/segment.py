@@ -434,7 +434,13 @@ class LogSegment:
 
     def should_roll(self, *, segment_bytes: int, max_segment_ms: int, messages_size: int,
                     max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int) -> str | None:
-        """The reason to roll before appending (§5.1), or None. Conditions checked in Kafka's order."""
+        """The reason to roll before appending (§5.1), or None. Conditions checked in Kafka's order.
+
+        A segment whose creation time is unknown (created without a clock, or re-opened
+        after a restart — Kafka resets it then too) takes ``now_ms`` as its creation time.
+        """
+        if self.created_ms is None:
+            self.created_ms = now_ms
         size = self.size_bytes
         if size > segment_bytes - messages_size:
             return "segment_bytes"
