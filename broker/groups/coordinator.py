@@ -37,7 +37,7 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import structlog
 

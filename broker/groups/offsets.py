@@ -33,14 +33,12 @@ Invariants
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol
 
 import structlog
 
 from .schema import (
-    GroupKey,
     GroupValue,
     OffsetKey,
     OffsetValue,

@@ -10,7 +10,6 @@ member killed (session timeout) and a broker restart.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

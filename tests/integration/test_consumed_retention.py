@@ -1,0 +1,238 @@
+"""Two-level consumed-log retention (seed 004, issue 4 item 3) against the real daemon.
+
+Settings: a retention pass every 500 ms, tiny segments (one record per batch, a few
+records per segment), ``retention.commitoffset.ms`` = 1 min and ``retention.ms`` = 2 h.
+Records carry CreateTime timestamps in the past, so "old enough" is decided by the
+test, not by waiting. Every case asserts on ListOffsets earliest (kafka-python
+``beginning_offsets``) and on the segment files in the data directory.
+
+(a) two groups, one lagging: segments stay until the slow group commits past them,
+    then go within one check interval;
+(b) no group: nothing is deleted before ``retention.ms``;
+(c) a live subscribed group that has not committed holds everything;
+(d) forced retention still deletes unconsumed segments after ``retention.ms``;
+(e) configuration errors (INVALID_CONFIG, a broker that refuses to start).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import InvalidConfigurationError
+from kafka.structs import OffsetAndMetadata
+
+from .clients import admin, create_topic, producer
+from .conftest import SundialProcess, free_port, unique_topic
+from .groups_support import FAST_GROUPS, wait_until
+
+CHECK_INTERVAL_MS = 500
+COMMITOFFSET_MS = 60_000
+RETENTION_MS = 2 * 3600_000
+MINUTE = 60_000
+
+BROKER = {
+    **FAST_GROUPS,
+    "log.retention.commitoffset.enable": "true",
+    "log.retention.check.interval.ms": str(CHECK_INTERVAL_MS),
+    "log.initial.task.delay.ms": "0",
+    "log.segment.delete.delay.ms": "0",
+}
+TOPIC_CONFIGS = {
+    "segment.bytes": "1024",
+    "retention.ms": str(RETENTION_MS),
+    "retention.commitoffset.ms": str(COMMITOFFSET_MS),
+}
+
+
+def _produce_with_ages(bootstrap, topic, ages_ms):
+    """One record per batch, timestamp now - age; returns the offsets."""
+    p = producer(bootstrap, acks=1, linger_ms=0)
+    now = int(time.time() * 1000)
+    offsets = []
+    for i, age in enumerate(ages_ms):
+        fut = p.send(topic, value=(f"r{i}-" + "x" * 90).encode(), partition=0, timestamp_ms=now - age)
+        p.flush()
+        offsets.append(fut.get(timeout=10).offset)
+    p.close()
+    return offsets
+
+
+def _segment_bases(data_dir, topic) -> list[int]:
+    d = os.path.join(data_dir, f"{topic}-0")
+    return sorted(int(name[:-4]) for name in os.listdir(d) if name.endswith(".log"))
+
+
+def _earliest(bootstrap, topic) -> int:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        return c.beginning_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+    finally:
+        c.close()
+
+
+def _commit(bootstrap, group, topic, offset):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        c.commit({TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)})
+    finally:
+        c.close()
+
+
+def _alter(broker, topic, configs) -> str | None:
+    """AlterConfigs on a topic; the error text or None (kafka-python returns errors, it does not raise)."""
+    client = admin(broker.bootstrap)
+    try:
+        result = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)])
+    finally:
+        client.close()
+    error = result.get("topic", {}).get(topic) if isinstance(result, dict) else None
+    return None if error in (None, "", "OK") else str(error)
+
+
+def _deleted(broker, topic) -> list[dict]:
+    return [e for e in broker.log_lines() if e.get("event") == "segment_deleted" and e.get("topic") == topic]
+
+
+def _segment_of(bases, offset) -> int:
+    """Base offset of the segment holding ``offset``."""
+    return max(b for b in bases if b <= offset)
+
+
+def _passes(seconds_of_passes: int = 3) -> None:
+    """Let a few retention passes run."""
+    time.sleep(seconds_of_passes * CHECK_INTERVAL_MS / 1000 + 0.2)
+
+
+@pytest.fixture
+def retention_broker(broker_factory):
+    return broker_factory(**BROKER).start()
+
+
+def _topic(broker, ages, **configs):
+    topic = unique_topic("cr")
+    create_topic(broker.bootstrap, topic, configs={**TOPIC_CONFIGS, **configs})
+    offsets = _produce_with_ages(broker.bootstrap, topic, ages)
+    bases = _segment_bases(broker.data_dir, topic)
+    assert len(bases) >= 8, bases
+    assert offsets == list(range(len(ages)))
+    return topic, bases
+
+
+def test_a_two_groups_one_lagging(retention_broker):
+    broker = retention_broker
+    topic, bases = _topic(broker, [30 * MINUTE] * 80)
+    _commit(broker.bootstrap, "fast", topic, 80)
+    _commit(broker.bootstrap, "slow", topic, 3)
+    _passes()
+    # The slow group holds every segment from the one that holds its offset on.
+    hold = _segment_of(bases, 3)
+    assert _earliest(broker.bootstrap, topic) == hold
+    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= hold]
+    held = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
+    assert held and held[-1].get("group") == "slow" and held[-1].get("committed_offset") == 3
+
+    # The slow group commits past more segments: they go within one check interval.
+    target = bases[len(bases) // 2] + 1
+    expected = _segment_of(bases, target)
+    t0 = time.monotonic()
+    _commit(broker.bootstrap, "slow", topic, target)
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 5, "the slow group's segments to go",
+               interval_s=0.02)
+    took_ms = (time.monotonic() - t0) * 1000
+    assert took_ms < CHECK_INTERVAL_MS + 500, took_ms
+    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
+    _passes(2)
+    assert _earliest(broker.bootstrap, topic) == expected  # nothing more: the slow group holds the rest
+    deleted = _deleted(broker, topic)
+    assert [e["base_offset"] for e in deleted] == [b for b in bases if b < expected]
+    assert {e["reason"] for e in deleted} == {"consumed"}
+
+
+def test_b_no_group_deletes_nothing_before_retention_ms(retention_broker):
+    broker = retention_broker
+    topic, bases = _topic(broker, [30 * MINUTE] * 60)
+    _passes()
+    assert _earliest(broker.bootstrap, topic) == 0
+    assert _segment_bases(broker.data_dir, topic) == bases
+    # Once the records are older than retention.ms, forced retention deletes them as usual.
+    assert _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": str(20 * MINUTE)}) is None
+    # Every segment is deletable, so the log rolls first and keeps one empty segment at the end.
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 5, "forced retention")
+    assert _segment_bases(broker.data_dir, topic) == [60]
+
+
+def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
+    broker = retention_broker
+    topic, bases = _topic(broker, [30 * MINUTE] * 60)
+    member = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="subscribed-no-commit",
+                           enable_auto_commit=False, auto_offset_reset="latest", session_timeout_ms=3000,
+                           heartbeat_interval_ms=300)
+    try:
+        wait_until(lambda: member.poll(timeout_ms=100) is not None and member.assignment(), 30, "an assignment")
+        _commit(broker.bootstrap, "done", topic, 60)  # another group has consumed everything
+        deadline = time.monotonic() + 3 * CHECK_INTERVAL_MS / 1000 + 0.2
+        while time.monotonic() < deadline:
+            member.poll(timeout_ms=100)  # stay alive; never commit
+        assert _earliest(broker.bootstrap, topic) == 0
+        assert _segment_bases(broker.data_dir, topic) == bases
+        held = [e for e in broker.log_lines()
+                if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
+        assert held and held[-1].get("group") == "subscribed-no-commit" and held[-1].get("committed_offset") == 0
+    finally:
+        member.close()  # LeaveGroup: the group is empty and never committed, so it no longer counts
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 5, "consumed retention after the leave")
+    assert _segment_bases(broker.data_dir, topic) == [60]  # fully consumed: rolled, one empty segment left
+
+
+def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
+    broker = retention_broker
+    ages = [3 * 60 * MINUTE] * 40 + [30 * MINUTE] * 40  # the first half is older than retention.ms
+    # Created with a long retention so nothing goes while the records are written, then set to 2 h.
+    topic, bases = _topic(broker, ages, **{"retention.ms": str(10 * RETENTION_MS)})
+    _commit(broker.bootstrap, "stuck", topic, 0)  # has consumed nothing
+    _passes(2)
+    assert _earliest(broker.bootstrap, topic) == 0 and _segment_bases(broker.data_dir, topic) == bases
+    assert _alter(broker, topic, TOPIC_CONFIGS) is None
+    expected = _segment_of(bases, 40)
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 5, "forced retention")
+    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
+    _passes()
+    assert _earliest(broker.bootstrap, topic) == expected  # the young half stays: "stuck" has not consumed it
+    deleted = _deleted(broker, topic)
+    assert [e["base_offset"] for e in deleted] == [b for b in bases if b < expected]
+    assert {e["reason"] for e in deleted} == {"retention_ms"}
+
+
+def test_e_config_validation(retention_broker, tmp_path):
+    broker = retention_broker
+    client = admin(broker.bootstrap)
+    topic = unique_topic("cfg")
+    try:
+        for bad in ({"retention.ms": "60000", "retention.commitoffset.ms": "120000"},
+                    {"retention.commitoffset.ms": "-5"},
+                    {"retention.commitoffset.minutes": "abc"}):
+            with pytest.raises(InvalidConfigurationError):
+                client.create_topics([NewTopic(topic, 1, 1, topic_configs=bad)])
+        assert not os.path.exists(os.path.join(broker.data_dir, f"{topic}-0"))
+        client.create_topics([NewTopic(topic, 1, 1, topic_configs=TOPIC_CONFIGS)])
+        _produce_with_ages(broker.bootstrap, topic, [30 * MINUTE] * 20)
+        bases = _segment_bases(broker.data_dir, topic)
+    finally:
+        client.close()
+    # Lowering retention.ms below the explicit consumed retention is refused too (and changes nothing).
+    error = _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": "30000"})
+    assert error is not None and "Error 40" in error and "retention.commitoffset.ms" in error
+    _passes(2)
+    assert _earliest(broker.bootstrap, topic) == 0 and _segment_bases(broker.data_dir, topic) == bases
+    # A broker whose consumed retention is longer than its forced retention does not start.
+    port = free_port()
+    bad = SundialProcess(tmp_path / "bad", {"log.retention.ms": "60000", "log.retention.commitoffset.ms": "120000"},
+                         port=port)
+    with pytest.raises(RuntimeError, match="exited"):
+        bad.start(timeout_s=20)
+    assert "commitoffset" in bad.log_text()
