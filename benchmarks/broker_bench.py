@@ -166,14 +166,13 @@ def kp_produce_consume(run: Run, topic: str, n: int, size: int) -> None:
     c.assign([tp])
     c.seek_to_beginning(tp)
     got = 0
-    first = None
+    c.poll(timeout_ms=0)  # connect and resolve the position before timing
+    first = time.perf_counter()
     deadline = time.monotonic() + 120
     while got < n and time.monotonic() < deadline:
         batch = c.poll(timeout_ms=500, max_records=50000)
-        if batch and first is None:
-            first = time.perf_counter()
         got += sum(len(v) for v in batch.values())
-    dt = max(time.perf_counter() - (first or time.perf_counter()), 1e-9)
+    dt = max(time.perf_counter() - first, 1e-9)
     c.close()
     run.record(f"kp_consume_{size}b", msgs_per_s=got / dt, mb_per_s=got * size / dt / 1e6, records=got)
 
