@@ -55,8 +55,11 @@ from .schema import (
 logger = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-#: Records per appended batch when writing a snapshot.
+#: Records per appended batch when writing a snapshot (batches are also cut by size).
 SNAPSHOT_BATCH_RECORDS = 500
+#: Bytes a v2 batch adds around its records, and a bound on one record's own framing.
+BATCH_OVERHEAD_BYTES = 61 + 12
+RECORD_OVERHEAD_BYTES = 24
 DEFAULT_SNAPSHOT_MIN_RECORDS = 10_000
 
 TopicPartition = tuple[str, int]
@@ -98,6 +101,9 @@ class OffsetsLog(Protocol):
 
     def delete_records_before(self, offset: int) -> None:
         """Move the log start offset up to ``offset``."""
+
+    def max_batch_bytes(self) -> int:
+        """Largest batch one append may carry (max.message.bytes and segment.bytes)."""
 
     @property
     def log_end_offset(self) -> int: ...
@@ -143,6 +149,9 @@ class MemoryOffsetsLog:
     def delete_records_before(self, offset):
         self.log_start_offset = max(self.log_start_offset, offset)
         self.entries = [e for e in self.entries if e[0] >= self.log_start_offset]
+
+    def max_batch_bytes(self):
+        return 1 << 30
 
     def crash(self) -> None:
         """Lose whatever was not made durable (kill -9 before the fsync)."""
@@ -230,6 +239,10 @@ class PartitionOffsetsLog:
 
     def delete_records_before(self, offset):
         self.log.delete_records(offset)
+
+    def max_batch_bytes(self):
+        config = self.log.config
+        return min(config.max_message_bytes, config.segment_bytes)
 
 
 class OffsetStore:
@@ -344,19 +357,25 @@ class OffsetStore:
     def write_snapshot(self, now_ms: int) -> tuple[int, int]:
         """Append the live state; returns (first offset of the snapshot, last offset written)."""
         start = self.log.log_end_offset
+        budget = self.log.max_batch_bytes() - BATCH_OVERHEAD_BYTES
         batch: list[tuple[bytes, bytes | None]] = []
+        batch_bytes = 0
         last = start - 1
-        for group_id, value in self.group_values.items():
-            batch.append((encode_group_key(group_id), encode_group_value(value)))
-            if len(batch) >= SNAPSHOT_BATCH_RECORDS:
+
+        def records():
+            for group_id, value in self.group_values.items():
+                yield encode_group_key(group_id), encode_group_value(value)
+            for group_id, offsets in self.offsets.items():
+                for (t, p), c in offsets.items():
+                    yield encode_offset_key(group_id, t, p), encode_offset_value(c.to_value())
+
+        for key, value in records():
+            size = len(key) + len(value) + RECORD_OVERHEAD_BYTES
+            if batch and (len(batch) >= SNAPSHOT_BATCH_RECORDS or batch_bytes + size > budget):
                 last = self.log.append(batch, now_ms)
-                batch = []
-        for group_id, offsets in self.offsets.items():
-            for (t, p), c in offsets.items():
-                batch.append((encode_offset_key(group_id, t, p), encode_offset_value(c.to_value())))
-                if len(batch) >= SNAPSHOT_BATCH_RECORDS:
-                    last = self.log.append(batch, now_ms)
-                    batch = []
+                batch, batch_bytes = [], 0
+            batch.append((key, value))
+            batch_bytes += size
         if batch:
             last = self.log.append(batch, now_ms)
         return start, last
