@@ -23,7 +23,8 @@ Sundial's own options live under ``sundial.``; an unknown ``sundial.*`` key is a
 (a typo there would silently change results):
 
 * ``sundial.outputFormat`` = ``arrow`` (default) | ``rows``
-* ``sundial.arrowBatchRows`` = rows per Arrow batch (default 10000)
+* ``sundial.arrowBatchRows`` = most rows per Arrow batch (default 100000; a batch
+  never holds more than one Fetch response)
 * ``sundial.exactTimeWindow`` = ``false`` (default) | ``true``: keep only records whose
   timestamp lies in [start timestamp, end timestamp) of their partition, reading past
   the ending offset so that out-of-order CreateTime records are not lost
@@ -60,7 +61,7 @@ from .offsets import (
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000          # Spark falls back to spark.network.timeout (120 s)
 DEFAULT_MAX_TRIGGER_DELAY = "15m"
-DEFAULT_ARROW_BATCH_ROWS = 10_000
+DEFAULT_ARROW_BATCH_ROWS = 100_000      # an upper bound: a batch is at most one Fetch response
 DEFAULT_FETCH_NUM_RETRIES = 3
 DEFAULT_FETCH_RETRY_INTERVAL_MS = 1000
 

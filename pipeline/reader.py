@@ -62,7 +62,7 @@ class ReadConfig:
     bootstrap_servers: str
     include_headers: bool = False
     output_format: str = "arrow"
-    arrow_batch_rows: int = 10_000
+    arrow_batch_rows: int = 100_000
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
     read_committed: bool = False
