@@ -418,7 +418,7 @@ class PartitionLog:
                                  max_offset_in_messages=last_offset, now_ms=now_ms)
         if reason is None:
             return seg
-        logger.info("segment_roll_due", topic=self.topic, partition=self.partition, base_offset=seg.base_offset,
+        logger.debug("segment_roll_due", topic=self.topic, partition=self.partition, base_offset=seg.base_offset,
                     reason=reason, size_bytes=seg.size_bytes, incoming_bytes=size)
         expected = first_offset if first_offset >= 0 else last_offset - 0x7FFFFFFF
         return self.roll(now_ms, expected_next_offset=expected, reason=reason)

@@ -71,6 +71,7 @@ _OFFSET_SIZE = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _unpack_offset_size = _OFFSET_SIZE.unpack_from
+_OFFSET_ENTRY = struct.Struct(">ii")
 _unpack_i32 = _I32.unpack_from
 _unpack_i64 = _I64.unpack_from
 _V2_PRODUCER = struct.Struct(">qhi")
@@ -169,6 +170,9 @@ class SegmentRead(NamedTuple):
     position: int
     slice: FileSlice
     first_entry_incomplete: bool   # the first batch is larger than the size allowed
+
+
+_UNVERIFIED = BatchHeader(-1, 0, 0, -1, -1, -1, -1)
 
 
 def _ms_of_mtime(st: os.stat_result) -> int:
@@ -751,8 +755,9 @@ class LogSegment:
 
     def _check_index_entries(self, fd: int, size: int, problems: list[str]) -> list[str]:
         oi, ti = self.offset_index, self.time_index
-        oi_len = oi.file_length()
-        ti_len = ti.file_length()
+        base = self.base_offset
+        n_oi = oi.file_length() // 8
+        n_ti = ti.file_length() // 12
         first_header: BatchHeader | None = None
         try:
             for h in walk_headers(fd, 0, size):
@@ -760,48 +765,95 @@ class LogSegment:
                 break
         except CorruptRecordError as exc:
             return [f"first batch unreadable: {exc}"]
-        n_oi = oi_len // 8
+        oi_ok = True
         if n_oi:
-            slots = sorted({0, n_oi - 1, *[(n_oi - 1) * k // 16 for k in range(1, 16)], max(n_oi - 2, 0)})
+            slots = sorted({0, n_oi - 1, *[(n_oi - 1) * k // 16 for k in range(1, 16)]})
             _, raw = oi.peek_entries(slots)
-            entries = [OffsetIndex.parse_entry(r, self.base_offset) for r in raw]
+            entries = [OffsetIndex.parse_entry(r, base) for r in raw]
+            for e in entries:
+                # The first append (position 0) is never indexed, live or by recovery.
+                if e.offset < base or not 0 < e.position < size:
+                    problems.append(f"offset index entry {tuple(e)} outside the log ({size} bytes)")
+                    break
             for a, b in zip(entries, entries[1:]):
                 if not (a.offset < b.offset and a.position < b.position):
                     problems.append(f"offset index entries not increasing: {tuple(a)} then {tuple(b)}")
                     break
-            last = entries[-1]
-            if last.offset < self.base_offset or last.position >= size or last.position < 0:
-                problems.append(f"offset index last entry {tuple(last)} outside the log ({size} bytes)")
-            elif n_oi >= 2 and raw[-1] == b"\0" * 8:
-                problems.append("offset index has a zero-filled tail")
-            else:
-                try:
-                    h = next(walk_headers(fd, last.position, size), None)
-                except CorruptRecordError:
-                    h = None
-                if h is None or h.position != last.position or h.first_field > last.offset:
-                    problems.append(f"offset index last entry {tuple(last)} does not point at its batch")
+            if not problems:
+                last = entries[-1]
+                h = self._header_at(fd, last.position, size)
+                if h is None or h.first_field > last.offset or h.last_offset > last.offset:
+                    problems.append(f"offset index last entry {tuple(last)} does not point at its append")
+            oi_ok = not problems
         elif first_header is not None and first_header.magic == 2 and size > first_header.size_bytes \
                 and first_header.size_bytes > self.index_interval_bytes:
             # A second append after a first one larger than the interval is always indexed.
             problems.append("offset index empty although the log needs entries")
-        n_ti = ti_len // 12
         if n_ti:
             slots = sorted({0, n_ti - 1, *[(n_ti - 1) * k // 16 for k in range(1, 16)]})
             _, raw = ti.peek_entries(slots)
-            entries_t = [TimeIndex.parse_entry(r, self.base_offset) for r in raw]
-            for a, b in zip(entries_t, entries_t[1:]):
-                if not (a.timestamp_ms < b.timestamp_ms and a.offset <= b.offset):
-                    problems.append(f"time index entries not increasing: {tuple(a[:2])} then {tuple(b[:2])}")
-                    break
-            last_t = entries_t[-1]
-            if last_t.offset < self.base_offset or last_t.timestamp_ms < 0:
-                problems.append(f"time index last entry {tuple(last_t[:2])} is invalid")
-            elif n_oi and last_t.offset > self.base_offset + INT32_MAX:
-                problems.append("time index offset overflow")
+            entries_t = [TimeIndex.parse_entry(r, base) for r in raw]
+            bad = next((e for e in entries_t if e.timestamp_ms < 0 or not 0 <= e.offset - base <= INT32_MAX), None)
+            if bad is not None:
+                problems.append(f"time index entry {tuple(bad[:2])} is invalid")
+            else:
+                for a, b in zip(entries_t, entries_t[1:]):
+                    if not (a.timestamp_ms < b.timestamp_ms and a.offset <= b.offset):
+                        problems.append(f"time index entries not increasing: {tuple(a[:2])} then {tuple(b[:2])}")
+                        break
+            if not problems and oi_ok:
+                # Every entry (T, O) names the batch whose last offset is O and whose max timestamp is T.
+                for e in {entries_t[0], entries_t[-1]}:
+                    h = self._batch_holding(fd, size, e.offset, n_oi)
+                    if h is _UNVERIFIED:
+                        continue
+                    if h is None or h.last_offset != e.offset or h.max_timestamp != e.timestamp_ms:
+                        problems.append(f"time index entry {tuple(e[:2])} does not match the batch at offset "
+                                        f"{e.offset}")
+                        break
         elif first_header is not None and first_header.max_timestamp >= 0:
             problems.append("time index empty although the records carry timestamps")
         return problems
+
+    def _header_at(self, fd: int, position: int, size: int) -> BatchHeader | None:
+        try:
+            h = next(walk_headers(fd, position, size), None)
+        except CorruptRecordError:
+            return None
+        return h if h is not None and h.position == position else None
+
+    def _batch_holding(self, fd: int, size: int, offset: int, n_oi: int,
+                       max_batches: int = 4096) -> BatchHeader | None:
+        """First batch whose last offset >= ``offset``, located through the offset index file
+        (binary search with pread, nothing mapped) and a short header walk."""
+        position = 0
+        if n_oi:
+            try:
+                ifd = os.open(self.offset_index.path, os.O_RDONLY)
+            except OSError:
+                ifd = -1
+            if ifd >= 0:
+                try:
+                    lo, hi = 0, n_oi - 1
+                    while lo <= hi:
+                        mid = (lo + hi) >> 1
+                        rel, pos = _OFFSET_ENTRY.unpack(os.pread(ifd, 8, mid * 8))
+                        if self.base_offset + rel <= offset:
+                            position = pos
+                            lo = mid + 1
+                        else:
+                            hi = mid - 1
+                finally:
+                    os.close(ifd)
+        try:
+            for i, h in enumerate(walk_headers(fd, position, size)):
+                if h.last_offset >= offset:
+                    return h
+                if i >= max_batches:
+                    return _UNVERIFIED  # too far from an index entry to check cheaply
+        except CorruptRecordError:
+            return None
+        return None
 
     # -- durability and life cycle ----------------------------------------------------------------
     def flush_fds(self, *, include_indexes: bool) -> list[int]:

@@ -1,0 +1,226 @@
+"""Files written by Sundial parse with readers written here from the reference's byte tables
+(§1.2 offset index, §1.3 time index, §2.1/§2.2/§2.5/§2.7 records), and with kafka-python's reader.
+
+Nothing in this file imports Sundial's parsers: the readers below are independent.
+"""
+
+import os
+import re
+import struct
+import zlib
+
+import pytest
+from crc32c import crc32c
+from kafka.record.memory_records import MemoryRecords
+from log_helpers import NOW_MS, batch, topic_config
+
+from storage import codecs
+from storage.log import PartitionLog
+
+# ---------------------------------------------------------------- independent readers
+
+
+def read_offset_index(path, base):
+    raw = open(path, "rb").read()
+    assert len(raw) % 8 == 0
+    return [(base + rel, pos) for rel, pos in struct.iter_unpack(">ii", raw)]
+
+
+def read_time_index(path, base):
+    raw = open(path, "rb").read()
+    assert len(raw) % 12 == 0
+    return [(ts, base + rel) for ts, rel in struct.iter_unpack(">qi", raw)]
+
+
+def zigzag_varint(buf, pos):
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+
+
+def parse_log(raw):
+    """Yield dicts per entry: position, magic, base/last offset, max timestamp, records [(offset, ts, value)]."""
+    pos = 0
+    while len(raw) - pos > 17:
+        offset, size = struct.unpack_from(">qi", raw, pos)
+        assert size >= 14
+        end = pos + 12 + size
+        assert end <= len(raw)
+        magic = raw[pos + 16]
+        entry = {"position": pos, "magic": magic, "size": 12 + size}
+        if magic == 2:
+            (epoch, _m, crc, attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq,
+             count) = struct.unpack_from(">ibIhiqqqhii", raw, pos + 12)
+            assert crc == crc32c(raw[pos + 21:end]), "v2 CRC-32C covers attributes..end"
+            entry.update(base_offset=offset, last_offset=offset + last_delta, max_timestamp=max_ts,
+                         leader_epoch=epoch, attributes=attrs, count=count)
+            payload = raw[pos + 61:end]
+            codec = attrs & 7
+            if codec == 1:
+                payload = zlib.decompress(payload, 16 + zlib.MAX_WBITS)
+            else:
+                assert codec == 0
+            recs, p = [], 0
+            for _ in range(count):
+                length, p = zigzag_varint(payload, p)
+                stop = p + length
+                p += 1  # attributes
+                ts_delta, p = zigzag_varint(payload, p)
+                off_delta, p = zigzag_varint(payload, p)
+                klen, p = zigzag_varint(payload, p)
+                p += max(klen, 0)
+                vlen, p = zigzag_varint(payload, p)
+                value = payload[p:p + vlen] if vlen >= 0 else None
+                ts = max_ts if attrs & 0x08 else base_ts + ts_delta
+                recs.append((offset + off_delta, ts, value))
+                p = stop
+            assert p == len(payload)
+            entry["records"] = recs
+        else:
+            crc, = struct.unpack_from(">I", raw, pos + 12)
+            assert crc == zlib.crc32(raw[pos + 16:end]) & 0xFFFFFFFF, "legacy CRC-32 covers magic..end"
+            attrs = raw[pos + 17]
+            ts = struct.unpack_from(">q", raw, pos + 18)[0] if magic == 1 else -1
+            entry.update(base_offset=offset, last_offset=offset, max_timestamp=ts, attributes=attrs,
+                         records=[(offset, ts, None)])
+        yield entry
+        pos = end
+    assert pos == len(raw)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def written(tmp_path):
+    """A closed, rolled log with varied appends."""
+    cfg = topic_config(segment_bytes=1500, index_interval_bytes=300)
+    d = str(tmp_path / "fmt-0")
+    log = PartitionLog.create(d, cfg, topic="fmt", partition=0, now_ms=NOW_MS)
+    appended = []
+    stamps = [NOW_MS + (i * 37) % 50 for i in range(120)]
+    i = 0
+    while i < len(stamps):
+        n = 1 + i % 4
+        chunk = stamps[i:i + n]
+        codec = codecs.GZIP if i % 3 == 0 else codecs.NONE
+        r = log.append(batch(chunk, compression=codec, value_size=20), now_ms=NOW_MS, leader_epoch=i % 2)
+        appended.append((r.first_offset, r.last_offset, chunk))
+        i += n
+    log.close()
+    return d, appended, stamps
+
+
+def segment_bases(d):
+    return sorted(int(n[:20]) for n in os.listdir(d) if n.endswith(".log"))
+
+
+def test_segment_file_names_are_20_digit_base_offsets(written):
+    d, _, _ = written
+    names = os.listdir(d)
+    for n in names:
+        if n.endswith((".log", ".index", ".timeindex", ".snapshot")):
+            assert re.fullmatch(r"\d{20}\.(log|index|timeindex|snapshot)", n), n
+    assert segment_bases(d)[0] == 0 and len(segment_bases(d)) > 2
+
+
+def test_log_files_parse_with_independent_reader_and_kafka_python(written):
+    d, appended, stamps = written
+    seen = []
+    for base in segment_bases(d):
+        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
+        entries = list(parse_log(raw))
+        assert entries[0]["base_offset"] == base
+        for e in entries:
+            seen.extend((o, ts) for o, ts, _ in e["records"])
+        # kafka-python's reader agrees record by record
+        kp = []
+        records = MemoryRecords(raw)
+        while records.has_next():
+            b = records.next_batch()
+            kp.extend((r.offset, r.timestamp) for r in b)
+        assert kp == [(o, ts) for e in entries for o, ts, _ in e["records"]]
+    assert seen == list(enumerate(stamps))
+
+
+def test_offset_index_follows_kafka_rules(written):
+    """Entries name the last offset of an append and point at its start; first append never indexed."""
+    d, appended, _ = written
+    for base in segment_bases(d):
+        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
+        entries = list(parse_log(raw))
+        index = read_offset_index(os.path.join(d, f"{base:020d}.index"), base)
+        # replay §4.1 over the appends of this segment (one batch per append here)
+        expected, since = [], 0
+        for j, e in enumerate(entries):
+            if j > 0 and since > 300:
+                expected.append((e["last_offset"], e["position"]))
+                since = 0
+            since += e["size"]
+        assert index == expected
+        assert [o for o, _ in index] == sorted(set(o for o, _ in index))
+
+
+def test_time_index_follows_kafka_rules(written):
+    d, _, _ = written
+    for base in segment_bases(d):
+        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
+        entries = list(parse_log(raw))
+        index = read_time_index(os.path.join(d, f"{base:020d}.timeindex"), base)
+        expected, since = [], 0
+        max_ts, max_off = -1, base
+        for j, e in enumerate(entries):
+            if e["max_timestamp"] > max_ts:
+                max_ts, max_off = e["max_timestamp"], e["last_offset"]
+            if j > 0 and since > 300:
+                if not expected or max_ts > expected[-1][0]:
+                    expected.append((max_ts, max_off))
+                since = 0
+            since += e["size"]
+        if not expected or max_ts > expected[-1][0]:
+            expected.append((max_ts, max_off))   # final entry at roll/close
+        assert index == expected
+        # the last entry holds the segment's true max timestamp
+        assert index[-1][0] == max(e["max_timestamp"] for e in entries)
+
+
+def test_indexes_are_trimmed_after_close(written):
+    d, _, _ = written
+    for base in segment_bases(d):
+        n_oi = len(read_offset_index(os.path.join(d, f"{base:020d}.index"), base))
+        assert os.path.getsize(os.path.join(d, f"{base:020d}.index")) == 8 * n_oi
+
+
+def test_leader_epoch_and_log_append_time_layout(tmp_path):
+    cfg = topic_config(message_timestamp_type="LogAppendTime")
+    log = PartitionLog.create(str(tmp_path / "lat-0"), cfg, topic="lat", partition=0, now_ms=NOW_MS)
+    log.append(batch([5, 6, 7]), now_ms=NOW_MS + 9, leader_epoch=4)
+    log.close()
+    raw = open(os.path.join(str(tmp_path / "lat-0"), f"{0:020d}.log"), "rb").read()
+    (entry,) = list(parse_log(raw))
+    assert entry["leader_epoch"] == 4
+    assert entry["attributes"] & 0x08
+    assert entry["max_timestamp"] == NOW_MS + 9
+    assert [ts for _, ts, _ in entry["records"]] == [NOW_MS + 9] * 3
+    kp = [r.timestamp for r in MemoryRecords(raw).next_batch()]
+    assert kp == [NOW_MS + 9] * 3
+
+
+def test_legacy_v1_topic_layout(tmp_path):
+    cfg = topic_config(message_format_version="0.10.2", index_interval_bytes=0)
+    d = str(tmp_path / "v1-0")
+    log = PartitionLog.create(d, cfg, topic="v1", partition=0, now_ms=NOW_MS)
+    log.append(batch([NOW_MS, NOW_MS + 3], magic=2), now_ms=NOW_MS)   # converted down to v1
+    log.append(batch([NOW_MS + 1], magic=1), now_ms=NOW_MS)
+    log.close()
+    raw = open(os.path.join(d, f"{0:020d}.log"), "rb").read()
+    entries = list(parse_log(raw))
+    assert {e["magic"] for e in entries} == {1}
+    assert [(e["last_offset"], e["max_timestamp"]) for e in entries] == [(0, NOW_MS), (1, NOW_MS + 3),
+                                                                         (2, NOW_MS + 1)]
+    assert read_time_index(os.path.join(d, f"{0:020d}.timeindex"), 0)[-1] == (NOW_MS + 3, 1)
