@@ -467,7 +467,7 @@ class GroupCoordinator:
             stored = set(to_store)
             results = [failure if (r.topic, r.partition) in stored and code == ErrorCode.NONE else code
                        for r, code in zip(offsets, results)]
-        else:
+        elif self.store.snapshot_due():
             self._spawn(self._maybe_snapshot())
         return results
 
