@@ -169,3 +169,63 @@ def _kafkajs_consume(bootstrap, topic, group, count):
 
 def test_kafkajs_commit_and_resume(broker_factory, kafkajs_installed):
     _flow(broker_factory, _kafkajs_consume)
+
+
+# --- static membership (KIP-345) with librdkafka -------------------------------------------------------------------
+
+def test_confluent_static_member_restart_keeps_assignment_without_rebalance(broker_factory):
+    import threading
+    import time
+
+    from confluent_kafka import Consumer
+
+    from .groups_support import wait_until
+
+    broker = broker_factory(**FAST_GROUPS).start()
+    topic, group = unique_topic("static"), unique_topic("gs")
+    create_topic(broker.bootstrap, topic, partitions=4)
+
+    class Static(threading.Thread):
+        def __init__(self, instance):
+            super().__init__(daemon=True)
+            self.c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                               "group.instance.id": instance, "client.id": instance,
+                               "session.timeout.ms": 10000, "heartbeat.interval.ms": 200,
+                               "partition.assignment.strategy": "range", "enable.auto.commit": False})
+            self.assigned: list[int] = []
+            self.assign_calls = 0
+            self.stop = threading.Event()
+
+        def run(self):
+            def on_assign(consumer, parts):
+                self.assigned = sorted(p.partition for p in parts)
+                self.assign_calls += 1
+            self.c.subscribe([topic], on_assign=on_assign)
+            while not self.stop.is_set():
+                self.c.poll(0.05)
+            self.c.close()  # a static member does not send LeaveGroup
+
+    a, b = Static("inst-a"), Static("inst-b")
+    a.start()
+    b.start()
+    wait_until(lambda: len(a.assigned) == 2 and len(b.assigned) == 2 and
+               sorted(a.assigned + b.assigned) == [0, 1, 2, 3], 30, "two static members with two partitions each")
+    time.sleep(0.5)
+
+    def rebalances():
+        return sum(1 for e in broker.log_lines() if e.get("event") == "group_rebalanced" and e.get("group") == group)
+
+    before, b_calls, a_parts = rebalances(), b.assign_calls, a.assigned
+    a.stop.set()
+    a.join(20)
+    a2 = Static("inst-a")
+    a2.start()
+    wait_until(lambda: a2.assigned, 30, "the restarted static member's assignment")
+    time.sleep(1.0)
+    assert a2.assigned == a_parts
+    assert rebalances() == before and b.assign_calls == b_calls, "a static restart must not rebalance the group"
+    replaced = [e for e in broker.log_lines() if e.get("event") == "static_member_replaced"]
+    assert replaced and replaced[-1]["group_instance_id"] == "inst-a"
+    for t in (a2, b):
+        t.stop.set()
+        t.join(20)
