@@ -85,8 +85,10 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What an append did (Produce answer material). ``log_append_time_ms`` is -1 unless the
+    topic uses LogAppendTime; ``duplicate`` marks an idempotent retry that appended nothing."""
+
     first_offset: int
     last_offset: int
     log_append_time_ms: int
@@ -397,9 +399,10 @@ class PartitionLog:
 
     def _append_validated(self, v, now_ms: int) -> AppendResult:
         chunks = v.chunks
-        size = sum(len(c) for c in chunks)
+        size = v.size_bytes or sum(len(c) for c in chunks)
         segment = self._maybe_roll(size, v.max_timestamp_ms, v.first_offset, v.last_offset, now_ms)
-        segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks)
+        segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
+                       size_bytes=size)
         self._leo = v.last_offset + 1
         self._producers.update(v.batches)
         self._producers.map_end_offset = self._leo

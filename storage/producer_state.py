@@ -152,7 +152,7 @@ class ProducerStateManager:
         """
         pending: dict[int, ProducerEntry] = {}
         for b in batches:
-            pid = _field(b, "producer_id", NO_PRODUCER_ID)
+            pid = b.producer_id
             if pid is None or pid < 0:
                 continue
             epoch = _field(b, "producer_epoch")
@@ -200,8 +200,8 @@ class ProducerStateManager:
         """Record appended batches (client or log origin)."""
         last = None
         for b in batches:
-            pid = _field(b, "producer_id", NO_PRODUCER_ID)
-            last_offset = _field(b, "last_offset", -1)
+            pid = b.producer_id
+            last_offset = b.last_offset
             if last_offset is not None and last_offset >= 0:
                 last = last_offset
             if pid is None or pid < 0:

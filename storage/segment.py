@@ -340,15 +340,15 @@ class LogSegment:
 
     # -- append -----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp_ms: int, shallow_offset_of_max_timestamp: int,
-               records) -> None:
+               records, *, size_bytes: int | None = None) -> None:
         """Append validated bytes (see module doc for the index rules).
 
         ``records`` is a bytes-like object or a tuple/list of them (written with one
-        ``pwritev``, in order).
+        ``pwritev``, in order); ``size_bytes`` may give their total length.
         """
         if isinstance(records, (tuple, list)):
-            chunks = [c for c in records if len(c)]
-            n = sum(len(c) for c in chunks)
+            chunks = records
+            n = sum(len(c) for c in chunks) if size_bytes is None else size_bytes
         else:
             chunks = None
             n = len(records)
@@ -365,7 +365,8 @@ class LogSegment:
             self._writev_at(chunks, position, n)
         self.size_bytes = position + n
         self._next_offset = largest_offset + 1
-        self._load_max_timestamp()
+        if self._max_ts is None:
+            self._load_max_timestamp()
         if largest_timestamp_ms > self._max_ts:  # type: ignore[operator]
             self._max_ts = largest_timestamp_ms
             self._offset_of_max_ts = shallow_offset_of_max_timestamp
@@ -386,7 +387,7 @@ class LogSegment:
         except OSError as exc:
             raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
 
-    def _writev_at(self, chunks: list, position: int, total: int) -> None:
+    def _writev_at(self, chunks, position: int, total: int) -> None:
         if len(chunks) == 1:
             self._write_at(chunks[0], position)
             return
