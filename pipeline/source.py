@@ -29,14 +29,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from . import FORMAT_NAME
 from .options import SourceOptions, include_headers_of, parse_options, validate_either_mode
 from .reader import ReadConfig, read_range
 from .resolve import OffsetRange, plan_batch
 from .schema import spark_schema, to_record_batch, to_rows
 from .stream import StreamPlanner, offsets_from_json, offsets_to_json
-
-FORMAT_NAME = "sundial"
-
 
 class SundialInputPartition(InputPartition):
     """One task: an offset range plus the per-query read settings."""

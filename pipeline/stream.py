@@ -137,8 +137,9 @@ class StreamPlanner:
         return latest
 
     def prepare_available_now(self) -> None:
-        known = self.initial_offsets()
-        self.available_now_target = self._fetch_latest(known)
+        # No starting options here: on a restart Spark resumes from its checkpoint, and
+        # resolving e.g. a startingTimestamp again could fail for no reason.
+        self.available_now_target = self._fetch_latest({})
         logger.info("available_now_target_frozen", offsets=format_partition_offsets(self.available_now_target))
 
     # --- micro-batch ranges -------------------------------------------------------------

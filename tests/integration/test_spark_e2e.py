@@ -46,6 +46,7 @@ def spark():
     problem = _java_problem()
     if problem:
         pytest.skip(problem)
+    saved = {k: os.environ.get(k) for k in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -64,6 +65,11 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def produce_out_of_order(bootstrap: str, topic: str, partitions: int = 3, per_partition: int = 300,
@@ -226,6 +232,11 @@ def test_streaming_available_now_restart_reads_each_record_once(spark, broker, t
     first = _stream_once(spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest",
                          maxOffsetsPerTrigger="500")
     assert [len(b) for b in first if b] == [498, 498, 204]   # floor(500/3) per partition, then the rest
+    # the checkpoint holds the connector's offset shape: {"topic": {"partition": next offset}}
+    import json
+
+    last = sorted((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)[-1]
+    assert json.loads(last.read_text().strip().splitlines()[-1]) == {topic: {"0": 400, "1": 400, "2": 400}}
     _produce_plain(broker.bootstrap, topic, 100)
     second = _stream_once(spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest",
                           maxOffsetsPerTrigger="500")
