@@ -71,8 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from pipeline.source import SundialDataSource
+
     spark = (SparkSession.builder.master(args.master).appName("sundial-replay-window")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    # An installed package registers format("sundial") by itself; registering again is
+    # harmless and also covers editable installs, which hide pyspark_sundial from Spark.
+    spark.dataSource.register(SundialDataSource)
     try:
         df = build_reader(spark, args.bootstrap, args.topic, start_ms, end_ms, not args.offset_range_only).cache()
         df.write.mode("overwrite").parquet(args.out)
