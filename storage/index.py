@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections import OrderedDict
 from typing import Callable
 
 import structlog
@@ -48,13 +49,59 @@ def round_down_to_multiple(value: int, factor: int) -> int:
     return (value // factor) * factor
 
 
+def _default_max_mapped() -> int:
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        soft = 1024
+    if soft <= 0 or soft == getattr(__import__("resource"), "RLIM_INFINITY", -1):
+        soft = 65536
+    return max(64, min(8192, soft // 8))
+
+
+#: Most index files mapped at once (each mapping holds a file descriptor in CPython 3.11).
+#: Least recently used mappings beyond this are unmapped; their entry counts stay known,
+#: so they are remapped transparently on the next lookup or append.
+MAX_MAPPED_INDEXES = _default_max_mapped()
+_MAPPED: "OrderedDict[int, AbstractIndex]" = OrderedDict()
+
+
+def set_max_mapped_indexes(limit: int) -> None:
+    global MAX_MAPPED_INDEXES
+    MAX_MAPPED_INDEXES = max(2, limit)
+    _evict_mappings(None)
+
+
+def mapped_index_count() -> int:
+    return len(_MAPPED)
+
+
+def _evict_mappings(keep: "AbstractIndex | None") -> None:
+    while len(_MAPPED) > MAX_MAPPED_INDEXES:
+        key, victim = next(iter(_MAPPED.items()))
+        if victim is keep:
+            _MAPPED.move_to_end(key)
+            if len(_MAPPED) <= 1:
+                return
+            continue
+        victim._unmap()
+
+
 class AbstractIndex:
-    """Mechanics of one fixed-width index file (see module doc)."""
+    """Mechanics of one fixed-width index file (see module doc).
+
+    Two levels of laziness: the *metadata* (entry count, capacity, file length, last
+    entry) is loaded on first use with a stat and a pread, creating and pre-allocating
+    the file if it is missing; the *mapping* is made only for lookups and appends and may
+    be dropped again by the LRU of mapped indexes (``MAX_MAPPED_INDEXES``).
+    """
 
     ENTRY_SIZE = 0  # set by subclasses
 
     __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_length", "_entries", "_max_entries",
-                 "_loaded", "_closed")
+                 "_loaded", "_closed", "__weakref__")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         if max_index_size < self.ENTRY_SIZE:
@@ -66,7 +113,7 @@ class AbstractIndex:
         self._length = 0
         self._entries = 0
         self._max_entries = 0
-        self._loaded = False
+        self._loaded = False     # metadata known (the file exists from then on)
         self._closed = False
 
     # -- loading ----------------------------------------------------------------------------------
@@ -74,8 +121,15 @@ class AbstractIndex:
     def is_loaded(self) -> bool:
         return self._loaded
 
+    @property
+    def is_mapped(self) -> bool:
+        return self._mm is not None
+
+    def _after_load(self) -> None:
+        """Subclass hook: refresh cached last-entry data after the metadata was (re)loaded."""
+
     def _load(self) -> None:
-        """Open (creating and pre-allocating if missing) and map the file."""
+        """Load the metadata: create and pre-allocate a missing file, else size it up."""
         if self._loaded:
             return
         if self._closed:
@@ -94,36 +148,74 @@ class AbstractIndex:
             if newly_created:
                 length = round_down_to_multiple(self.max_index_size, self.ENTRY_SIZE)
                 os.ftruncate(fd, length)
-            self._mm = mmap.mmap(fd, length) if length > 0 else None
         except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot map index {self.path}") from exc
+            raise KafkaStorageError.from_os_error(exc, f"cannot size index {self.path}") from exc
         finally:
-            os.close(fd)  # the mmap keeps its own duplicate
+            os.close(fd)
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
         self._entries = 0 if newly_created else self._max_entries
         self._loaded = True
+        self._after_load()
 
-    def _ensure(self) -> mmap.mmap | None:
+    def _map(self) -> mmap.mmap | None:
         if not self._loaded:
             self._load()
+        if self._mm is None and self._length > 0:
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    self._mm = mmap.mmap(fd, self._length)
+                finally:
+                    os.close(fd)  # the mmap keeps its own duplicate
+            except OSError as exc:
+                raise KafkaStorageError.from_os_error(exc, f"cannot map index {self.path}") from exc
+            _MAPPED[id(self)] = self
+            if len(_MAPPED) > MAX_MAPPED_INDEXES:
+                _evict_mappings(self)
+        elif self._mm is not None:
+            _MAPPED.move_to_end(id(self))
         return self._mm
+
+    def _ensure(self) -> mmap.mmap | None:
+        """The mapping (made if needed); metadata-only callers use :meth:`_load`."""
+        return self._map()
+
+    def _unmap(self) -> None:
+        _MAPPED.pop(id(self), None)
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def _raw_entry(self, slot: int) -> bytes:
+        """Bytes of entry ``slot`` from the mapping, or with pread when unmapped."""
+        size = self.ENTRY_SIZE
+        if self._mm is not None:
+            return self._mm[slot * size:(slot + 1) * size]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, slot * size)
+        finally:
+            os.close(fd)
 
     # -- sizes ------------------------------------------------------------------------------------
     @property
     def entries(self) -> int:
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._entries
 
     @property
     def max_entries(self) -> int:
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._max_entries
 
     @property
     def length_bytes(self) -> int:
         """Current file length (including pre-allocated free space)."""
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._length
 
     @property
@@ -131,20 +223,17 @@ class AbstractIndex:
         return self.entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._entries >= self._max_entries
 
     def file_exists(self) -> bool:
         return self._loaded or os.path.exists(self.path)
 
     # -- raw access -------------------------------------------------------------------------------
-    def _read_key_fn(self) -> Callable[[mmap.mmap, int], int]:
-        """Function (mapping, slot) -> search key; subclasses specialise."""
-        raise NotImplementedError
-
     def _largest_lower_bound_slot(self, target: int, key_of: Callable[[mmap.mmap, int], int]) -> int:
         """Slot of the largest key <= target, or -1 (empty index or target below the first key)."""
-        mm = self._ensure()
+        mm = self._map()
         n = self._entries
         if n == 0 or mm is None:
             return -1
@@ -162,52 +251,35 @@ class AbstractIndex:
                 return mid
         return lo
 
-    def _smallest_upper_bound_slot(self, target: int, key_of: Callable[[mmap.mmap, int], int]) -> int:
-        """Slot of the smallest key >= target, or -1 when every key is smaller."""
-        mm = self._ensure()
-        n = self._entries
-        if n == 0 or mm is None:
-            return -1
-        if key_of(mm, n - 1) < target:
-            return -1
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if key_of(mm, mid) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
     def _write_entry(self, data: bytes) -> None:
-        mm = self._mm
+        mm = self._map()
         assert mm is not None
         pos = self._entries * self.ENTRY_SIZE
         mm[pos:pos + self.ENTRY_SIZE] = data
         self._entries += 1
 
     def peek_entries(self, slots: list[int]) -> tuple[int, list[bytes]]:
-        """(entry count, raw entry bytes for ``slots``) read without mapping the file.
+        """(entry count, raw entry bytes for ``slots``) without mapping the file.
 
-        Negative slots count from the end. Slots outside the file are skipped. Uses the
-        mapping when the index is already loaded. Returns (0, []) for a missing file.
+        Negative slots count from the end; slots outside the entries are skipped. An
+        index whose metadata is not loaded counts ``file size // entry size`` entries
+        (what a load would assume). Returns (0, []) for a missing file.
         """
         size = self.ENTRY_SIZE
-        if self._loaded:
+        if self._mm is not None:
             n = self._entries
-            mm = self._mm
             out = []
             for s in slots:
                 s = s + n if s < 0 else s
-                if 0 <= s < n and mm is not None:
-                    out.append(bytes(mm[s * size:(s + 1) * size]))
+                if 0 <= s < n:
+                    out.append(bytes(self._mm[s * size:(s + 1) * size]))
             return n, out
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return 0, []
         try:
-            n = os.fstat(fd).st_size // size
+            n = self._entries if self._loaded else os.fstat(fd).st_size // size
             out = []
             for s in slots:
                 s = s + n if s < 0 else s
@@ -227,20 +299,22 @@ class AbstractIndex:
             return 0
 
     def read_all_bytes(self) -> bytes:
-        """Every valid entry's bytes (loads the index)."""
-        mm = self._ensure()
+        """Every valid entry's bytes."""
+        mm = self._map()
         if mm is None:
             return b""
         return bytes(mm[:self._entries * self.ENTRY_SIZE])
 
     # -- mutation ---------------------------------------------------------------------------------
     def _truncate_to_entries(self, entries: int) -> None:
-        self._ensure()
+        if not self._loaded:
+            self._load()
         self._entries = max(0, min(entries, self._entries))
 
     def truncate(self) -> None:
         """Remove every entry (the file keeps its length)."""
         self._truncate_to_entries(0)
+        self._after_load()
 
     def resize(self, new_size: int) -> bool:
         """Change the file length to ``new_size`` rounded down to the entry size.
@@ -248,7 +322,8 @@ class AbstractIndex:
         Returns False when the rounded size equals the current length. Entries beyond
         the new length are dropped.
         """
-        self._ensure()
+        if not self._loaded:
+            self._load()
         rounded = round_down_to_multiple(new_size, self.ENTRY_SIZE)
         if rounded == self._length:
             return False
@@ -256,14 +331,10 @@ class AbstractIndex:
             if self._mm is not None and rounded > 0:
                 self._mm.resize(rounded)
             else:
-                if self._mm is not None:
-                    self._mm.close()
-                    self._mm = None
+                self._unmap()
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
                 try:
                     os.ftruncate(fd, rounded)
-                    if rounded > 0:
-                        self._mm = mmap.mmap(fd, rounded)
                 finally:
                     os.close(fd)
         except OSError as exc:
@@ -271,13 +342,16 @@ class AbstractIndex:
         self._length = rounded
         self._max_entries = rounded // self.ENTRY_SIZE
         self._entries = min(self._entries, self._max_entries)
+        self._after_load()
         return True
 
     def reset(self) -> None:
         """Zero entries and the full pre-allocated size (start of a recovery)."""
-        self._ensure()
+        if not self._loaded:
+            self._load()
         self._entries = 0
         self.resize(self.max_index_size)
+        self._after_load()
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly the valid entries."""
@@ -293,16 +367,12 @@ class AbstractIndex:
         """Trim to the valid size and unmap; the object can be reopened lazily afterwards."""
         if self._loaded:
             self.trim_to_valid_size()
-            if self._mm is not None:
-                self._mm.close()
-            self._mm = None
+            self._unmap()
             self._loaded = False
 
     def close_handler(self) -> None:
-        """Unmap without trimming (the file keeps its length)."""
-        if self._mm is not None:
-            self._mm.close()
-        self._mm = None
+        """Unmap without trimming (the file keeps its length); forget the metadata."""
+        self._unmap()
         self._loaded = False
 
     def rename_to(self, new_path: str) -> None:
@@ -329,4 +399,5 @@ class AbstractIndex:
         return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, {state})"
 
 
-__all__ = ["AbstractIndex", "round_down_to_multiple"]
+__all__ = ["AbstractIndex", "round_down_to_multiple", "MAX_MAPPED_INDEXES", "set_max_mapped_indexes",
+           "mapped_index_count"]

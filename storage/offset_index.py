@@ -60,20 +60,20 @@ class OffsetIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size)
         self._last_offset = base_offset
 
-    def _load(self) -> None:
-        super()._load()
+    def _after_load(self) -> None:
         self._refresh_last_offset()
 
     def _refresh_last_offset(self) -> None:
-        if self._entries == 0 or self._mm is None:
+        if self._entries == 0:
             self._last_offset = self.base_offset
         else:
-            self._last_offset = self.base_offset + _key_of(self._mm, self._entries - 1)
+            self._last_offset = self.base_offset + _REL.unpack(self._raw_entry(self._entries - 1)[:4])[0]
 
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or the base offset when empty."""
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._last_offset
 
     def _relative(self, offset: int) -> int:
@@ -125,7 +125,8 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offset must exceed the last entry's offset."""
-        self._ensure()
+        if not self._loaded:
+            self._load()
         if self._entries >= self._max_entries:
             raise IndexFullError(f"attempt to append to a full index (size = {self._entries}) {self.path}")
         if self._entries > 0 and offset <= self._last_offset:
@@ -147,20 +148,11 @@ class OffsetIndex(AbstractIndex):
         else:
             new_entries = slot + 1
         self._truncate_to_entries(new_entries)
-        self._refresh_last_offset()
-
-    def truncate(self) -> None:
-        super().truncate()
-        self._refresh_last_offset()
-
-    def resize(self, new_size: int) -> bool:
-        changed = super().resize(new_size)
-        self._refresh_last_offset()
-        return changed
+        self._after_load()
 
     def sanity_check(self) -> None:
         """Kafka's check: last offset >= base offset and a length that is a multiple of 8."""
-        self._ensure()
+        self._load()
         if self._entries != 0 and self._last_offset < self.base_offset:
             raise CorruptIndexError(
                 f"corrupt index found, index file ({self.path}) has non-zero size but the last offset is "

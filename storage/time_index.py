@@ -71,24 +71,25 @@ class TimeIndex(AbstractIndex):
         super().__init__(path, base_offset, max_index_size)
         self._last_entry = TimestampOffset(NO_TIMESTAMP, base_offset)
 
-    def _load(self) -> None:
-        super()._load()
+    def _after_load(self) -> None:
         self._refresh_last_entry()
 
     def _refresh_last_entry(self) -> None:
-        if self._entries == 0 or self._mm is None:
+        if self._entries == 0:
             self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         else:
-            ts, rel = _unpack_entry(self._mm, (self._entries - 1) * 12)
+            ts, rel = _ENTRY.unpack(self._raw_entry(self._entries - 1))
             self._last_entry = TimestampOffset(ts, self.base_offset + rel)
 
     def is_full(self) -> bool:
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._entries >= self._max_entries - 1
 
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base offset) when empty."""
-        self._ensure()
+        if not self._loaded:
+            self._load()
         return self._last_entry
 
     def peek_last_entry(self) -> TimestampOffset:
@@ -122,7 +123,8 @@ class TimeIndex(AbstractIndex):
         :class:`InvalidOffsetError` for an offset below the last entry's and
         ``ValueError`` for a timestamp below the last entry's.
         """
-        self._ensure()
+        if not self._loaded:
+            self._load()
         if not skip_full_check and self.is_full():
             raise IndexFullError(f"attempt to append to a full time index (size = {self._entries}) {self.path}")
         last = self._last_entry
@@ -159,16 +161,7 @@ class TimeIndex(AbstractIndex):
         else:
             new_entries = slot + 1
         self._truncate_to_entries(new_entries)
-        self._refresh_last_entry()
-
-    def truncate(self) -> None:
-        super().truncate()
-        self._refresh_last_entry()
-
-    def resize(self, new_size: int) -> bool:
-        changed = super().resize(new_size)
-        self._refresh_last_entry()
-        return changed
+        self._after_load()
 
     def sanity_check(self) -> None:
         """Kafka's check: last timestamp >= first, last offset >= base, length a multiple of 12."""

@@ -443,3 +443,38 @@ def test_close_then_calls_fail_and_reopen_works(new_log, tmp_path):
     again = PartitionLog.open(log.dir, log.config, topic="t", partition=0)
     assert again.log_end_offset == 1 and again.recovery_point == 1
     again.close()
+
+
+def test_index_mapping_lru_keeps_answers_right(new_log):
+    """With only 4 mappings allowed, lookups over many segments and appends to the active
+    segment keep unmapping and remapping indexes (including the active one) transparently."""
+    from log_helpers import brute_force_search_segments
+
+    from storage import index
+
+    old = index.MAX_MAPPED_INDEXES
+    index.set_max_mapped_indexes(4)
+    try:
+        log = new_log(segment_bytes=400, index_interval_bytes=1)
+        stamps = []
+        for i in range(60):
+            ts = NOW_MS + (i * 31) % 97
+            stamps.append(ts)
+            log.append(batch([ts]), now_ms=NOW_MS)
+            if i % 7 == 0:   # lookups in old segments evict the active segment's mappings
+                log.fetch_offset_by_timestamp(NOW_MS)
+        assert index.mapped_index_count() <= 4
+        segments = [[(o, stamps[o]) for o in range(s.base_offset, s.next_offset)] for s in log.segments]
+        for target in range(NOW_MS - 1, NOW_MS + 99):
+            got = log.fetch_offset_by_timestamp(target)
+            assert ((got.offset, got.timestamp_ms) if got else None) == \
+                brute_force_search_segments(segments, target, 0)
+        active = log.active_segment
+        assert active.offset_index.entries == len(
+            [1 for o in range(active.base_offset + 1, active.next_offset)])
+        log.close()
+        again = PartitionLog.open(log.dir, log.config, topic="t", partition=0, clean=False, recovery_point=0)
+        assert [tuple(again.segments[-1].offset_index.entry(i)) for i in range(again.segments[-1].offset_index.entries)]
+        again.close_handles()
+    finally:
+        index.set_max_mapped_indexes(old)
