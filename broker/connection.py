@@ -13,14 +13,30 @@ Flow control, both directions:
   drains to half of it.
 * Writing: responses go out with ``writelines``; when the transport's buffer passes
   its high-water mark (a client that stops reading), no further request of that
-  connection is processed until the buffer drains. Memory per connection is thus
-  bounded by one frame being read, the queued frames, and one response.
+  connection is processed until the buffer drains. A fetch slice that does not fit
+  is not read into memory at once: it is kept as a duplicated file descriptor and
+  fed to the socket in ``DEFERRED_CHUNK_BYTES`` pieces as the client reads (zero copy
+  when the buffer is empty), so a client that stops reading holds at most the high
+  water mark plus one chunk, however large its responses.
+* Request bytes: reading also pauses while the frames queued on this connection
+  hold more than ``sundial.connection.max.queued.bytes``, and while the broker-wide
+  pool of ``queued.max.request.bytes`` (:mod:`broker.limits`) refuses to admit the
+  body of a new frame. Memory per connection is thus bounded by one frame being
+  read, the queued frames, and the high water mark of the response buffer.
 
 Fetch payloads arrive as storage file slices. When the transport has nothing
 buffered, the slice goes straight from the segment file to the socket with
 ``os.sendfile`` (no copy through Python); whatever the socket does not take at
 once is read with ``pread`` and written through the transport. TLS connections
 always use the copy path.
+
+Idle connections (``connections.max.idle.ms``) are closed by the server's sweep; a
+connection blocked on a client that does not read counts as idle once nothing has
+moved for that long.
+
+SASL listeners (:mod:`broker.security`): until the connection is authenticated only
+ApiVersions, SaslHandshake and SaslAuthenticate are served; after a SaslHandshake v0
+the frames are raw SASL tokens, answered without a response header.
 
 Bad input closes the connection after a log line, as Kafka does: an oversized or
 negative frame length, an unreadable header, an unknown API key, a request version
@@ -62,7 +78,11 @@ logger = structlog.get_logger(__name__)
 _conn_ids = itertools.count(1)
 
 #: Above this many buffered bytes the transport asks us to stop writing.
-WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
+WRITE_HIGH_WATER_BYTES = 1024 * 1024
+#: A fetch slice with more than this left after sendfile is deferred, not read at once.
+DEFERRED_CHUNK_BYTES = 256 * 1024
+#: Default bound on bytes of frames queued on one connection.
+DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -75,6 +95,13 @@ class Connection(asyncio.Protocol):
         cfg = server.broker.config
         self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self._max_queued = max(1, cfg["queued.max.requests"])
+        self._max_queued_bytes = max(1, cfg.get("sundial.connection.max.queued.bytes", DEFAULT_MAX_QUEUED_BYTES)
+                                     or DEFAULT_MAX_QUEUED_BYTES)
+        self._pool = server.request_pool
+        self._queued_bytes = 0  # bodies of frames queued or being handled
+        self._partial_bytes = 0  # grant held by the frame being received (0: none)
+        self._waiting_bytes = 0  # declared size of a frame waiting for a grant
+        self._deferred: deque = deque()  # response pieces waiting for the client to read
         self._frames: deque = deque()
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
@@ -94,6 +121,7 @@ class Connection(asyncio.Protocol):
         self.principal = "User:ANONYMOUS"
         self.authenticated = True
         self.sasl = None  # set by the security layer on SASL listeners
+        self.client_software = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -127,12 +155,70 @@ class Connection(asyncio.Protocol):
             self._server.metrics.bad_frame()
             self.close()
             return
+        pool = self._pool
         if frames:
+            n = 0
+            for f in frames:
+                n += len(f)
             self._frames.extend(frames)
-            if len(self._frames) >= self._max_queued and not self._read_paused:
-                self._read_paused = True
-                self.transport.pause_reading()
+            self._queued_bytes += n
+            pool.charge(n - self._partial_bytes)  # the granted frame in progress is among them
+            self._partial_bytes = 0
+        decoder = self._decoder
+        buffered = decoder.buffered_bytes
+        if buffered >= 4 and not self._partial_bytes and not self._waiting_bytes:
+            body = buffered + decoder.frame_length_needed() - 4
+            if pool.try_grant(body):
+                self._partial_bytes = body
+            else:
+                self._waiting_bytes = body
+                pool.wait(self)
+                logger.debug("request_memory_wait", conn_id=self.conn_id, frame_bytes=body,
+                             pool_used_bytes=pool.used_bytes)
+        self._update_reading()
+        if frames:
             self._wake()
+
+    def grant_arrived(self) -> None:
+        """The request pool admitted the body this connection was waiting to receive."""
+        if self._waiting_bytes and not self._closed:
+            self._pool.charge(self._waiting_bytes)
+            self._partial_bytes = self._waiting_bytes
+        self._waiting_bytes = 0
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Pause or resume reading from the queue length, queued bytes and the pool (with hysteresis)."""
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        if self._read_paused:
+            if (not self._closing and not self._waiting_bytes and len(self._frames) <= self._max_queued // 2
+                    and self._queued_bytes <= self._max_queued_bytes // 2):
+                self._read_paused = False
+                try:
+                    transport.resume_reading()
+                except RuntimeError:
+                    pass
+        elif (self._waiting_bytes or len(self._frames) >= self._max_queued
+              or self._queued_bytes >= self._max_queued_bytes):
+            self._read_paused = True
+            try:
+                transport.pause_reading()
+            except RuntimeError:
+                pass
+
+    def _release_frame(self, n: int) -> None:
+        self._queued_bytes -= n
+        self._pool.release(n)
+
+    def _release_all(self) -> None:
+        held = self._queued_bytes + self._partial_bytes
+        self._queued_bytes = self._partial_bytes = 0
+        if self._waiting_bytes:
+            self._waiting_bytes = 0
+            self._pool.forget(self)
+        self._pool.release(held)
 
     def eof_received(self) -> bool:
         # The client half-closed: finish what is queued, then close.
@@ -143,6 +229,9 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self._closed = True
         self._wake()
+        self._frames.clear()
+        self._release_all()
+        self._drop_deferred()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._server.forget(self)
@@ -152,6 +241,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self.last_active_monotonic = time.monotonic()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
@@ -159,7 +249,12 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """True while a request is being handled or waiting to be."""
-        return self._in_request or bool(self._frames)
+        return self._in_request or bool(self._frames) or bool(self._deferred)
+
+    @property
+    def write_blocked(self) -> bool:
+        """True while responses wait for the client to read (idle sweep: it may be closed)."""
+        return self._write_paused or bool(self._deferred)
 
     def close(self) -> None:
         if not self._closed and self.transport is not None:
@@ -170,6 +265,8 @@ class Connection(asyncio.Protocol):
     def stop_after_current(self) -> None:
         """Shutdown: answer the request in progress, read nothing more, then close."""
         self._closing = True
+        for frame in self._frames:
+            self._release_frame(len(frame))
         self._frames.clear()
         if self.transport is not None and not self._read_paused:
             try:
@@ -198,16 +295,17 @@ class Connection(asyncio.Protocol):
                     self._wakeup = None
                     continue
                 frame = self._frames.popleft()
-                if self._read_paused and len(self._frames) <= self._max_queued // 2:
-                    self._read_paused = False
-                    if not self._closing:
-                        self.transport.resume_reading()
                 self._in_request = True
                 try:
                     keep_open = await self._handle(frame)
                 finally:
                     self._in_request = False
                     self.last_active_monotonic = time.monotonic()
+                    if not self._closed:
+                        self._release_frame(len(frame))
+                    self._update_reading()
+                if self._deferred and not self._closed:
+                    await self._send_deferred()
                 if not keep_open:
                     break
                 if self._write_paused and not self._closed:
@@ -220,6 +318,7 @@ class Connection(asyncio.Protocol):
             logger.exception("connection_failed", client=self.peer_host)
         finally:
             self.close()
+            self._drop_deferred()
 
     # -- one request ------------------------------------------------------------------------
     async def _handle(self, frame: memoryview) -> bool:
@@ -227,6 +326,13 @@ class Connection(asyncio.Protocol):
         server = self._server
         broker = self._broker
         started = time.perf_counter()
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens and not self.authenticated:
+            answer = await server.security.raw_token(self, frame)  # SaslHandshake v0 framing
+            if answer is None:
+                return False
+            self._write([answer])
+            return True
         try:
             header = parse_request_header(frame)
         except ProtocolError as exc:
@@ -289,15 +395,22 @@ class Connection(asyncio.Protocol):
         if transport is None or self._closed:
             return
         pending: list = []
+        deferred = self._deferred
         for item in buffers:
             if isinstance(item, (bytes, bytearray, memoryview)):
                 if len(item):
-                    pending.append(item)
+                    if deferred:
+                        deferred.append(bytes(item))
+                    else:
+                        pending.append(item)
                 continue
             if pending:
                 transport.writelines(pending)
                 pending = []
-            self._send_slice(item)
+            if deferred:
+                self._defer_slice(item, item.position, item.size)
+            else:
+                self._send_slice(item)
         if pending:
             transport.writelines(pending)
         self._server.metrics.bytes_out_added(sum(getattr(b, "size", None) or len(b) for b in buffers))
@@ -321,13 +434,96 @@ class Connection(asyncio.Protocol):
                 position += sent
                 remaining -= sent
                 self._server.metrics.sendfile_bytes_added(sent)
-        if remaining > 0:
+        if remaining > DEFERRED_CHUNK_BYTES:
+            # The client is not taking it all now: keep a file descriptor, not the bytes.
+            self._defer_slice(file_slice, position, remaining)
+        elif remaining > 0:
             data = os.pread(file_slice.fd, remaining, position)
             if len(data) < remaining:  # file shrank under us: never send a short frame
                 logger.error("fetch_slice_short_read", expected_bytes=remaining, got_bytes=len(data))
                 self.close()
                 return
             transport.write(data)
+
+    def _defer_slice(self, file_slice, position: int, size: int) -> None:
+        try:
+            fd = file_slice.dup_fd() if hasattr(file_slice, "dup_fd") else os.dup(file_slice.fd)
+        except OSError as exc:
+            logger.error("fetch_slice_dup_failed", error=str(exc))
+            self.close()
+            return
+        self._deferred.append(_DeferredSlice(fd, position, size))
+
+    async def _send_deferred(self) -> None:
+        """Feed deferred response pieces to the socket as the client reads them (bounded memory)."""
+        loop = asyncio.get_running_loop()
+        deferred = self._deferred
+        transport = self.transport
+        while deferred and not self._closed:
+            if self._write_paused:
+                self._drained = loop.create_future()
+                await self._drained
+                self._drained = None
+                continue
+            item = deferred[0]
+            if isinstance(item, bytes):
+                transport.write(item)
+                deferred.popleft()
+                continue
+            if (not self.tls and self.sock_fd >= 0 and self._server.sendfile_enabled
+                    and transport.get_write_buffer_size() == 0):
+                while item.remaining > 0:
+                    try:
+                        sent = os.sendfile(self.sock_fd, item.fd, item.position, item.remaining)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        break
+                    if sent <= 0:
+                        break
+                    item.position += sent
+                    item.remaining -= sent
+                    self._server.metrics.sendfile_bytes_added(sent)
+                    self.last_active_monotonic = time.monotonic()
+            if item.remaining > 0:
+                n = min(item.remaining, DEFERRED_CHUNK_BYTES)
+                data = os.pread(item.fd, n, item.position)
+                if len(data) < n:
+                    logger.error("fetch_slice_short_read", expected_bytes=n, got_bytes=len(data))
+                    self.close()
+                    break
+                item.position += n
+                item.remaining -= n
+                transport.write(data)
+                if not self._write_paused and item.remaining > 0 and transport.get_write_buffer_size() > 0:
+                    await asyncio.sleep(0)  # let the loop write; keeps other connections moving
+            if item.remaining <= 0:
+                item.close()
+                deferred.popleft()
+        self._drop_deferred()
+
+    def _drop_deferred(self) -> None:
+        while self._deferred:
+            item = self._deferred.popleft()
+            if not isinstance(item, bytes):
+                item.close()
+
+
+class _DeferredSlice:
+    """Part of a fetch response still to send: an owned (duplicated) fd, position and size."""
+
+    __slots__ = ("fd", "position", "remaining")
+
+    def __init__(self, fd: int, position: int, remaining: int) -> None:
+        self.fd, self.position, self.remaining = fd, position, remaining
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
 
 
 class CloseConnection(Exception):

@@ -36,6 +36,7 @@ from storage import LogManager
 from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
+from .limits import RequestMemoryPool
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
@@ -68,6 +69,8 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self.dispatcher: Dispatcher | None = None
         self.metrics = BrokerMetrics()
+        self.security = None  # SecurityManager when a listener is not PLAINTEXT (broker.security)
+        self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
         self.advertised = {l.name: l for l in config.advertised_listeners}
         self.started_monotonic = time.monotonic()
 
@@ -101,6 +104,7 @@ class BrokerServer:
         self.bound_ports: dict[str, int] = {}
         self.sendfile_enabled = os.environ.get("SUNDIAL_SENDFILE", "1") != "0"
         self.security = None
+        self.request_pool = RequestMemoryPool(config["queued.max.request.bytes"])
         self._metrics_server = None
 
     # -- admission -----------------------------------------------------------------------
@@ -166,7 +170,13 @@ class BrokerServer:
                     seconds=round(time.monotonic() - t0, 3))
         broker.producer_ids = ProducerIdManager(log_dirs[0])
         broker.replica_manager = ReplicaManager(broker)
-        broker.dispatcher = Dispatcher()
+        broker.dispatcher = Dispatcher(extra_modules=("broker.handlers.sasl",))
+        if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
+            from .security import SecurityManager
+            self.security = broker.security = SecurityManager(cfg, log_dirs[0])
+        if cfg["authorizer.class.name"]:
+            from .authorizer import Authorizer
+            broker.authorizer = Authorizer.from_config(cfg, log_dirs[0])
         try:
             from .groups.coordinator import GroupCoordinator
         except ImportError:  # pragma: no cover - only while the coordinator is being built
@@ -181,9 +191,6 @@ class BrokerServer:
             if listener.security_protocol in ("SSL", "SASL_SSL"):
                 from .security import build_server_ssl_context
                 ssl_ctx = build_server_ssl_context(cfg)
-            if listener.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL") and self.security is None:
-                from .security import SecurityManager
-                self.security = SecurityManager(cfg, log_dirs[0])
             srv = await loop.create_server(
                 lambda l=listener: Connection(self, l), host=listener.host or None, port=listener.port,
                 backlog=cfg["socket.listen.backlog.size"], reuse_address=True, ssl=ssl_ctx)
@@ -323,7 +330,7 @@ class BrokerServer:
         idle_s = self.config["connections.max.idle.ms"] / 1000
         now = time.monotonic()
         for conn in list(self.connections):
-            if not conn.busy and now - conn.last_active_monotonic > idle_s:
+            if (not conn.busy or conn.write_blocked) and now - conn.last_active_monotonic > idle_s:
                 logger.info("connection_idle_closed", conn_id=conn.conn_id, client=conn.peer_host,
                             idle_ms=int((now - conn.last_active_monotonic) * 1000))
                 conn.close()
