@@ -117,6 +117,11 @@ def _enum_value(enum_cls, text, what: str):
         raise AclError(f"unknown {what} {text!r} (choose from {names})") from None
 
 
+def parse_operation(text) -> AclOperation:
+    """``Read``, ``IdempotentWrite``, ``DESCRIBE_CONFIGS`` … → AclOperation (raises AclError)."""
+    return _enum_value(AclOperation, text, "operation")
+
+
 def check_principal(principal: str) -> str:
     kind, sep, name = principal.partition(":")
     if not sep or not kind or not name:
