@@ -14,7 +14,14 @@ RULES = {
     "config": ({"protocol", "storage", "broker", "pipeline", "kafka", "structlog"} | STDLIB_NETWORK, set()),
     "protocol": ({"storage", "broker", "pipeline", "structlog"} | STDLIB_NETWORK, set()),
     "storage": ({"protocol", "broker", "pipeline", "kafka"} | STDLIB_NETWORK, set()),
+    # the Spark source is a wire client: it never reaches into the broker's packages
+    "pipeline": ({"broker", "storage", "protocol", "config"}, set()),
 }
+
+
+def test_broker_never_imports_the_spark_pipeline():
+    offenders = [str(m.relative_to(ROOT)) for m in _modules("broker") if {"pipeline", "pyspark"} & _imports(m)]
+    assert not offenders, offenders
 
 
 def _imports(path: pathlib.Path) -> set[str]:
