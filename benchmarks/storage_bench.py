@@ -252,8 +252,8 @@ def make_partitions(base: str, count: int) -> str:
             mgr.get_log(f"bench{t}", p).append(records, now_ms=NOW_MS)
     for _t, _p, log in list(mgr.open_logs()):   # close without fsync: set-up, not measured
         log.close(flush=False)
-    mgr._logs.clear()
     mgr.checkpoint()
+    mgr._logs.clear()
     from storage.checkpoints import write_clean_shutdown_marker
 
     write_clean_shutdown_marker(data)
@@ -392,9 +392,9 @@ def main() -> int:
 
     if "machine" in results and "append" in results:
         w = results["machine"]["write_mb_s"]
-        best = max(r["mb_s"] for r in results["append"] if r["batch"] == MiB and r["mode"] == "create_unbounded")
-        check("unbounded CreateTime 1 MiB append >= 60% of buffered write", f"{best:.0f} MB/s = {best / w:.0%}",
-              best >= 0.6 * w)
+        worst = min(r["mb_s"] for r in results["append"] if r["batch"] == MiB and r["mode"] == "create_unbounded")
+        check("unbounded CreateTime 1 MiB append >= 60% of buffered write (worst record size)",
+              f"{worst:.0f} MB/s = {worst / w:.0%}", worst >= 0.6 * w)
     if "append" in results:
         bounded = min(r["records_s"] for r in results["append"] if r["mode"] == "create_bounded"
                       and r["record"] == 100)

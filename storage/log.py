@@ -134,7 +134,7 @@ class FlushJob:
         self.fds = fds
         self.target_offset = target_offset
         self.generation = generation
-        self.segments = segments
+        self.segments = segments      # segments whose index files are synced by this job
         self._done = False
 
     def run(self) -> None:
@@ -212,9 +212,12 @@ class PartitionLog:
         self._last_flush_ms: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
+        # some rolled (or rebuilt) segment's index files are not fsynced yet
+        self._index_sync_needed = False
         for seg in segments:
             seg.is_active = False
         segments[-1].is_active = True
+        self._index_sync_needed = any(not s.indexes_durable for s in segments[:-1])
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -465,6 +468,7 @@ class PartitionLog:
         self._search = None
         self._active_ready = True
         self._dir_dirty = True
+        self._index_sync_needed = True
         if self._producers_loaded:
             self._producers.map_end_offset = self._leo
             try:
@@ -802,16 +806,27 @@ class PartitionLog:
         """A :class:`FlushJob` making offsets below the target durable, or None if nothing to do."""
         self._check_open()
         target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
-        if target <= self.recovery_point:
+        pending = ([s for s in self._segments if not s.is_active and not s.indexes_durable]
+                   if self._index_sync_needed else [])
+        if target <= self.recovery_point and not pending:
             return None
         fds: list[int] = []
         segs: list[LogSegment] = []
         try:
-            for seg in self._segments[self._segment_index_for(self.recovery_point):]:
-                if seg.base_offset >= target and seg.base_offset > self.recovery_point:
-                    break
-                fds.extend(seg.flush_fds(include_indexes=not seg.is_active and not seg.indexes_durable))
-                segs.append(seg)
+            chosen = set()
+            if target > self.recovery_point:
+                for seg in self._segments[self._segment_index_for(self.recovery_point):]:
+                    if seg.base_offset >= target and seg.base_offset > self.recovery_point:
+                        break
+                    with_indexes = not seg.is_active and not seg.indexes_durable
+                    fds.extend(seg.flush_fds(include_indexes=with_indexes))
+                    chosen.add(id(seg))
+                    if with_indexes:
+                        segs.append(seg)
+            for seg in pending:   # rolled segments whose trimmed indexes are not on disk yet
+                if id(seg) not in chosen and seg.base_offset < max(target, self.recovery_point):
+                    fds.extend(seg.flush_fds(include_indexes=True))
+                    segs.append(seg)
             if self._dir_dirty:
                 fds.append(os.open(self.dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)))
         except OSError as exc:
@@ -826,8 +841,9 @@ class PartitionLog:
         if job.generation != self._generation:
             return  # truncated meanwhile: the synced range may not match the log any more
         for seg in job.segments:
-            if not seg.is_active:
-                seg.indexes_durable = True
+            seg.indexes_durable = True
+        if self._index_sync_needed:
+            self._index_sync_needed = any(not s.is_active and not s.indexes_durable for s in self._segments)
         new_point = min(job.target_offset, self._leo)
         if new_point > self.recovery_point:
             self.recovery_point = new_point
@@ -851,7 +867,7 @@ class PartitionLog:
         if due:
             self._last_flush_ms = now_ms
             return self.prepare_flush()
-        if self.recovery_point < self._segments[-1].base_offset:
+        if self.recovery_point < self._segments[-1].base_offset or self._index_sync_needed:
             return self.prepare_flush(self._segments[-1].base_offset)
         return None
 

@@ -302,7 +302,7 @@ class LogManager:
         pdir = os.path.join(d, files.partition_dir_name(*tp))
         try:
             os.makedirs(pdir, exist_ok=True)
-            write_partition_metadata(pdir, meta.topic_id)
+            write_partition_metadata(pdir, meta.topic_id, sync=False)
             log_path = files.log_file(pdir, 0)
             if not os.path.exists(log_path):
                 open(log_path, "ab").close()
@@ -402,7 +402,7 @@ class LogManager:
             starts = {tp: v for tp, v in self._log_start_offsets.get(d, {}).items() if tp in known}
             for tp in known:
                 log = self._logs.get(tp)
-                if log is not None and not log.closed:
+                if log is not None:
                     recovery[tp] = log.recovery_point
                     starts[tp] = log.log_start_offset
             self._recovery_points[d] = recovery

@@ -202,6 +202,7 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
             logger.warning("segment_indexes_rebuilding", topic=topic, partition=partition,
                            base_offset=seg.base_offset, size_bytes=seg.size_bytes, problems=problems)
             _recover_segment(seg, topic, partition, truncate=False)
+            seg.indexes_durable = False
             result.repaired.append((seg.base_offset, problems))
             logger.info("segment_indexes_rebuilt", topic=topic, partition=partition, base_offset=seg.base_offset,
                         offset_index_entries=seg.offset_index.entries, time_index_entries=seg.time_index.entries,
@@ -215,6 +216,7 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         while i < len(segments):
             seg = segments[i]
             cut = _recover_segment(seg, topic, partition, truncate=True)
+            seg.indexes_durable = False
             result.recovered_segments += 1
             if cut > 0:
                 result.truncated_bytes += cut
@@ -245,6 +247,8 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         segments.append(_new_segment(dir_path, config, lso_checkpoint, rng))
         result.created_segment = True
     leo = segments[-1].next_offset
+    for seg in segments:   # descriptors opened while loading are reopened on demand
+        seg.release_fd()
     result.log_start_offset = max(lso_checkpoint, segments[0].base_offset)
     result.log_end_offset = leo
     result.recovery_point = leo if clean else min(recovery_point, leo)

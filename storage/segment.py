@@ -885,6 +885,12 @@ class LogSegment:
                 os.close(self._fd)
                 self._fd = -1
 
+    def release_fd(self) -> None:
+        """Close the ``.log`` descriptor (reopened on next use); only while no slice is out."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def close_handles(self) -> None:
         """Release descriptors and mappings without writing anything."""
         self.offset_index.close_handler()

@@ -169,9 +169,11 @@ def write_metadata(log_dirs: list[str], topics: Mapping[str, TopicMetadata], gen
         files.write_file_atomically(os.path.join(d, METADATA_FILE), data)
 
 
-def write_partition_metadata(partition_dir: str, topic_id: bytes) -> None:
+def write_partition_metadata(partition_dir: str, topic_id: bytes, *, sync: bool = True) -> None:
+    """Write ``partition.metadata``; ``sync=False`` when creating many partitions at once (the
+    topic list, fsynced once, is the source of truth and the file is rewritten when missing)."""
     body = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n".encode("ascii")
-    files.write_file_atomically(os.path.join(partition_dir, files.PARTITION_METADATA_FILE), body)
+    files.write_file_atomically(os.path.join(partition_dir, files.PARTITION_METADATA_FILE), body, sync=sync)
 
 
 def read_partition_metadata(partition_dir: str) -> bytes | None:

@@ -478,3 +478,31 @@ def test_index_mapping_lru_keeps_answers_right(new_log):
         again.close_handles()
     finally:
         index.set_max_mapped_indexes(old)
+
+
+def test_flush_job_marks_only_the_indexes_it_synced(new_log):
+    log = new_log(segment_bytes=250)
+    log.append(batch([NOW_MS], value_size=60), now_ms=NOW_MS)
+    job = log.prepare_flush()          # the segment is active: its indexes are not in the job
+    for _ in range(3):
+        log.append(batch([NOW_MS], value_size=60), now_ms=NOW_MS)
+    assert len(log.segments) > 1       # rolled after the job was prepared
+    job.run()
+    log.mark_flushed(job)
+    assert log.recovery_point == 1
+    assert not log.segments[0].indexes_durable
+    log.flush()
+    assert log.segments[0].indexes_durable and log.recovery_point == log.log_end_offset
+
+
+def test_shutdown_checkpoint_has_final_recovery_points(tmp_path):
+    from storage.log_manager import LogManager
+
+    mgr = LogManager([str(tmp_path)], {"log.message.timestamp.after.max.ms": 2**63 - 1})
+    mgr.startup()
+    mgr.create_topic("t", 1)
+    log = mgr.get_log("t", 0)
+    for _ in range(3):
+        log.append(batch([NOW_MS]), now_ms=NOW_MS)
+    mgr.shutdown()
+    assert open(tmp_path / "recovery-point-offset-checkpoint").read() == "0\n1\nt 0 3\n"
