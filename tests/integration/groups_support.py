@@ -80,7 +80,10 @@ class GroupConsumer(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
-                batch = self.consumer.poll(timeout_ms=100)
+                # A poll timeout long enough for a whole join round: kafka-python 3.0.12 loses a
+                # leader's join when poll() times out during a rejoin caused by new topic metadata
+                # (the finished join is never applied and the member stops heartbeating).
+                batch = self.consumer.poll(timeout_ms=1000)
                 self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
                 taken = []
                 for tp, msgs in batch.items():

@@ -144,7 +144,13 @@ def test_a_two_groups_one_lagging(retention_broker):
     wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 5, "the slow group's segments to go",
                interval_s=0.02)
     took_ms = (time.monotonic() - t0) * 1000
-    assert took_ms < CHECK_INTERVAL_MS + 500, took_ms
+    assert took_ms < 5000, took_ms  # loose: the machine may be busy; the exact check follows
+    # The first retention pass that saw the commit deleted them: no pass ever held a segment
+    # below ``expected`` once the group had committed ``target``.
+    stale_holds = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held"
+                   and e.get("topic") == topic and e.get("committed_offset") == target
+                   and e.get("base_offset") < expected]
+    assert stale_holds == []
     assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
     _passes(2)
     assert _earliest(broker.bootstrap, topic) == expected  # nothing more: the slow group holds the rest
@@ -173,11 +179,11 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
                            enable_auto_commit=False, auto_offset_reset="latest", session_timeout_ms=3000,
                            heartbeat_interval_ms=300)
     try:
-        wait_until(lambda: member.poll(timeout_ms=100) is not None and member.assignment(), 30, "an assignment")
+        wait_until(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 30, "an assignment")
         _commit(broker.bootstrap, "done", topic, 60)  # another group has consumed everything
         deadline = time.monotonic() + 3 * CHECK_INTERVAL_MS / 1000 + 0.2
         while time.monotonic() < deadline:
-            member.poll(timeout_ms=100)  # stay alive; never commit
+            member.poll(timeout_ms=1000)  # stay alive; never commit
         assert _earliest(broker.bootstrap, topic) == 0
         assert _segment_bases(broker.data_dir, topic) == bases
         held = [e for e in broker.log_lines()

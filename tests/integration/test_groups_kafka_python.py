@@ -111,7 +111,7 @@ _KILLED_MEMBER = textwrap.dedent("""
                       partition_assignment_strategy=[RangePartitionAssignor], session_timeout_ms=3000,
                       heartbeat_interval_ms=300, max_poll_interval_ms=15000, fetch_max_wait_ms=100)
     while True:
-        batch = c.poll(timeout_ms=100)
+        batch = c.poll(timeout_ms=1000)
         keys = [[m.partition, m.offset] for msgs in batch.values() for m in msgs]
         print(json.dumps({"assigned": sorted(tp.partition for tp in c.assignment()), "delivered": keys}),
               flush=True)
@@ -215,3 +215,31 @@ def test_kill9_after_acknowledged_commits_reads_them_all_back(broker_factory):
     simple.close()
     replayed = [e for e in broker.log_lines() if e.get("event") == "offsets_loaded"][-1]
     assert replayed["offsets"] >= 16
+
+
+def test_broker_restart_under_live_members_needs_no_rebalance(broker_factory):
+    """Group metadata is reloaded from __consumer_offsets: members keep their ids and generation."""
+    broker = broker_factory(**FAST_GROUPS).start()
+    topic, group = unique_topic("live"), "g-live"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    truth = produce(broker.bootstrap, topic, 100, 4)
+    members = [GroupConsumer(broker.bootstrap, topic, group, f"live-{i}", session_timeout_ms=10000)
+               for i in range(2)]
+    for c in members:
+        c.start()
+    wait_until(lambda: all(len(c.assigned) == 2 for c in members)
+               and set(merged(c.deliveries for c in members)) >= set(truth), 30, "a stable group")
+    assignment = [c.assigned for c in members]
+
+    def rebalances():
+        return sum(1 for e in broker.log_lines() if e.get("event") == "group_rebalanced" and e.get("group") == group)
+
+    before = rebalances()
+    broker.restart()
+    truth.update(produce(broker.bootstrap, topic, 100, 4, start=100))
+    wait_until(lambda: set(merged(c.deliveries for c in members)) >= set(truth), 30, "records after the restart")
+    assert rebalances() == before
+    assert [c.assigned for c in members] == assignment
+    for c in members:
+        c.stop()
+    _assert_exactly_once_committed(truth, members)
