@@ -182,6 +182,7 @@ class PartitionOffsetsLog:
             "retention.bytes": "-1",
             "segment.bytes": str(config["offsets.topic.segment.bytes"]),
             "message.timestamp.type": "CreateTime",
+            "message.format.version": "3.0-IV1",  # record batches (v2) whatever the broker default
         }
 
     @classmethod
