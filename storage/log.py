@@ -484,6 +484,7 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, min_one_message: bool = True) -> FetchDataInfo:
         """Bytes from the batch holding ``offset`` (Fetch). Out of [LSO, LEO] → OffsetOutOfRangeError."""
         self._check_open()
+        max_bytes = max(0, max_bytes)
         lso, leo = self.log_start_offset, self._leo
         if offset < lso or offset > leo:
             raise OffsetOutOfRangeError(
