@@ -384,3 +384,21 @@ class Authorizer:
             else:  # literal wildcard allow
                 return True
         return False
+
+
+def is_authorized(ctx, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                  log_denied: bool = True) -> bool:
+    """The check handlers make: True when no authorizer is configured (any context-like object)."""
+    authorizer = getattr(getattr(ctx, "broker", None), "authorizer", None)
+    if authorizer is None:
+        return True
+    return authorizer.authorize(getattr(ctx, "principal", "User:ANONYMOUS"), getattr(ctx, "client_host", ""),
+                                operation, resource_type, name, log_denied=log_denied)
+
+
+def is_authorized_any(ctx, operation: AclOperation, resource_type: ResourceType) -> bool:
+    authorizer = getattr(getattr(ctx, "broker", None), "authorizer", None)
+    if authorizer is None:
+        return True
+    return authorizer.authorize_any(getattr(ctx, "principal", "User:ANONYMOUS"), getattr(ctx, "client_host", ""),
+                                    operation, resource_type)

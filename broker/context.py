@@ -34,18 +34,3 @@ class RequestContext:
 
     def now_ms(self) -> int:
         return self.broker.now_ms()
-
-    def authorized(self, operation: int, resource_type: int, name: str, *, log_denied: bool = True) -> bool:
-        """ACL check (:mod:`broker.authorizer`); always True when no authorizer is configured."""
-        authorizer = getattr(self.broker, "authorizer", None)
-        if authorizer is None:
-            return True
-        return authorizer.authorize(self.principal, self.client_host, operation, resource_type, name,
-                                    log_denied=log_denied)
-
-    def authorized_any(self, operation: int, resource_type: int) -> bool:
-        """May the principal do ``operation`` on some resource of this type (Kafka's authorizeByResourceType)?"""
-        authorizer = getattr(self.broker, "authorizer", None)
-        if authorizer is None:
-            return True
-        return authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
