@@ -8,6 +8,12 @@ the message), INVALID_TOPIC_EXCEPTION (17), UNKNOWN_TOPIC_OR_PARTITION (3),
 TOPIC_DELETION_DISABLED (73), OFFSET_OUT_OF_RANGE (1) for DeleteRecords beyond the
 high watermark. ``validate_only`` runs every check and changes nothing.
 
+With an authorizer each topic or resource is checked as Kafka's ``KafkaApis`` does:
+CreateTopics needs CREATE on the cluster or the topic, DeleteTopics and
+DeleteRecords DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and
+(Incremental)AlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED, 29)
+or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED, 31).
+
 Topic configs are persisted with the topic (overrides only); DescribeConfigs reports
 every topic key with its effective value and its source (topic override, broker
 setting, or default), with synonyms from v1. Broker settings are static (read from
@@ -24,6 +30,7 @@ from config.topic import TOPIC_CONFIGS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..errors import error_code_for
 from ..topics import INTERNAL_TOPICS, TopicError, create_topic
 
@@ -48,6 +55,12 @@ async def handle_create_topics(ctx, request):
         if names.count(t.name) > 1:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
             entry["error_message"] = f"topic '{t.name}' appears more than once in the request"
+            results.append(entry)
+            continue
+        if not (is_authorized(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+                or is_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            entry["error_message"] = "Authorization failed."
             results.append(entry)
             continue
         configs = {c.name: c.value for c in (t.configs or [])}
@@ -103,7 +116,9 @@ async def handle_delete_topics(ctx, request):
             name = entry["name"] = meta.name
         else:
             meta = logs.topic(name)
-        if meta is None:
+        if not is_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif meta is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif not broker.config["delete.topic.enable"]:
             entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
@@ -129,7 +144,9 @@ async def handle_create_partitions(ctx, request):
     for t in request.topics:
         entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         meta = logs.topic(t.name)
-        if meta is None:
+        if not is_authorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif meta is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif t.count <= meta.partitions:
             entry["error_code"] = ErrorCode.INVALID_PARTITIONS
@@ -170,6 +187,11 @@ async def handle_describe_configs(ctx, request):
     for res in request.resources:
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": res.resource_type,
                  "resource_name": res.resource_name, "configs": []}
+        denied = _config_access_denied(ctx, res, AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            entry["error_code"], entry["error_message"] = denied
+            results.append(entry)
+            continue
         if res.resource_type == RESOURCE_TOPIC:
             meta = broker.logs.topic(res.resource_name)
             if meta is None:
@@ -202,6 +224,17 @@ async def handle_describe_configs(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _config_access_denied(ctx, res, operation):
+    """(error code, message) when the principal may not ``operation`` the config resource, else None."""
+    if res.resource_type == RESOURCE_TOPIC:
+        if not is_authorized(ctx, operation, ResourceType.TOPIC, res.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        if not is_authorized(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+    return None
+
+
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
 def _apply_topic_overrides(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
     try:
@@ -213,9 +246,13 @@ def _apply_topic_overrides(broker, name: str, overrides: dict[str, str], validat
         logger.info("topic_config_altered", topic=name, configs=overrides)
 
 
-def _alter_resource(broker, res, new_overrides_fn, validate_only: bool) -> dict:
+def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None) -> dict:
     entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": res.resource_type,
              "resource_name": res.resource_name}
+    denied = _config_access_denied(ctx, res, AclOperation.ALTER_CONFIGS) if ctx is not None else None
+    if denied is not None:
+        entry["error_code"], entry["error_message"] = denied
+        return entry
     try:
         if res.resource_type == RESOURCE_TOPIC:
             meta = broker.logs.topic(res.resource_name)
@@ -245,7 +282,7 @@ async def handle_alter_configs(ctx, request):
         def replace(_old, res=res):
             return {c.name: c.value for c in res.configs if c.value is not None}
 
-        responses.append(_alter_resource(broker, res, replace, bool(request.validate_only)))
+        responses.append(_alter_resource(broker, res, replace, bool(request.validate_only), ctx))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -283,7 +320,7 @@ async def handle_incremental_alter_configs(ctx, request):
                     raise ConfigError(name, f"unknown config operation {op}")
             return {k: v for k, v in new.items() if v is not None}
 
-        responses.append(_alter_resource(broker, res, incremental, bool(request.validate_only)))
+        responses.append(_alter_resource(broker, res, incremental, bool(request.validate_only), ctx))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -296,7 +333,9 @@ async def handle_delete_records(ctx, request):
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
             log = broker.replica_manager.log_for(t.name, p.partition_index)
-            if log is None:
+            if not is_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name):
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif log is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 target = log.high_watermark if p.offset == -1 else p.offset

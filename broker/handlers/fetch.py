@@ -6,6 +6,8 @@ session id other than 0 gets FETCH_SESSION_ID_NOT_FOUND (70). Partition order,
 KIP-74 sizing, down-conversion for v0–v3 and the long poll are in
 :meth:`broker.replica_manager.ReplicaManager.fetch`. Record bytes are handed to the
 encoder as storage file slices, which the connection sends with ``sendfile``.
+With an authorizer, partitions of a topic the principal may not READ answer
+TOPIC_AUTHORIZATION_FAILED (29) with no records and are not read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
-from ..replica_manager import FetchPartition
+from ..authorizer import AclOperation, ResourceType, is_authorized
+from ..replica_manager import FetchOutcome, FetchPartition
 
 INT32_MAX = 2**31 - 1
 
@@ -26,15 +29,26 @@ async def handle_fetch(ctx, request):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
                 "responses": []}
     parts = []
-    order = []
+    denied: list[tuple[int, FetchOutcome]] = []  # (position in the answer, outcome)
+    position = 0
     for t in request.topics:
+        may_read = is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
-            parts.append(FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                        getattr(p, "current_leader_epoch", -1)))
-            order.append(t.topic)
+            if may_read:
+                parts.append(FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                            getattr(p, "current_leader_epoch", -1)))
+            else:
+                denied.append((position, FetchOutcome(t.topic, p.partition,
+                                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            position += 1
     max_bytes = getattr(request, "max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
-    results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-                             max_bytes=max_bytes, api_version=version)
+    if parts or not denied:
+        results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+                                 max_bytes=max_bytes, api_version=version)
+    else:
+        results = []
+    for index, outcome in denied:
+        results.insert(index, outcome)
     responses: list[dict] = []
     current = None
     for out in results:

@@ -4,13 +4,16 @@ A partition named twice in one request gets INVALID_REQUEST (42) for each copy (
 as Kafka). Per partition the answer comes from
 :meth:`broker.replica_manager.ReplicaManager.list_offset`; "not found" is offset -1
 with timestamp -1, which kafka-python and aiokafka turn into ``None`` and librdkafka
-into -1.
+into -1. With an authorizer, a topic the principal may not DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED (29).
 """
 
 from __future__ import annotations
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+
+from ..authorizer import AclOperation, ResourceType, is_authorized
 
 
 async def handle_list_offsets(ctx, request):
@@ -24,7 +27,13 @@ async def handle_list_offsets(ctx, request):
     topics = []
     for t in request.topics:
         parts = []
+        may_describe = is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
+            if not may_describe:
+                parts.append({"partition_index": p.partition_index,
+                              "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": [],
+                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
             if version >= 1 and counts[(t.name, p.partition_index)] > 1:
                 parts.append({"partition_index": p.partition_index, "error_code": ErrorCode.INVALID_REQUEST,
                               "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1})

@@ -8,6 +8,11 @@ UNKNOWN_TOPIC_OR_PARTITION (3), and a name Kafka would refuse gets
 INVALID_TOPIC_EXCEPTION (17). Brokers are reported with the advertised address of
 the listener the client connected to. Leader epoch is 0; replicas and ISR are this
 node. Internal topics (``__consumer_offsets``) are flagged ``is_internal``.
+
+With an authorizer (Kafka's ``handleTopicMetadataRequest``): an all-topics request
+lists only the topics the principal may DESCRIBE; a named topic it may not DESCRIBE
+answers TOPIC_AUTHORIZATION_FAILED (29) whether or not it exists; auto-creation needs
+CREATE on the cluster or the topic, else UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import structlog
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..topics import INTERNAL_TOPICS, TopicError, auto_create_allowed, create_topic, validate_topic_name
 
 logger = structlog.get_logger(__name__)
@@ -65,7 +71,8 @@ async def handle_metadata(ctx, request):
     topics = []
     if all_topics:
         for meta in sorted(logs.topics(), key=lambda m: m.name):
-            topics.append(topic_entry(broker, meta))
+            if is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, meta.name, log_denied=False):
+                topics.append(topic_entry(broker, meta))
     else:
         seen = set()
         for t in requested:
@@ -75,12 +82,19 @@ async def handle_metadata(ctx, request):
                 if meta is None:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": _uuid(t.topic_id), "partitions": []})
+                elif not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, meta.name):
+                    topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": None,
+                                   "topic_id": _uuid(t.topic_id), "partitions": []})
                 else:
                     topics.append(topic_entry(broker, meta))
                 continue
             if name in seen:
                 continue
             seen.add(name)
+            if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": ZERO_UUID, "partitions": []})
+                continue
             meta = logs.topic(name)
             if meta is None:
                 try:
@@ -89,7 +103,9 @@ async def handle_metadata(ctx, request):
                     topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                    "topic_id": ZERO_UUID, "partitions": []})
                     continue
-                if allow_auto and auto_create_allowed(broker, name):
+                if allow_auto and auto_create_allowed(broker, name) and (
+                        is_authorized(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+                        or is_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
                     try:
                         create_topic(broker, name, -1)
                         meta = logs.topic(name)

@@ -7,7 +7,9 @@ message sets (magic 0/1), up-converted to the topic's format by storage.
 ``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS, 21). Transactional produce is not
 supported (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Internal topics refuse client
 appends (INVALID_TOPIC_EXCEPTION). Unknown topics are not created by Produce (as in
-Kafka): UNKNOWN_TOPIC_OR_PARTITION.
+Kafka): UNKNOWN_TOPIC_OR_PARTITION. With an authorizer, a topic the principal may not
+WRITE gets TOPIC_AUTHORIZATION_FAILED (29) and nothing is appended (checked before
+existence, so the answer does not reveal whether the topic exists).
 
 acks=0 sends no answer; if any partition failed the connection is closed, which is
 how Kafka tells such a producer something went wrong. acks=-1 answers after fsync.
@@ -20,6 +22,7 @@ import struct
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..connection import CloseConnection
 from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
@@ -72,11 +75,14 @@ async def handle_produce(ctx, request):
     for topic in request.topic_data:
         name = topic.name
         parts = []
+        may_write = is_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
         for p in topic.partition_data:
             if bad_acks:
                 out = AppendOutcome(error_code=ErrorCode.INVALID_REQUIRED_ACKS)
             elif transactional:
                 out = AppendOutcome(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif not may_write:
+                out = AppendOutcome(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif name in INTERNAL_TOPICS:
                 out = AppendOutcome(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
             else:

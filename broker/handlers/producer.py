@@ -11,6 +11,10 @@ configuration error instead of retrying forever.
 OffsetForLeaderEpoch: this node has always led every partition at epoch 0, so epoch
 0 ends at the log end offset; asking about a later epoch gives UNDEFINED (-1, -1),
 and a newer current leader epoch than 0 gives UNKNOWN_LEADER_EPOCH.
+
+With an authorizer: an idempotent InitProducerId needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED (31);
+OffsetForLeaderEpoch needs DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED (29).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import structlog
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+
+from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any
 
 logger = structlog.get_logger(__name__)
 
@@ -30,6 +36,12 @@ async def handle_init_producer_id(ctx, request):
     if request.transactional_id is not None:
         logger.info("transactions_unsupported", client=ctx.client_host, transactional_id=request.transactional_id)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
+    if not (is_authorized(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+            or is_authorized_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        logger.info("authorization_denied", principal=ctx.principal, client=ctx.client_host,
+                    operation="IDEMPOTENT_WRITE", resource_type="CLUSTER", resource=CLUSTER_NAME)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
@@ -48,11 +60,14 @@ async def handle_offset_for_leader_epoch(ctx, request):
     topics = []
     for t in request.topics:
         parts = []
+        may_describe = is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
             entry = {"error_code": ErrorCode.NONE, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             log = rm.log_for(t.topic, p.partition)
             current = getattr(p, "current_leader_epoch", -1)
-            if log is None:
+            if not may_describe:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif log is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif current is not None and current > 0:
                 entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
