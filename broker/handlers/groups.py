@@ -21,6 +21,14 @@ and shapes Kafka's response for the version. Version facts that live here:
 * FindCoordinator v0–v3: one key; v4+: a list (``coordinator_keys``). Group keys are
   answered with this node (the address of the listener the client used);
   transaction keys get INVALID_REQUEST: Sundial has no transaction coordinator.
+
+With an authorizer, Kafka's checks: FindCoordinator needs DESCRIBE on the group,
+Join/Sync/Heartbeat/Leave and OffsetCommit READ, OffsetFetch and DescribeGroups
+DESCRIBE, DeleteGroups and OffsetDelete DELETE, else GROUP_AUTHORIZATION_FAILED (30).
+Committing needs READ on each topic and fetching DESCRIBE (TOPIC_AUTHORIZATION_FAILED,
+29, per partition; an all-partitions OffsetFetch leaves such topics out). ListGroups
+lists every group with DESCRIBE on the cluster, else the groups the principal may
+DESCRIBE.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import structlog
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..groups.coordinator import CommitRequest
 
 logger = structlog.get_logger(__name__)
@@ -43,6 +52,10 @@ KEY_TYPE_TRANSACTION = 1
 
 def _coordinator(ctx):
     return getattr(ctx.broker, "groups", None)
+
+
+def _group_ok(ctx, operation, group_id) -> bool:
+    return is_authorized(ctx, operation, ResourceType.GROUP, group_id or "")
 
 
 def _client_host(ctx) -> str:
@@ -70,6 +83,9 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
                 "node_id": -1, "host": "", "port": -1}
     if key_type != KEY_TYPE_GROUP:
         return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}",
+                "node_id": -1, "host": "", "port": -1}
+    if not _group_ok(ctx, AclOperation.DESCRIBE, key):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None,
                 "node_id": -1, "host": "", "port": -1}
     if coord is None or not coord.active:
         code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord is not None and coord.loading \
@@ -100,7 +116,9 @@ async def handle_join_group(ctx, request):
         rebalance_timeout_ms = session_timeout_ms
     instance_id = getattr(request, "group_instance_id", None) if version >= 5 else None
     member_id = request.member_id or ""
-    if coord is None:
+    if not _group_ok(ctx, AclOperation.READ, request.group_id):
+        reply_error, reply = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    elif coord is None:
         reply_error, reply = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     else:
         reply = await coord.join_group(
@@ -133,6 +151,8 @@ async def handle_join_group(ctx, request):
 async def handle_sync_group(ctx, request):
     version = ctx.api_version
     coord = _coordinator(ctx)
+    if not _group_ok(ctx, AclOperation.READ, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     reply = await coord.sync_group(
@@ -147,6 +167,8 @@ async def handle_sync_group(ctx, request):
 
 async def handle_heartbeat(ctx, request):
     coord = _coordinator(ctx)
+    if not _group_ok(ctx, AclOperation.READ, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coord is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     code = coord.heartbeat(group_id=request.group_id, member_id=request.member_id or "",
@@ -164,7 +186,9 @@ async def handle_leave_group(ctx, request):
                    for m in (request.members or [])]
     else:
         members = [(request.member_id or "", None, None)]
-    if coord is None:
+    if not _group_ok(ctx, AclOperation.READ, request.group_id):
+        top, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    elif coord is None:
         top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     else:
         top, errors = coord.leave_group(group_id=request.group_id, members=members)
@@ -193,9 +217,20 @@ async def handle_offset_commit(ctx, request):
     retention_ms = _opt(request, "retention_time_ms", -1) if 2 <= version <= 4 else -1
     entries: list[CommitRequest] = []
     shape: list[tuple[str, list[int]]] = []
+    denied: dict[int, int] = {}  # position among all partitions → error code
+    group_ok = _group_ok(ctx, AclOperation.READ, request.group_id)
+    position = 0
     for t in request.topics or []:
         indexes = []
+        topic_ok = group_ok and is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions or []:
+            if not topic_ok:
+                denied[position] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if group_ok
+                                    else ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                indexes.append(p.partition_index)
+                position += 1
+                continue
+            position += 1
             entries.append(CommitRequest(
                 t.name, p.partition_index, p.committed_offset,
                 leader_epoch=_opt(p, "committed_leader_epoch", -1) if version >= 6 else -1,
@@ -205,10 +240,15 @@ async def handle_offset_commit(ctx, request):
         shape.append((t.name, indexes))
     if coord is None:
         errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
+    elif not entries:
+        errors = []
     else:
         errors = await coord.commit_offsets(group_id=request.group_id, member_id=member_id,
                                             group_instance_id=instance_id, generation_id=generation,
                                             offsets=entries, retention_time_ms=retention_ms)
+    if denied:
+        allowed = iter(errors)
+        errors = [denied[i] if i in denied else next(allowed) for i in range(position)]
     it = iter(errors)
     return {"throttle_time_ms": 0,
             "topics": [{"name": name, "partitions": [{"partition_index": i, "error_code": next(it)}
@@ -225,9 +265,17 @@ def _partition_answer(row, error=ErrorCode.NONE) -> dict:
             "committed_leader_epoch": c.leader_epoch, "metadata": c.metadata, "error_code": error}
 
 
-def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_errors: bool):
+def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_errors: bool, ctx=None):
     """(error, topics list) for one group of an OffsetFetch."""
     partitions = None if topics is None else [(t.name, p) for t in topics for p in (t.partition_indexes or [])]
+    if ctx is not None and not _group_ok(ctx, AclOperation.DESCRIBE, group_id):
+        from ..groups.coordinator import FetchedOffset
+        rows = [FetchedOffset(t, p, None) for t, p in partitions or []]
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        by_topic: dict[str, list[dict]] = {}
+        for row in rows:
+            by_topic.setdefault(row.topic, []).append(_partition_answer(row, error))
+        return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     if coord is None:
         error, rows = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         if partitions:
@@ -236,7 +284,19 @@ def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_er
     else:
         error, rows = coord.fetch_offsets(group_id=group_id, partitions=partitions, require_stable=require_stable)
     by_topic: dict[str, list[dict]] = {}
+    visible: dict[str, bool] = {}
     for row in rows:
+        if ctx is not None:
+            ok = visible.get(row.topic)
+            if ok is None:
+                ok = visible[row.topic] = is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, row.topic,
+                                                         log_denied=partitions is not None)
+            if not ok:
+                if partitions is not None:  # named partitions: answered with the error
+                    by_topic.setdefault(row.topic, []).append(
+                        {"partition_index": row.partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                         "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                continue  # all partitions: left out
         by_topic.setdefault(row.topic, []).append(
             _partition_answer(row, error if per_partition_errors else ErrorCode.NONE))
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
@@ -249,13 +309,13 @@ async def handle_offset_fetch(ctx, request):
     if version >= 8:
         groups = []
         for g in request.groups or []:
-            error, topics = _fetch_group(coord, g.group_id, g.topics, require_stable, False)
+            error, topics = _fetch_group(coord, g.group_id, g.topics, require_stable, False, ctx)
             groups.append({"group_id": g.group_id, "topics": [] if error else topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     topics_in = request.topics
     if version < 2 and topics_in is None:
         topics_in = []
-    error, topics = _fetch_group(coord, request.group_id, topics_in, require_stable, version < 2)
+    error, topics = _fetch_group(coord, request.group_id, topics_in, require_stable, version < 2, ctx)
     if version < 2:
         return {"throttle_time_ms": 0, "topics": topics}
     return {"throttle_time_ms": 0, "topics": [] if error else topics, "error_code": error}
@@ -264,12 +324,19 @@ async def handle_offset_fetch(ctx, request):
 async def handle_offset_delete(ctx, request):
     coord = _coordinator(ctx)
     partitions = [(t.name, p.partition_index) for t in (request.topics or []) for p in (t.partitions or [])]
-    if coord is None:
+    topic_ok = {t.name: is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, t.name) for t in (request.topics or [])}
+    allowed = [(t, p) for t, p in partitions if topic_ok[t]]
+    if not _group_ok(ctx, AclOperation.DELETE, request.group_id):
+        top, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    elif coord is None:
         top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     else:
-        top, errors = await coord.delete_offsets(group_id=request.group_id, partitions=partitions)
+        top, errors = await coord.delete_offsets(group_id=request.group_id, partitions=allowed)
     if top != ErrorCode.NONE:
         return {"error_code": top, "throttle_time_ms": 0, "topics": []}
+    if len(allowed) != len(partitions):
+        granted = iter(errors)
+        errors = [next(granted) if topic_ok[t] else ErrorCode.TOPIC_AUTHORIZATION_FAILED for t, _ in partitions]
     it = iter(errors)
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
             "topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index,
@@ -278,6 +345,11 @@ async def handle_offset_delete(ctx, request):
 
 
 # -- ListGroups / DescribeGroups / DeleteGroups ----------------------------------------------------------
+def _group_ok_quiet(ctx, row) -> bool:
+    group_id = row.get("group_id") if isinstance(row, dict) else getattr(row, "group_id", "")
+    return is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id or "", log_denied=False)
+
+
 async def handle_list_groups(ctx, request):
     coord = _coordinator(ctx)
     if coord is None:
@@ -285,6 +357,8 @@ async def handle_list_groups(ctx, request):
     states = (_opt(request, "states_filter", []) or []) if ctx.api_version >= 4 else []
     types = (_opt(request, "types_filter", []) or []) if ctx.api_version >= 5 else []
     error, rows = coord.list_groups(states, types)
+    if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
+        rows = [r for r in rows if _group_ok_quiet(ctx, r)]
     return {"throttle_time_ms": 0, "error_code": error, "groups": rows}
 
 
@@ -293,7 +367,10 @@ async def handle_describe_groups(ctx, request):
     include_ops = bool(_opt(request, "include_authorized_operations", False)) if ctx.api_version >= 3 else False
     out = []
     for group_id in request.groups or []:
-        if coord is None:
+        if not _group_ok(ctx, AclOperation.DESCRIBE, group_id):
+            error, desc = ErrorCode.GROUP_AUTHORIZATION_FAILED, {"group_state": "", "protocol_type": "",
+                                                                  "protocol_data": "", "members": []}
+        elif coord is None:
             error, desc = ErrorCode.COORDINATOR_NOT_AVAILABLE, {"group_state": "Dead", "protocol_type": "",
                                                                  "protocol_data": "", "members": []}
         else:
@@ -307,10 +384,12 @@ async def handle_describe_groups(ctx, request):
 async def handle_delete_groups(ctx, request):
     coord = _coordinator(ctx)
     names = list(request.groups_names or [])
+    allowed = [g for g in names if _group_ok(ctx, AclOperation.DELETE, g)]
     if coord is None:
         errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(names)
     else:
-        errors = await coord.delete_groups(names)
+        done = dict(zip(allowed, await coord.delete_groups(allowed))) if allowed else {}
+        errors = [done.get(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names]
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": e} for g, e in zip(names, errors)]}
 
