@@ -1,0 +1,440 @@
+"""What every ``sundial`` tool shares: errors and exit codes, client connections,
+argument helpers, aligned tables and progress lines.
+
+Exit codes (every tool):
+
+* ``0`` – done;
+* ``1`` – an error the user can fix (unreachable broker, unknown topic or group,
+  bad time format, missing file, a group that must be inactive first): **one line**
+  on stderr, ``sundial <command>: error: <what and how to fix it>``, never a traceback;
+* ``2`` – bad command line (argparse's usage message);
+* ``3`` – the command ran and found problems (dump-log: index entries that do not
+  match the log, batches with a bad CRC, corrupt entries);
+* ``130`` – interrupted (Ctrl-C).
+
+Wire tools use kafka-python 3.0.12 (``KafkaAdminClient``, ``KafkaConsumer``,
+``KafkaProducer``) and therefore work against any Kafka-compatible broker. Security
+settings come from ``--command-config FILE`` (Kafka's properties names, see
+:data:`CLIENT_PROPERTY_NAMES`). The tools never print kafka-python's log lines unless
+``SUNDIAL_TOOLS_DEBUG=1``; structlog (used by ``storage/``) is routed to stderr so
+stdout carries only the tool's output.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import sys
+import time
+from typing import Callable, Iterable, Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_FINDINGS = 3
+EXIT_INTERRUPTED = 130
+
+DEFAULT_TIMEOUT_MS = 15_000
+
+
+class ToolError(Exception):
+    """A failure the user can fix; printed as one line, exit code ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# -- process set-up ----------------------------------------------------------------------------
+
+
+def prepare_tool() -> None:
+    """Quiet client logging and send structlog to stderr (stdout is the tool's output)."""
+    debug = os.environ.get("SUNDIAL_TOOLS_DEBUG") == "1"
+    logging.getLogger("kafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+    if debug and not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    try:
+        from broker.logsetup import configure_logging
+
+        configure_logging("debug" if debug else "warning", stream=sys.stderr)
+    except Exception:  # pragma: no cover - logging set-up must never stop a tool
+        pass
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for an exception (kafka-python's errors repeat their class name)."""
+    text = str(exc).strip()
+    name = type(exc).__name__
+    if text.startswith(name + ":"):
+        text = text[len(name) + 1:].strip()
+    if not text:
+        text = name
+    text = " ".join(text.split())
+    return text
+
+
+def run_tool(command: str, body: Callable[[], int | None]) -> int:
+    """Run ``body``; turn the errors a user can fix into one line on stderr and an exit code."""
+    prepare_tool()
+    try:
+        code = body()
+        return EXIT_OK if code is None else int(code)
+    except ToolError as exc:
+        _print_error(command, str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _print_error(command, "interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # stdout closed early (``| head``): not an error of the tool.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        from kafka.errors import KafkaError
+
+        if isinstance(exc, KafkaError):
+            _print_error(command, f"{type(exc).__name__}: {describe_error(exc)}")
+            return EXIT_ERROR
+        if isinstance(exc, OSError):
+            _print_error(command, describe_error(exc))
+            return EXIT_ERROR
+        if os.environ.get("SUNDIAL_TOOLS_DEBUG") == "1":
+            raise
+        _print_error(command, f"unexpected {type(exc).__name__}: {describe_error(exc)} "
+                              f"(set SUNDIAL_TOOLS_DEBUG=1 for a traceback)")
+        return EXIT_ERROR
+
+
+def _print_error(command: str, message: str) -> None:
+    print(f"sundial {command}: error: {message}", file=sys.stderr, flush=True)
+
+
+def tool_command(command: str):
+    """Decorator for a tool's ``run(args)``: errors become one line and an exit code."""
+
+    def wrap(fn: Callable[..., int | None]) -> Callable[..., int]:
+        @functools.wraps(fn)
+        def runner(args) -> int:
+            return run_tool(command, lambda: fn(args))
+
+        return runner
+
+    return wrap
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def add_bootstrap_argument(parser, flag: str = "--bootstrap-server", *, required: bool = True,
+                           what: str = "the broker") -> None:
+    parser.add_argument(flag, required=required, metavar="HOST:PORT[,HOST:PORT...]",
+                        help=f"{what} to connect to (any Kafka-compatible broker)")
+
+
+def add_client_arguments(parser) -> None:
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="properties file with client settings (security.protocol, sasl.mechanism, "
+                             "sasl.username, sasl.password, sasl.jaas.config, ssl.ca.location, "
+                             "ssl.certificate.location, ssl.key.location, client.id)")
+    parser.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                        help=f"how long to wait for the broker (connect and each request; default "
+                             f"{DEFAULT_TIMEOUT_MS})")
+
+
+def parse_partitions(text: str | None) -> list[int] | None:
+    """``0,1,4-6`` → [0, 1, 4, 5, 6]; None/empty → None (all partitions)."""
+    if text is None or not text.strip():
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ToolError(f"bad partition list {text!r}; use e.g. 0,1,4-6")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ToolError(f"bad partition range {part!r} (end before start)")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
+def parse_key_values(items: Iterable[str] | None, what: str = "config") -> dict[str, str]:
+    """``["a=1,b=2", "c=3"]`` → {"a": "1", "b": "2", "c": "3"}.
+
+    A value holding commas can be given in square brackets, as with Kafka's tools:
+    ``cleanup.policy=[compact,delete]``.
+    """
+    result: dict[str, str] = {}
+    for item in items or ():
+        for piece in _split_kv(item):
+            if "=" not in piece:
+                raise ToolError(f"bad {what} {piece!r}; use KEY=VALUE")
+            key, value = piece.split("=", 1)
+            key = key.strip()
+            if not key:
+                raise ToolError(f"bad {what} {piece!r}; the key is empty")
+            value = value.strip()
+            if value.startswith("[") and value.endswith("]"):
+                value = value[1:-1]
+            result[key] = value
+    return result
+
+
+def _split_kv(text: str) -> list[str]:
+    pieces, depth, current = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(depth - 1, 0)
+        if ch == "," and depth == 0:
+            pieces.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    pieces.append("".join(current))
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def split_names(values: Iterable[str] | None) -> list[str]:
+    """Repeatable, comma-separated name options → a de-duplicated list in order."""
+    out: list[str] = []
+    for value in values or ():
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+# -- client settings ---------------------------------------------------------------------------
+
+#: Kafka/librdkafka client property → kafka-python keyword.
+CLIENT_PROPERTY_NAMES = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.cafile": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
+    "client.id": "client_id",
+}
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def read_client_properties(path: str | None) -> dict:
+    """kafka-python keyword arguments from a Kafka-style client properties file."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise ToolError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    props: dict[str, str] = {}
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ToolError(f"bad line in {path}: {line!r} (expected key=value)")
+        props[line[:sep].strip()] = line[sep + 1:].strip()
+    kwargs: dict = {}
+    for key, value in props.items():
+        if key == "sasl.jaas.config":
+            options = dict(_JAAS_OPTION.findall(value))
+            if "username" in options:
+                kwargs["sasl_plain_username"] = options["username"]
+            if "password" in options:
+                kwargs["sasl_plain_password"] = options["password"]
+            continue
+        target = CLIENT_PROPERTY_NAMES.get(key)
+        if target is None:
+            raise ToolError(f"unsupported client setting {key!r} in {path}; supported: "
+                            f"{', '.join(sorted(CLIENT_PROPERTY_NAMES) + ['sasl.jaas.config'])}")
+        if target == "ssl_check_hostname":
+            kwargs[target] = value.strip().lower() == "https"
+        elif target == "security_protocol" or target == "sasl_mechanism":
+            kwargs[target] = value.strip().upper()
+        else:
+            kwargs[target] = value
+    return kwargs
+
+
+class ClientSettings:
+    """Where and how to connect: bootstrap servers, timeout and security settings."""
+
+    def __init__(self, bootstrap: str, *, timeout_ms: int = DEFAULT_TIMEOUT_MS, extra: dict | None = None,
+                 client_id: str = "sundial-tools") -> None:
+        if not bootstrap or not bootstrap.strip():
+            raise ToolError("no bootstrap server given; use HOST:PORT")
+        for server in bootstrap.split(","):
+            server = server.strip()
+            if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:\s\[\]]+)(:\d{1,5})?", server):
+                raise ToolError(f"bad bootstrap server {server!r}; use HOST:PORT")
+        if timeout_ms <= 0:
+            raise ToolError("--timeout-ms must be positive")
+        self.bootstrap = bootstrap.strip()
+        self.timeout_ms = timeout_ms
+        self.extra = dict(extra or {})
+        self.extra.setdefault("client_id", client_id)
+
+    @classmethod
+    def from_args(cls, args, bootstrap: str | None = None) -> "ClientSettings":
+        return cls(bootstrap if bootstrap is not None else args.bootstrap_server,
+                   timeout_ms=getattr(args, "timeout_ms", DEFAULT_TIMEOUT_MS),
+                   extra=read_client_properties(getattr(args, "command_config", None)))
+
+    def _common(self) -> dict:
+        request_timeout = max(self.timeout_ms, 1000)
+        return {"bootstrap_servers": self.bootstrap, "request_timeout_ms": request_timeout,
+                "bootstrap_timeout_ms": self.timeout_ms, **self.extra}
+
+    def _unreachable(self, exc: BaseException) -> ToolError:
+        return ToolError(f"cannot reach a broker at {self.bootstrap} within {self.timeout_ms} ms "
+                         f"({describe_error(exc)})")
+
+    def admin(self):
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
+        kwargs = self._common()
+        try:
+            return KafkaAdminClient(**kwargs)
+        except KafkaConfigurationError as exc:
+            raise ToolError(f"bad client settings: {describe_error(exc)}") from None
+        except (KafkaError, OSError) as exc:
+            raise self._unreachable(exc) from None
+
+    def consumer(self, **overrides):
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
+        kwargs = {"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 200,
+                  **self._common(), **overrides}
+        kwargs["request_timeout_ms"] = max(kwargs["request_timeout_ms"], kwargs["fetch_max_wait_ms"] + 1000)
+        try:
+            return KafkaConsumer(**kwargs)
+        except KafkaConfigurationError as exc:
+            raise ToolError(f"bad client settings: {describe_error(exc)}") from None
+        except (KafkaError, OSError) as exc:
+            raise self._unreachable(exc) from None
+
+    def producer(self, **overrides):
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
+        kwargs = {"max_block_ms": self.timeout_ms, **self._common(), **overrides}
+        try:
+            return KafkaProducer(**kwargs)
+        except KafkaConfigurationError as exc:
+            raise ToolError(f"bad client settings: {describe_error(exc)}") from None
+        except (KafkaError, OSError) as exc:
+            raise self._unreachable(exc) from None
+
+
+def close_quietly(*clients) -> None:
+    for client in clients:
+        if client is None:
+            continue
+        try:
+            if client.__class__.__name__ == "KafkaProducer":
+                client.close(timeout=5)
+            elif client.__class__.__name__ == "KafkaConsumer":
+                client.close(autocommit=False)
+            else:
+                client.close()
+        except Exception:  # noqa: BLE001 - closing must not hide the real outcome
+            pass
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Columns padded to their widest cell and separated by one space (Kafka's tools' layout)."""
+    body = [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in body:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [list(headers)] + body:
+        lines.append(" ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+class Progress:
+    """Progress lines on stderr for long work, at most one per ``interval_s``.
+
+    ``mode``: ``always``, ``never`` or ``auto`` (only when the work is at least
+    ``auto_min_total`` units and has run for more than ``interval_s``).
+    """
+
+    def __init__(self, label: str, total: int, *, unit: str = "bytes", mode: str = "auto",
+                 interval_s: float = 1.0, auto_min_total: int = 64 << 20, stream=None) -> None:
+        self.label = label
+        self.total = max(total, 0)
+        self.unit = unit
+        self.interval_s = interval_s
+        self.stream = stream or sys.stderr
+        self.enabled = mode == "always" or (mode == "auto" and self.total >= auto_min_total)
+        self.started = time.monotonic()
+        self._last = self.started if mode == "auto" else self.started - interval_s
+        self.lines = 0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            return
+        self._last = now
+        self._emit(done, now)
+
+    def finish(self, done: int) -> None:
+        if self.enabled and self.lines:
+            self._emit(done, time.monotonic(), final=True)
+
+    def _emit(self, done: int, now: float, final: bool = False) -> None:
+        elapsed = max(now - self.started, 1e-9)
+        pct = 100.0 * done / self.total if self.total else 100.0
+        rate = done / elapsed
+        if self.unit == "bytes":
+            amount = f"{_human_bytes(done)} of {_human_bytes(self.total)}, {_human_bytes(rate)}/s"
+        else:
+            amount = f"{done} of {self.total} {self.unit}, {rate:.0f}/s"
+        eta = ""
+        if not final and rate > 0 and self.total > done:
+            eta = f", about {(self.total - done) / rate:.0f}s left"
+        word = "done" if final else "progress"
+        print(f"{self.label}: {word} {pct:5.1f}% ({amount}{eta})", file=self.stream, flush=True)
+        self.lines += 1
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
