@@ -6,10 +6,23 @@ and end offsets, segment count, size, max timestamp) are not maintained on the
 append path at all: a custom collector reads them from the log manager at scrape
 time. The endpoint is off unless ``sundial.metrics.listener`` is set
 (e.g. ``127.0.0.1:9404``).
+
+Consumer-group lag is collected at scrape time too, from the coordinator's
+``lag()`` (``broker.groups.lag``): per group and committed partition, the committed
+offset, the lag in offsets (log end offset minus committed offset) and the lag in
+time (now minus the timestamp of the oldest unconsumed record; 0 when caught up).
+
+Scrapes are served by ``prometheus_client``'s HTTP thread, but storage and the
+coordinator belong to the event loop thread (``storage/`` is not thread-safe): the
+scrape-time collectors therefore run their snapshot functions on the loop through
+:func:`on_loop` and wait for the answer (a scrape while the loop is stuck for more
+than ``timeout_s`` gets no per-partition or lag series rather than a race).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -97,6 +110,62 @@ class BrokerMetrics:
         """
         self.registry.register(_PartitionCollector(snapshot))
 
+    def install_group_lag_collector(self, snapshot: Callable[[], list[dict]]) -> None:
+        """Register consumer-group lag gauges read at scrape time from ``snapshot()`` rows.
+
+        Each row: group, topic, partition, committed_offset, offset_lag, time_lag_ms
+        (``None`` when unknown: no series for that row).
+        """
+        self.registry.register(_GroupLagCollector(snapshot))
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: float = 5.0) -> Callable[[], list]:
+    """A function for another thread that runs ``fn`` on ``loop``'s thread and returns its result.
+
+    Called on the loop's own thread it runs ``fn`` directly. On timeout, a closed loop
+    or an error in ``fn`` it returns an empty list (a scrape must never fail).
+    """
+
+    def call() -> list:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return fn()
+        if loop.is_closed():
+            return []
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def work() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                    future.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(work)
+            return future.result(timeout_s)
+        except Exception:  # noqa: BLE001 - timeout, closed loop, snapshot error
+            future.cancel()
+            return []
+
+    return call
+
+
+def group_lag_rows(coordinator) -> list[dict]:
+    """Lag rows of every group the coordinator knows, for :meth:`BrokerMetrics.install_group_lag_collector`."""
+    if coordinator is None:
+        return []
+    rows = []
+    for group_id in coordinator.group_ids():
+        for lag in coordinator.lag(group_id):
+            rows.append({"group": group_id, "topic": lag.topic, "partition": lag.partition,
+                         "committed_offset": lag.committed_offset, "offset_lag": lag.offset_lag,
+                         "time_lag_ms": lag.time_lag_ms})
+    return rows
+
 
 class _PartitionCollector:
     def __init__(self, snapshot: Callable[[], list[dict]]) -> None:
@@ -124,4 +193,31 @@ class _PartitionCollector:
             for key, fam in fams.items():
                 if row.get(key) is not None:
                     fam.add_metric(labels, row[key])
+        return list(fams.values())
+
+
+class _GroupLagCollector:
+    def __init__(self, snapshot: Callable[[], list[dict]]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        labels = ["group", "topic", "partition"]
+        fams = {
+            "committed_offset": GaugeMetricFamily("sundial_consumer_group_committed_offset",
+                                                  "Committed offset of a consumer group", labels=labels),
+            "offset_lag": GaugeMetricFamily("sundial_consumer_group_lag",
+                                            "Consumer group lag in offsets (log end offset minus committed offset)",
+                                            labels=labels),
+            "time_lag_ms": GaugeMetricFamily("sundial_consumer_group_lag_ms",
+                                             "Consumer group lag in time: now minus the timestamp of the oldest "
+                                             "unconsumed record (0 when caught up)", labels=labels),
+        }
+        for row in self._snapshot():
+            values = [row["group"], row["topic"], str(row["partition"])]
+            for key, fam in fams.items():
+                if row.get(key) is not None:
+                    fam.add_metric(values, row[key])
         return list(fams.values())

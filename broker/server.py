@@ -37,7 +37,7 @@ from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics
+from .metrics import BrokerMetrics, group_lag_rows, on_loop
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
@@ -184,8 +184,10 @@ class BrokerServer:
         if GroupCoordinator is not None:
             broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
             await broker.groups.start()
-        self.metrics.install_partition_collector(self._partition_rows)
         loop = asyncio.get_running_loop()
+        # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
+        self.metrics.install_partition_collector(on_loop(loop, self._partition_rows))
+        self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         for listener in cfg.listeners:
             ssl_ctx = None
             if listener.security_protocol in ("SSL", "SASL_SSL"):
