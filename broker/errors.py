@@ -10,6 +10,7 @@ caller.
 from __future__ import annotations
 
 import storage.errors as se
+import storage.topics as st
 from protocol.errors import ErrorCode
 
 _CODES: dict[type, ErrorCode] = {
@@ -25,6 +26,10 @@ _CODES: dict[type, ErrorCode] = {
     se.InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
     se.UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
     se.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+    st.TopicAlreadyExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    st.InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    st.InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    st.UnknownTopicOrPartitionError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
 }
 
 #: Errors after which a Produce answer reports log_start_offset -1 (Kafka's ReplicaManager).

@@ -298,9 +298,9 @@ class BrokerServer:
         if idle_ms > 0:
             self._tasks.append(loop.create_task(self._every(min(max(idle_ms // 4, 50), 10_000),
                                                             self._close_idle, name="idle")))
-        flush_ms = cfg["log.flush.scheduler.interval.ms"]
-        if 0 < flush_ms < 2**62:
-            self._tasks.append(loop.create_task(self._every(flush_ms, self._flush_due, name="flush")))
+        # flush.ms / flush.messages and the flush Kafka does after every roll (recovery point).
+        self._tasks.append(loop.create_task(self._every(1000, self._flush_due, name="flush")))
+        self._tasks.append(loop.create_task(self._every(60_000, self._expire_producers, name="producers")))
 
     async def _every(self, period_ms: int, fn, *, initial_delay_ms: int | None = None, name: str) -> None:
         await asyncio.sleep((period_ms if initial_delay_ms is None else initial_delay_ms) / 1000)
@@ -327,6 +327,11 @@ class BrokerServer:
 
     async def _flush_due(self) -> None:
         await self.broker.replica_manager.flush_due()
+
+    def _expire_producers(self) -> None:
+        now = self.broker.now_ms()
+        for _topic, _partition, log in self.broker.logs.open_logs():
+            log.remove_expired_producers(now)
 
     def _close_idle(self) -> None:
         idle_s = self.config["connections.max.idle.ms"] / 1000
