@@ -351,6 +351,8 @@ class BrokerServer:
         for srv in self._servers:
             srv.close()
         self.broker.purgatory.wake_all()
+        if self.broker.groups is not None:
+            self.broker.groups.begin_shutdown()  # parked joins/syncs answer NOT_COORDINATOR now
         for conn in list(self.connections):
             conn.stop_after_current()
         grace_s = self.config["sundial.shutdown.grace.ms"] / 1000

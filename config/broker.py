@@ -149,6 +149,9 @@ _def(ConfigDef("offsets.retention.check.interval.ms", L, 600_000, "Period of the
 _def(ConfigDef("offsets.topic.segment.bytes", I, 104_857_600, "segment.bytes of the internal offsets log.",
                at_least(1)))
 _def(ConfigDef("offset.metadata.max.bytes", I, 4096, "Largest metadata string stored with a commit."))
+_def(ConfigDef("sundial.offsets.snapshot.min.records", I, 10_000,
+               "Records in __consumer_offsets before the live state is re-appended and older records dropped.",
+               at_least(1)))
 _def(ConfigDef("producer.id.expiration.ms", I, 86_400_000,
                "Forget an idempotent producer's state after this long without appends.", at_least(1)))
 

@@ -129,6 +129,8 @@ async def handle_delete_topics(ctx, request):
             entry["topic_id"] = _uuid(meta.topic_id)
             logs.delete_topic(name)
             broker.replica_manager.forget_topic(name)
+            if broker.groups is not None:
+                broker.groups.remove_offsets_of_topic(name)  # as Kafka: no stale commits for a new namesake
             for p in range(meta.partitions):
                 broker.purgatory.notify(name, p)
             logger.info("topic_deleted", topic=name)
@@ -337,6 +339,8 @@ async def handle_delete_records(ctx, request):
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif log is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif t.name in INTERNAL_TOPICS:
+                entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION  # committed offsets live there
             else:
                 target = log.high_watermark if p.offset == -1 else p.offset
                 if target < 0 or target > log.high_watermark:
