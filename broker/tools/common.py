@@ -51,25 +51,48 @@ class ToolError(Exception):
 
 
 def prepare_tool() -> None:
-    """Quiet client logging and send structlog to stderr (stdout is the tool's output)."""
+    """Quiet client logging and send structlog to stderr (stdout is the tool's output).
+
+    Leaves an existing structlog configuration alone (tests, an embedding program) and
+    never replaces stdlib logging's root handlers unless ``SUNDIAL_TOOLS_DEBUG=1``.
+    """
     debug = os.environ.get("SUNDIAL_TOOLS_DEBUG") == "1"
     logging.getLogger("kafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     if debug and not logging.getLogger().handlers:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     try:
-        from broker.logsetup import configure_logging
+        import structlog
 
-        configure_logging("debug" if debug else "warning", stream=sys.stderr)
+        if not structlog.is_configured():
+            structlog.configure(
+                processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
+                            structlog.processors.JSONRenderer()],
+                wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if debug else logging.WARNING),
+                logger_factory=lambda *_: structlog.PrintLogger(file=_Stderr()),
+                cache_logger_on_first_use=False,
+            )
     except Exception:  # pragma: no cover - logging set-up must never stop a tool
         pass
 
 
+class _Stderr:
+    """``sys.stderr`` looked up at each write (it may be replaced after set-up, e.g. by pytest)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def describe_error(exc: BaseException) -> str:
     """One readable line for an exception (kafka-python's errors repeat their class name)."""
-    text = str(exc).strip()
+    text = re.sub(r"^\[Error -?\d+\]\s*", "", str(exc).strip())
     name = type(exc).__name__
     if text.startswith(name + ":"):
         text = text[len(name) + 1:].strip()
+    elif text == name:
+        text = ""
     if not text:
         text = name
     text = " ".join(text.split())

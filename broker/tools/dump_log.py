@@ -27,8 +27,9 @@ it (``--verify-index-only`` checks without printing the entries):
   with the append's start position; a v2 append is one batch, a legacy append may hold
   several messages, which is accepted when one of them ends at ``O``);
 * time index entry ``(T, O)``: timestamps strictly increase; a batch ends at ``O``; the
-  largest record timestamp of that batch is ``T``; and ``T`` is the largest timestamp of
-  the segment up to that batch (the KIP-33 meaning of an entry);
+  largest record timestamp of that batch is ``T``; and that batch is the first of the
+  segment to reach ``T`` as its largest timestamp so far (the KIP-33 meaning of an entry:
+  the segment writes ``(max so far, offset of the max)`` only when the max grows);
 * the slots of a pre-allocated (active) index after the last written entry read as
   ``(base offset, 0)`` and end the walk, as in Kafka's tool.
 
@@ -440,6 +441,7 @@ class BatchFacts:
     magic: int
     record_max_ts: int | None = None     # largest record timestamp (only for batches a time entry names)
     running_max_ts: int = -1             # largest batch max timestamp of the segment up to this batch
+    previous_max_ts: int = -1            # the same, before this batch
 
 
 @dataclass
@@ -475,11 +477,13 @@ def walk_log(log_path: str, positions: set[int], offsets: set[int], *, record_ma
         done = 0
         try:
             for view in iter_file_batches(fd, 0, size):
+                previous_max = running_max
                 running_max = max(running_max, view.max_timestamp)
                 last = view.last_offset
                 last_offsets.append(last)
                 if view.position in positions or last in offsets:
-                    facts = BatchFacts(view.position, view.base_offset, last, view.magic, running_max_ts=running_max)
+                    facts = BatchFacts(view.position, view.base_offset, last, view.magic, running_max_ts=running_max,
+                                       previous_max_ts=previous_max)
                     if last in record_max_for:
                         try:
                             facts.record_max_ts = max((r.timestamp for r in iter_records(view)), default=-1)
@@ -631,10 +635,11 @@ def dump_time_index(path: str, opts: Options, findings: Findings, out: TextIO) -
         else:
             if batch.record_max_ts is not None and batch.record_max_ts != timestamp:
                 findings.add(findings.time_mismatches, path, (timestamp, batch.record_max_ts))
-            elif batch.running_max_ts != timestamp:
+            elif batch.running_max_ts != timestamp or batch.previous_max_ts >= timestamp:
                 findings.other.append(
-                    f"Time index entry in {path} (timestamp {timestamp}, offset {offset}) is not the largest "
-                    f"timestamp of the segment up to that batch ({batch.running_max_ts})")
+                    f"Time index entry in {path} (timestamp {timestamp}, offset {offset}) does not name the first "
+                    f"batch reaching the segment's largest timestamp so far (up to that batch: "
+                    f"{batch.running_max_ts}, before it: {batch.previous_max_ts})")
             if prev_ts >= timestamp:
                 findings.add(findings.time_out_of_order, path, (timestamp, prev_ts))
         if not opts.verify_only:

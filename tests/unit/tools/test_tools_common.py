@@ -1,0 +1,133 @@
+"""Shared tool helpers: argument parsing, client settings, tables, progress, error handling."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from broker.tools import common
+from broker.tools.common import (
+    EXIT_ERROR,
+    ClientSettings,
+    Progress,
+    ToolError,
+    format_table,
+    parse_key_values,
+    parse_partitions,
+    read_client_properties,
+    run_tool,
+    split_names,
+)
+
+
+@pytest.mark.parametrize("text, expected", [
+    (None, None), ("", None), ("0", [0]), ("0,1,1", [0, 1]), ("4-6,0", [0, 4, 5, 6]), (" 2 , 3 ", [2, 3]),
+])
+def test_parse_partitions(text, expected):
+    assert parse_partitions(text) == expected
+
+
+@pytest.mark.parametrize("text", ["a", "1-", "-1", "3-1", "1;2"])
+def test_bad_partitions(text):
+    with pytest.raises(ToolError):
+        parse_partitions(text)
+
+
+def test_parse_key_values():
+    assert parse_key_values(["a=1,b=2", "c=x=y", "cleanup.policy=[compact,delete]"]) == {
+        "a": "1", "b": "2", "c": "x=y", "cleanup.policy": "compact,delete"}
+    with pytest.raises(ToolError):
+        parse_key_values(["novalue"])
+    with pytest.raises(ToolError):
+        parse_key_values(["=1"])
+
+
+def test_split_names():
+    assert split_names(["a,b", "b", " c "]) == ["a", "b", "c"]
+    assert split_names(None) == []
+
+
+def test_format_table_pads_columns():
+    text = format_table(("GROUP", "LAG"), [("g", 10), ("longer-group", None)])
+    assert text.splitlines() == ["GROUP        LAG", "g            10", "longer-group -"]
+
+
+def test_client_properties(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text("# comment\nsecurity.protocol=sasl_plaintext\nsasl.mechanism=SCRAM-SHA-256\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                    'username="alice" password="s3cr\\"et";\nclient.id: tools\n')
+    assert read_client_properties(str(path)) == {
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+        "sasl_plain_password": 's3cr\\"et', "client_id": "tools"}
+    (tmp_path / "bad.properties").write_text("max.poll.records=5\n")
+    with pytest.raises(ToolError, match="unsupported client setting"):
+        read_client_properties(str(tmp_path / "bad.properties"))
+    with pytest.raises(ToolError, match="cannot read"):
+        read_client_properties(str(tmp_path / "missing.properties"))
+
+
+@pytest.mark.parametrize("bootstrap", ["", "host:port", "a b:1", "h:123456"])
+def test_bad_bootstrap(bootstrap):
+    with pytest.raises(ToolError):
+        ClientSettings(bootstrap)
+
+
+def test_good_bootstrap():
+    s = ClientSettings("127.0.0.1:9092,[::1]:9093,kafka")
+    assert s.bootstrap == "127.0.0.1:9092,[::1]:9093,kafka"
+
+
+def test_run_tool_turns_errors_into_one_line(capsys):
+    def fails():
+        raise ToolError("unknown topic 'x'")
+
+    assert run_tool("demo", fails) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == "sundial demo: error: unknown topic 'x'\n"
+
+    def kafka_fails():
+        from kafka.errors import KafkaTimeoutError
+
+        raise KafkaTimeoutError("KafkaTimeoutError: Unable to bootstrap from h:1")
+
+    assert run_tool("demo", kafka_fails) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Unable to bootstrap" in err and "Traceback" not in err
+
+    def bug():
+        return {}["missing"]
+
+    assert run_tool("demo", bug) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "KeyError" in err
+
+    assert run_tool("demo", lambda: 3) == 3
+    assert run_tool("demo", lambda: None) == 0
+
+
+def test_progress_lines():
+    out = io.StringIO()
+    p = Progress("dump-log x", 1000, mode="always", interval_s=0.0, stream=out)
+    for done in (100, 500, 1000):
+        p.update(done)
+    p.finish(1000)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("dump-log x: progress  10.0% (100 B of 1000 B")
+    assert lines[-1].startswith("dump-log x: done 100.0%")
+    quiet = io.StringIO()
+    q = Progress("small", 10, mode="auto", stream=quiet)
+    q.update(10)
+    q.finish(10)
+    assert quiet.getvalue() == ""
+
+
+def test_describe_error_strips_class_names():
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    assert common.describe_error(ValueError("ValueError: bad")) == "bad"
+    assert common.describe_error(UnknownTopicOrPartitionError("x")) == "x"
+    assert common.describe_error(UnknownTopicOrPartitionError()) == "UnknownTopicOrPartitionError"
+    assert common.describe_error(OSError("two\nlines")) == "two lines"
