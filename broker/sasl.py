@@ -17,6 +17,10 @@ SaslHandshake/SaslAuthenticate; ``sundial credentials`` edits the store offline.
   with ``AuthMessage = client-first-bare "," server-first "," client-final-without-proof``.
 * server-final ``v=<base64 HMAC(ServerKey, AuthMessage)>``.
 
+The client-final nonce must *end with* the nonce of server-first, as Kafka checks
+it: librdkafka 2.0.x (Debian's kcat 1.7.1) sends the client nonce twice in front of
+it. The proof covers the message as sent, so nothing is weakened.
+
 Passwords are used as UTF-8 bytes without SASLprep, exactly like Kafka's
 ``ScramFormatter`` (and librdkafka and kafka-python), so a credential made here
 works with every client. An unknown user is answered with a server-first message
@@ -212,6 +216,7 @@ class PlainServer(SaslServer):
             raise SaslAuthenticationError("Authentication failed: username not specified")
         if not password:
             raise SaslAuthenticationError("Authentication failed: password not specified")
+        self.username = user  # for the log line, also on failure
         if authzid and authzid != user:
             raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that is "
                                           "different from username")
@@ -310,7 +315,7 @@ class ScramServer(SaslServer):
         failed = scram_failed(self.mechanism)
         if binding != self._gs2_header.encode("utf-8"):
             raise SaslAuthenticationError(failed)
-        if parts[1][2:] != self._nonce:
+        if not parts[1][2:].endswith(self._nonce):  # Kafka's check (librdkafka 2.0 repeats the client nonce)
             raise SaslAuthenticationError("Invalid SCRAM client final message: nonce mismatch")
         cred = self._credential
         assert cred is not None
