@@ -221,10 +221,10 @@ class Connection(asyncio.Protocol):
         self._pool.release(held)
 
     def eof_received(self) -> bool:
-        # The client half-closed: finish what is queued, then close.
+        # The client half-closed: finish what is queued, then close (TLS cannot half-close).
         self._closing = True
         self._wake()
-        return True
+        return not self.tls
 
     def connection_lost(self, exc) -> None:
         self._closed = True
