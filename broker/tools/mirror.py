@@ -6,7 +6,8 @@ The broker of B then does what its topic says: a CreateTime topic keeps the
 original timestamp (so offsetsForTimes, retention and failover at T − X agree across
 the clusters), a LogAppendTime topic re-stamps it with B's clock. A record read from
 a LogAppendTime topic on A carries A's append time, which then becomes its CreateTime
-on B. A null value (tombstone) stays null.
+on B. A null value (tombstone) stays null; a record with neither key nor value (legal,
+but kafka-python's producer refuses it) is skipped with a warning.
 
 Delivery is at least once: records are produced with acks=all and an idempotent
 producer, and only after B acknowledged a poll's records are the positions committed
@@ -228,6 +229,7 @@ def _copy(args, admin_a, consumer, producer, counts, mapping, lat_targets, start
     last_progress = started
     sent = 0
     failures: list[str] = []
+    skipped: list[str] = []
     try:
         while not stop.requested:
             if stop_at is not None and all(positions[tp] >= stop_at[tp] for tp in tps):
@@ -244,6 +246,11 @@ def _copy(args, admin_a, consumer, producer, counts, mapping, lat_targets, start
                     if stop_at is not None and rec.offset >= stop_at[tp]:
                         break
                     ts = rec.timestamp if rec.timestamp is not None and rec.timestamp >= 0 else None
+                    if rec.key is None and rec.value is None:
+                        # Legal in Kafka, but kafka-python's producer cannot send it.
+                        skipped.append(f"{tp.topic}:{tp.partition}@{rec.offset}")
+                        batch_positions[tp] = rec.offset + 1
+                        continue
                     size = (len(rec.key) if rec.key else 0) + (len(rec.value) if rec.value else 0)
                     future = producer.send(dst, key=rec.key, value=rec.value, partition=rec.partition,
                                            timestamp_ms=ts, headers=list(rec.headers or []))
@@ -274,6 +281,9 @@ def _copy(args, admin_a, consumer, producer, counts, mapping, lat_targets, start
     if failures:
         raise ToolError(f"B refused records: {failures[0]}")
     _summary(args, stats, time.monotonic() - started, mapping, lat_targets, stop)
+    if skipped:
+        print(f"warning: skipped {len(skipped)} record(s) with neither key nor value (kafka-python cannot produce "
+              f"them), e.g. {skipped[0]}", file=sys.stderr)
     return 0
 
 
