@@ -224,17 +224,20 @@ def oft(run: Run, topic: str, n: int, targets: int) -> None:
                p99_ms=lat[int(len(lat) * 0.99)] * 1000, mean_ms=statistics.fmean(lat) * 1000, wrong=wrong)
 
 
-def run_all(run: Run, quick: bool) -> None:
+def run_all(run: Run, quick: bool, only: set[str]) -> None:
     n1k = 20_000 if quick else 100_000
     tag = uuid.uuid4().hex[:6]
-    for acks in ("1", "all"):
-        for codec in ("none", "lz4"):
-            topic = f"bench-ck-{acks}-{codec}-{tag}"
-            ck_produce(run, topic, n1k, 1024, acks, codec)
-            if acks == "1" and codec == "none":
-                ck_consume(run, topic, n1k, 1024)
-    kp_produce_consume(run, f"bench-kp-{tag}", 20_000 if quick else 100_000, 100)
-    oft(run, f"bench-oft-{tag}", 100_000 if quick else 1_000_000, 500 if quick else 2000)
+    if not only or "ck" in only:
+        for acks in ("1", "all"):
+            for codec in ("none", "lz4"):
+                topic = f"bench-ck-{acks}-{codec}-{tag}"
+                ck_produce(run, topic, n1k, 1024, acks, codec)
+                if acks == "1" and codec == "none":
+                    ck_consume(run, topic, n1k, 1024)
+    if not only or "kp" in only:
+        kp_produce_consume(run, f"bench-kp-{tag}", 20_000 if quick else 100_000, 100)
+    if not only or "oft" in only:
+        oft(run, f"bench-oft-{tag}", 100_000 if quick else 1_000_000, 500 if quick else 2000)
 
 
 def main() -> None:
@@ -245,6 +248,7 @@ def main() -> None:
     parser.add_argument("--peer-bootstrap", help="a second Kafka-compatible broker to compare with")
     parser.add_argument("--peer-pid", type=int, help="pid of the peer broker, for CPU accounting")
     parser.add_argument("--quick", action="store_true", help="smaller counts")
+    parser.add_argument("--only", default="", help="comma-separated subset of: ck, kp, oft")
     args = parser.parse_args()
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
     proc = None
@@ -256,11 +260,12 @@ def main() -> None:
             tmp = args.data_dir or tempfile.mkdtemp(prefix="sundial-bench-", dir=os.getcwd())
             proc, bootstrap = start_sundial(tmp)
             sundial = Run("sundial", bootstrap, proc.pid)
-        run_all(sundial, args.quick)
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
+        run_all(sundial, args.quick, only)
         peer = None
         if args.peer_bootstrap:
             peer = Run("peer", args.peer_bootstrap, args.peer_pid)
-            run_all(peer, args.quick)
+            run_all(peer, args.quick, only)
         print("\nscenario".ljust(34), "sundial".rjust(14), "peer".rjust(14), "ratio".rjust(8))
         for scenario, values in sundial.results.items():
             key = "p99_ms" if scenario.startswith("oft") else "mb_per_s"
