@@ -1,7 +1,12 @@
 """Prometheus metrics of the daemon, through the maintained ``prometheus_client`` library.
 
-Counters and histograms are updated on the request path through cached label
-children (a dictionary lookup and an increment). Per-partition gauges (log start
+Per-request figures (request counts, latency histogram, failures, bytes in and out,
+sendfile bytes) are plain Python counters updated on the loop thread — a dictionary
+lookup and a few integer additions, no locks — and turned into Prometheus families
+by a collector at scrape time: ``prometheus_client``'s own Counter/Histogram take a
+mutex per update, which cost more than the rest of a small request's bookkeeping.
+Rare events (retention deletions, refused connections) use ``prometheus_client``
+metrics directly. Per-partition gauges (log start
 and end offsets, segment count, size, max timestamp) are not maintained on the
 append path at all: a custom collector reads them from the log manager at scrape
 time. The endpoint is off unless ``sundial.metrics.listener`` is set
@@ -22,11 +27,12 @@ than ``timeout_s`` gets no per-partition or lag series rather than a race).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from protocol.api_keys import ApiKey
 
@@ -45,19 +51,14 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._requests = Counter("sundial_requests", "Requests handled, by API and version",
-                                 ["api", "version"], registry=r)
-        self._request_errors = Counter("sundial_request_failures", "Requests that failed inside the broker",
-                                       ["api", "version"], registry=r)
-        self._latency = Histogram("sundial_request_latency_seconds", "Time from decode to response written",
-                                  ["api", "version"], buckets=_LATENCY_BUCKETS, registry=r)
-        self._bad_frames = Counter("sundial_bad_frames", "Frames refused (malformed, oversized, unsupported)",
-                                   registry=r)
-        self._bytes_in = Counter("sundial_bytes_in", "Record bytes appended by producers", ["topic"], registry=r)
-        self._bytes_out = Counter("sundial_bytes_out", "Response bytes written to clients", registry=r)
-        self._sendfile_bytes = Counter("sundial_sendfile_bytes", "Fetch bytes sent with sendfile (zero copy)",
-                                       registry=r)
-        self._records_in = Counter("sundial_records_in", "Records appended", ["topic"], registry=r)
+        # request path: plain counters, exported by _HotCollector
+        self._requests: dict[tuple[int, int], list] = {}   # (key, version) -> [count, errors, sum_s, buckets]
+        self._bad_frames = 0
+        self._bytes_out = 0
+        self._sendfile_bytes = 0
+        self._in: dict[str, list[int]] = {}                  # topic -> [records, bytes]
+        self._time_index_lookups = 0
+        r.register(_HotCollector(self))
         self.connections = Gauge("sundial_connections", "Open client connections", registry=r)
         self._connections_refused = Counter("sundial_connections_refused", "Connections refused by limits",
                                             ["reason"], registry=r)
@@ -68,36 +69,36 @@ class BrokerMetrics:
             "sundial_consumed_retention_holds",
             "Retention passes in which a consumer group held back a segment consumed retention would delete",
             ["topic", "partition", "group"], registry=r)
-        self.time_index_lookups = Counter("sundial_time_index_lookups", "Timestamp lookups (ListOffsets by time)",
-                                          registry=r)
-        self._children: dict = {}
 
     # -- request path ----------------------------------------------------------------------
     def request_done(self, api_key: int, api_version: int, seconds: float, error: bool = False) -> None:
-        key = (api_key, api_version)
-        child = self._children.get(key)
-        if child is None:
-            labels = (_api_name(api_key), str(api_version))
-            child = (self._requests.labels(*labels), self._latency.labels(*labels),
-                     self._request_errors.labels(*labels))
-            self._children[key] = child
-        child[0].inc()
-        child[1].observe(seconds)
+        stats = self._requests.get((api_key, api_version))
+        if stats is None:
+            stats = self._requests[(api_key, api_version)] = [0, 0, 0.0, [0] * (len(_LATENCY_BUCKETS) + 1)]
+        stats[0] += 1
+        stats[2] += seconds
+        stats[3][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
         if error:
-            child[2].inc()
+            stats[1] += 1
+
+    def time_index_lookup(self) -> None:
+        self._time_index_lookups += 1
 
     def bad_frame(self) -> None:
-        self._bad_frames.inc()
+        self._bad_frames += 1
 
     def bytes_out_added(self, n: int) -> None:
-        self._bytes_out.inc(n)
+        self._bytes_out += n
 
     def sendfile_bytes_added(self, n: int) -> None:
-        self._sendfile_bytes.inc(n)
+        self._sendfile_bytes += n
 
     def appended(self, topic: str, records: int, size_bytes: int) -> None:
-        self._records_in.labels(topic).inc(records)
-        self._bytes_in.labels(topic).inc(size_bytes)
+        counts = self._in.get(topic)
+        if counts is None:
+            counts = self._in[topic] = [0, 0]
+        counts[0] += records
+        counts[1] += size_bytes
 
     def connection_refused(self, reason: str) -> None:
         self._connections_refused.labels(reason).inc()
@@ -165,6 +166,47 @@ def group_lag_rows(coordinator) -> list[dict]:
                          "committed_offset": lag.committed_offset, "offset_lag": lag.offset_lag,
                          "time_lag_ms": lag.time_lag_ms})
     return rows
+
+
+class _HotCollector:
+    """Prometheus families of the per-request counters (read at scrape time)."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self._m = metrics
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        m = self._m
+        requests = CounterMetricFamily("sundial_requests", "Requests handled, by API and version",
+                                       labels=["api", "version"])
+        failures = CounterMetricFamily("sundial_request_failures", "Requests that failed inside the broker",
+                                       labels=["api", "version"])
+        latency = HistogramMetricFamily("sundial_request_latency_seconds", "Time from decode to response written",
+                                        labels=["api", "version"])
+        for (api_key, version), (count, errors, total_s, buckets) in sorted(list(m._requests.items())):
+            labels = [_api_name(api_key), str(version)]
+            requests.add_metric(labels, count)
+            failures.add_metric(labels, errors)
+            cumulative, running = [], 0
+            for bound, n in zip((*_LATENCY_BUCKETS, float("inf")), list(buckets)):
+                running += n
+                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            latency.add_metric(labels, cumulative, total_s)
+        bad = CounterMetricFamily("sundial_bad_frames", "Frames refused (malformed, oversized, unsupported)",
+                                  value=m._bad_frames)
+        out = CounterMetricFamily("sundial_bytes_out", "Response bytes written to clients", value=m._bytes_out)
+        sendfile = CounterMetricFamily("sundial_sendfile_bytes", "Fetch bytes sent with sendfile (zero copy)",
+                                       value=m._sendfile_bytes)
+        lookups = CounterMetricFamily("sundial_time_index_lookups", "Timestamp lookups (ListOffsets by time)",
+                                      value=m._time_index_lookups)
+        records_in = CounterMetricFamily("sundial_records_in", "Records appended", labels=["topic"])
+        bytes_in = CounterMetricFamily("sundial_bytes_in", "Record bytes appended by producers", labels=["topic"])
+        for topic, (records, size) in sorted(list(m._in.items())):
+            records_in.add_metric([topic], records)
+            bytes_in.add_metric([topic], size)
+        return [requests, failures, latency, bad, out, sendfile, lookups, records_in, bytes_in]
 
 
 class _PartitionCollector:

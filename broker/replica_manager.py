@@ -310,7 +310,7 @@ class ReplicaManager:
             return OffsetAnswer(offset=log.high_watermark, leader_epoch=LEADER_EPOCH)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return OffsetAnswer()
-        self.broker.metrics.time_index_lookups.inc()
+        self.broker.metrics.time_index_lookup()
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_offset()
         else:

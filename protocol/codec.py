@@ -52,10 +52,28 @@ def decode_request(header: RequestHeader, frame):
                             f"{type(exc).__name__}: {exc}") from None
 
 
+class EncodedBody(bytes):
+    """A response body already encoded for one API version (e.g. a cached ApiVersions answer).
+
+    ``encode_response`` frames it as it is; it is the caller's job to have encoded it
+    for the request's version (see :func:`encode_response_body`).
+    """
+
+
+def encode_response_body(api_key: int, api_version: int, response) -> EncodedBody:
+    """The body alone (no size prefix, no header) of a response, for caching."""
+    frame = encode_response(RequestHeader(api_key, api_version, 0, None, 0), response)
+    raw = b"".join(bytes(b) for b in frame)
+    header_bytes = len(encode_response_header(api_key, api_version, 0))
+    return EncodedBody(raw[4 + header_bytes:])
+
+
 def encode_response(header: RequestHeader, response) -> list:
     """Size prefix + response header + body, as a list of buffers (see module doc)."""
     api_key, api_version = header.api_key, header.api_version
     hdr = encode_response_header(api_key, api_version, header.correlation_id)
+    if type(response) is EncodedBody:
+        return [_SIZE.pack(len(hdr) + len(response)), hdr, response]
     codec = HAND_WRITTEN.get(api_key)
     if codec is None:
         return [schema_codec.encode_response_frame(api_key, api_version, hdr, response)]

@@ -15,6 +15,7 @@ import re
 import structlog
 
 from protocol.api_keys import ApiKey
+from protocol.codec import encode_response_body
 from protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
@@ -32,11 +33,17 @@ async def handle_api_versions(ctx, request):
             error = ErrorCode.INVALID_REQUEST
         elif ctx.connection is not None:
             ctx.connection.client_software = (name, version)
-    return {
-        "error_code": error,
-        "api_keys": ctx.broker.dispatcher.api_versions_table(),
-        "throttle_time_ms": 0,
-    }
+    dispatcher = ctx.broker.dispatcher
+    cache = dispatcher.__dict__.setdefault("_api_versions_bodies", {})
+    key = (ctx.api_version, error)
+    body = cache.get(key)
+    if body is None:  # the table is fixed once the broker runs: encode each version once
+        body = cache[key] = encode_response_body(ApiKey.API_VERSIONS, ctx.api_version, {
+            "error_code": error,
+            "api_keys": dispatcher.api_versions_table(),
+            "throttle_time_ms": 0,
+        })
+    return body
 
 
 HANDLERS = {ApiKey.API_VERSIONS: handle_api_versions}
