@@ -31,7 +31,7 @@ _CORRELATION = struct.Struct(">i")
 _LENGTH = struct.Struct(">h")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestHeader:
     """A parsed request header."""
 

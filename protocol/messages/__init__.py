@@ -1,7 +1,8 @@
 """Hand-written data-plane codecs: Produce, Fetch, ListOffsets.
 
-Each module exposes ``decode_request(api_version, frame, offset)`` returning frozen
-slotted dataclasses (records as memoryviews into the frame),
+Each module exposes ``decode_request(api_version, frame, offset)`` returning slotted
+dataclasses (records as memoryviews into the frame; not frozen, because a frozen
+dataclass's ``__init__`` costs about twice as much and requests are built per call),
 ``encode_response_frame(api_version, header_bytes, response) -> list`` (the whole
 frame; the response may be nested dicts or objects with Kafka's snake_case names),
 ``encode_request(api_version, request) -> bytes`` (body only; tests and tools) and

@@ -95,7 +95,7 @@ _PARTITION.update({v: struct.Struct(">iiqqi") for v in range(9, 12)})
 _PARTITION[12] = struct.Struct(">iiqiqi")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchPartition:
     partition: int
     current_leader_epoch: int
@@ -105,19 +105,19 @@ class FetchPartition:
     partition_max_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchTopic:
     topic: str
     partitions: tuple[FetchPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ForgottenTopic:
     topic: str
     partitions: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchRequest:
     replica_id: int
     max_wait_ms: int

@@ -55,7 +55,7 @@ _QQI = struct.Struct(">qqi")
 _Q = struct.Struct(">q")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListOffsetsPartition:
     partition_index: int
     current_leader_epoch: int
@@ -63,13 +63,13 @@ class ListOffsetsPartition:
     max_num_offsets: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListOffsetsTopic:
     name: str
     partitions: tuple[ListOffsetsPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListOffsetsRequest:
     replica_id: int
     isolation_level: int

@@ -63,19 +63,19 @@ _I = struct.Struct(">i")
 _unpack_i32 = INT32.unpack_from
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProducePartitionData:
     index: int
     records: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProduceTopicData:
     name: str
     partition_data: tuple[ProducePartitionData, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProduceRequest:
     transactional_id: str | None
     acks: int
