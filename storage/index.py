@@ -22,6 +22,12 @@ Life cycle and invariants
   trusting them (:meth:`segment.LogSegment.check_indexes`).
 * **Trim**: :meth:`trim_to_valid_size` shrinks the file to ``entries × entry size``;
   done when a segment is rolled, closed and at the end of recovery.
+* **Disk full**: the pre-allocated tail is sparse, and a store into a mapped page the
+  filesystem cannot back kills the process with SIGBUS. So before an entry is written
+  into a page not yet known to be backed, that page is allocated with
+  ``posix_fallocate``; on ENOSPC this raises :class:`KafkaStorageError` and writes
+  nothing. :meth:`reserve_next_entry` does the same ahead of time, so a segment can
+  make sure its index entries will fit before it writes the batch to the ``.log``.
 * **Search**: :meth:`_largest_lower_bound_slot` is the binary search of Kafka's
   ``indexSlotRangeFor``: the slot of the largest key <= target, or -1.
 
@@ -101,7 +107,7 @@ class AbstractIndex:
     ENTRY_SIZE = 0  # set by subclasses
 
     __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_length", "_entries", "_max_entries",
-                 "_loaded", "_closed", "__weakref__")
+                 "_loaded", "_closed", "_backed_bytes", "__weakref__")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         if max_index_size < self.ENTRY_SIZE:
@@ -115,6 +121,7 @@ class AbstractIndex:
         self._max_entries = 0
         self._loaded = False     # metadata known (the file exists from then on)
         self._closed = False
+        self._backed_bytes = 0   # file bytes known to be allocated (no SIGBUS when stored into)
 
     # -- loading ----------------------------------------------------------------------------------
     @property
@@ -155,6 +162,7 @@ class AbstractIndex:
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
         self._entries = 0 if newly_created else self._max_entries
+        self._backed_bytes = 0  # an untrimmed file left by a crash may have holes: check from the start
         self._loaded = True
         self._after_load()
 
@@ -251,7 +259,28 @@ class AbstractIndex:
                 return mid
         return lo
 
+    def reserve_next_entry(self) -> None:
+        """Make sure the next entry's bytes are backed by the filesystem (KafkaStorageError if not)."""
+        if not self._loaded:
+            self._load()
+        end = (self._entries + 1) * self.ENTRY_SIZE
+        if end <= self._backed_bytes or end > self._length:
+            return
+        page = mmap.PAGESIZE
+        start = self._backed_bytes - self._backed_bytes % page
+        stop = min(self._length, -(-end // page) * page)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, start, stop - start)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot extend index {self.path}") from exc
+        self._backed_bytes = stop
+
     def _write_entry(self, data: bytes) -> None:
+        self.reserve_next_entry()
         mm = self._map()
         assert mm is not None
         pos = self._entries * self.ENTRY_SIZE
@@ -342,6 +371,7 @@ class AbstractIndex:
         self._length = rounded
         self._max_entries = rounded // self.ENTRY_SIZE
         self._entries = min(self._entries, self._max_entries)
+        self._backed_bytes = min(self._backed_bytes, rounded)
         self._after_load()
         return True
 
@@ -350,6 +380,7 @@ class AbstractIndex:
         if not self._loaded:
             self._load()
         self._entries = 0
+        self._backed_bytes = 0
         self.resize(self.max_index_size)
         self._after_load()
 

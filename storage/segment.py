@@ -359,6 +359,10 @@ class LogSegment:
             self._rolling_base_ts = largest_timestamp_ms
             self._rolling_base_loaded = True
         self._ensure_offset_in_range(largest_offset)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Disk full: fail before the .log grows, never between the .log and its indexes.
+            self.offset_index.reserve_next_entry()
+            self.time_index.reserve_next_entry()
         if chunks is None:
             self._write_at(records, position)
         else:
@@ -874,7 +878,7 @@ class LogSegment:
         if self._max_ts is not None and self._max_ts > self.time_index.peek_last_entry().timestamp_ms:
             try:
                 self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
-            except (ValueError, LogSegmentOffsetOverflowError) as exc:
+            except (ValueError, LogSegmentOffsetOverflowError, KafkaStorageError) as exc:
                 logger.warning("final_time_index_entry_skipped", path=self.time_index.path, error=str(exc))
         self.offset_index.close()
         self.time_index.close()
