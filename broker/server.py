@@ -347,7 +347,9 @@ class BrokerServer:
         if self._stopping:
             return
         self._stopping = True
-        logger.info("broker_stopping", connections=len(self.connections))
+        logger.info("broker_stopping", connections=len(self.connections),
+                    request_pool_peak_bytes=self.request_pool.peak_bytes,
+                    request_pool_limit_bytes=self.request_pool.limit_bytes)
         for srv in self._servers:
             srv.close()
         self.broker.purgatory.wake_all()
