@@ -46,15 +46,17 @@ Paths (§3.2): target magic = ``config.record_version``; target codec =
 
 What a v2 batch costs on the fast path
 --------------------------------------
-A v2 batch kept in place is *not* parsed record by record unless a rule needs the
-records: CreateTime with ``config.timestamp_bounded``, or a compacted topic. Then one
-structural walk (``scan_v2_records``, C-accelerated) checks the record count, every
-record's length and varints and the absence of trailing bytes, and yields min/max
-timestamps, key presence and whether offset deltas are 0..n-1 (else: rebuild, as Kafka
-does for compressed input). Otherwise only the header is used: the batch CRC, the
-header count/offset-delta rule, and the header's ``max_timestamp`` is trusted as the
-batch max (Kafka recomputes it from the records). LogAppendTime stamping is a header
-patch plus one CRC-32C pass over the batch. Legacy input is always parsed.
+A v2 batch kept in place is *not* decoded into record objects. One structural walk
+(``scan_v2_records``, C-accelerated, about 25 ns per record) checks the record count,
+every record's length and varints and the absence of trailing bytes, and yields
+min/max timestamps, key presence and whether offset deltas are 0..n-1 (else: rebuild,
+as Kafka does for compressed input). The walk runs for every batch, as Kafka's
+validator iterates every record: a batch whose count or lengths lie, or whose
+compressed payload is corrupt or inflates past the limit, is refused instead of
+stored for consumers to choke on. Records are decoded only when a rule fails
+(timestamp bounds, null keys in a compacted topic) to report each bad record.
+LogAppendTime stamping is a header patch plus one CRC-32C pass over the batch.
+Legacy input is always parsed.
 
 Max timestamp and its offset (§3.6): per path as ``LogValidator``; the offset is the
 *shallow* one (last offset of the batch holding the max; v0/v1 uncompressed: the
@@ -364,8 +366,7 @@ def _v2_fast_checks(view: BatchView, ctx: _Ctx) -> tuple[int, bool]:
     fails.
     """
     count = view.record_count
-    need_scan = ctx.bounded or ctx.compact
-    scan = scan_v2_records(view) if need_scan else None
+    scan = scan_v2_records(view)  # structure always (module doc); record objects only on a failed rule
     if view.timestamp_type == LOG_APPEND_TIME and count > 0:
         # Reader semantics: every record reports the batch max timestamp.
         ts = view.max_timestamp
