@@ -356,7 +356,8 @@ async def handle_list_groups(ctx, request):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     states = (_opt(request, "states_filter", []) or []) if ctx.api_version >= 4 else []
     types = (_opt(request, "types_filter", []) or []) if ctx.api_version >= 5 else []
-    error, rows = coord.list_groups(states, types)
+    # a null element of these non-nullable string arrays decodes as None: ignore it, never crash
+    error, rows = coord.list_groups([s for s in states if s is not None], [t for t in types if t is not None])
     if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
         rows = [r for r in rows if _group_ok_quiet(ctx, r)]
     return {"throttle_time_ms": 0, "error_code": error, "groups": rows}
