@@ -46,6 +46,7 @@ valid until the next call on the owning log.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from typing import Callable, Iterator, NamedTuple
@@ -186,7 +187,7 @@ class LogSegment:
         "dir", "base_offset", "index_interval_bytes", "max_index_size", "_log_path", "_fd", "size_bytes",
         "offset_index", "time_index", "_max_ts", "_offset_of_max_ts", "_rolling_base_ts", "_rolling_base_loaded",
         "created_ms", "roll_jitter_ms", "bytes_since_last_index_entry", "_next_offset", "_preallocated",
-        "_cached_mtime_ms", "is_active", "indexes_durable",
+        "_cached_mtime_ms", "is_active", "indexes_durable", "_read_map",
     )
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
@@ -213,6 +214,7 @@ class LogSegment:
         self._cached_mtime_ms: int | None = None
         self.is_active = False
         self.indexes_durable = True
+        self._read_map: mmap.mmap | None = None   # read-only view of the .log for searches
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -513,10 +515,37 @@ class LogSegment:
                            adjusted < found.size_bytes)
 
     def read_batch(self, header: BatchHeader) -> memoryview:
-        data = os.pread(self.fd, header.size_bytes, header.position)
-        if len(data) != header.size_bytes:
+        """The bytes of one batch, for a search that parses it right away.
+
+        Served from a read-only mapping of the ``.log`` (no copy: a timestamp search in
+        a 1 MiB batch walks only up to the record it looks for, where a ``pread`` would
+        first copy the whole batch into a fresh buffer). The mapping covers the logical
+        size when it was made and is remade when a batch beyond it is read; it is
+        dropped before any truncation so no view can outlive the bytes it maps. Callers
+        must not keep the view across storage calls. Falls back to ``pread`` if the file
+        cannot be mapped.
+        """
+        end = header.position + header.size_bytes
+        if end > self.size_bytes:
             raise CorruptRecordError(f"short read of batch at position {header.position} in {self._log_path}")
-        return memoryview(data)
+        m = self._read_map
+        if m is None or len(m) < end:
+            try:
+                m = self._read_map = mmap.mmap(self.fd, self.size_bytes, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                self._read_map = None
+                data = os.pread(self.fd, header.size_bytes, header.position)
+                if len(data) != header.size_bytes:
+                    raise CorruptRecordError(
+                        f"short read of batch at position {header.position} in {self._log_path}") from None
+                return memoryview(data)
+        return memoryview(m)[header.position:end]
+
+    def _drop_read_map(self) -> None:
+        # Not closed here: a view may still be alive in the caller's frame; the mapping
+        # is unmapped when the last reference goes. Dropping it before a truncation means
+        # no later read can touch pages past the new end of the file.
+        self._read_map = None
 
     # -- timestamp search ------------------------------------------------------------------------
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int,
@@ -578,6 +607,7 @@ class LogSegment:
         removed = 0
         if mapping is not None:
             removed = self.size_bytes - mapping.position
+            self._drop_read_map()
             try:
                 os.ftruncate(self.fd, mapping.position)
             except OSError as exc:
@@ -693,6 +723,7 @@ class LogSegment:
                            position=valid_bytes, error=error)
         if truncate:
             if file_size != valid_bytes:
+                self._drop_read_map()
                 try:
                     os.ftruncate(fd, valid_bytes)
                 except OSError as exc:
@@ -882,6 +913,7 @@ class LogSegment:
                 logger.warning("final_time_index_entry_skipped", path=self.time_index.path, error=str(exc))
         self.offset_index.close()
         self.time_index.close()
+        self._drop_read_map()
         if self._fd >= 0:
             try:
                 self._trim_log()
@@ -891,6 +923,7 @@ class LogSegment:
 
     def release_fd(self) -> None:
         """Close the ``.log`` descriptor (reopened on next use); only while no slice is out."""
+        self._drop_read_map()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -899,6 +932,7 @@ class LogSegment:
         """Release descriptors and mappings without writing anything."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self._drop_read_map()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -1,0 +1,69 @@
+"""Timestamp search inside big batches through the shared batch-index cache.
+
+The cache builds a running-max index of a batch the second time a search lands in it;
+answers must stay equal to brute force before and after that, when the log start
+offset falls inside a cached batch, and after a truncation re-creates the same
+positions with other data.
+"""
+
+import random
+
+import pytest
+from log_helpers import NOW_MS, topic_config
+
+from storage.builder import SimpleRecord, build_records
+from storage.log import _BATCH_INDEXES, PartitionLog
+
+
+def big_batch(stamps):
+    return build_records(2, [SimpleRecord(ts, None, b"v", ()) for ts in stamps]).buffer
+
+
+def brute(records, target, log_start=0):
+    hits = [(off, ts) for off, ts in records if ts >= target and off >= log_start]
+    return min(hits) if hits else None
+
+
+@pytest.fixture
+def log(tmp_path):
+    plog = PartitionLog.create(str(tmp_path / "t-0"), topic_config(), topic="t", partition=0, now_ms=NOW_MS)
+    yield plog
+    plog.close_handles()
+
+
+def _answer(plog, target):
+    found = plog.fetch_offset_by_timestamp(target)
+    return None if found is None else (found.offset, found.timestamp_ms)
+
+
+def test_cached_answers_equal_brute_force(log):
+    rng = random.Random(3)
+    records = []
+    for _ in range(4):
+        stamps = [NOW_MS - 10**6 + rng.randint(0, 10**5) for _ in range(2000)]
+        base = log.log_end_offset
+        log.append(big_batch(stamps), now_ms=NOW_MS)
+        records += [(base + i, ts) for i, ts in enumerate(stamps)]
+    built_before = len(_BATCH_INDEXES._indexes)
+    targets = [rng.choice(records)[1] + rng.choice((-1, 0, 1)) for _ in range(300)]
+    for _ in range(3):  # first visits walk, second visits build, later ones bisect
+        for target in targets:
+            assert _answer(log, target) == brute(records, target)
+    assert len(_BATCH_INDEXES._indexes) > built_before
+    # log start inside a cached batch: offsets below it never answer
+    log.delete_records(2500)
+    for target in targets[:100]:
+        assert _answer(log, target) == brute(records, target, log_start=2500)
+
+
+def test_truncation_invalidates_cached_indexes(log):
+    stamps = [NOW_MS - 50_000 + i for i in range(1000)]
+    log.append(big_batch(stamps), now_ms=NOW_MS)
+    for _ in range(3):
+        assert _answer(log, stamps[500]) == (500, stamps[500])
+    log.truncate_to(0)
+    other = [NOW_MS - 90_000 + 2 * i for i in range(1000)]  # same positions, other timestamps
+    log.append(big_batch(other), now_ms=NOW_MS)
+    for _ in range(3):
+        assert _answer(log, other[100]) == (100, other[100])
+        assert _answer(log, stamps[500]) == brute(list(enumerate(other)), stamps[500])
