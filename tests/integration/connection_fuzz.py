@@ -1,0 +1,507 @@
+"""Fuzzing the real connection path in process: mutated frames into ``broker.connection.Connection``
+of a started :class:`broker.server.BrokerServer` (real storage in a temporary directory,
+real dispatcher, handlers, group coordinator and encoder). Only the socket is replaced
+by an in-memory transport, so a million frames take minutes instead of hours.
+
+What counts as a finding (the run fails on the first one):
+
+* an exception logged by the connection (``request_failed``, ``connection_failed``,
+  ``response_encoding_failed``) or a periodic task (``periodic_task_failed``): bad
+  input must get a specific error code or a closed connection, never an unexpected
+  exception in a handler;
+* a malformed response stream: a frame shorter than a correlation id, a partial frame
+  left when the connection closes, or a correlation id that does not answer the
+  requests of that connection in order;
+* a broker that stops answering: every ``health_every`` frames a fresh connection must
+  get ApiVersions and Metadata answered.
+
+Inputs (seeded RNG; the seed is printed): valid requests of every API and version
+(``tests/unit/protocol/protocol_cases``), Produce requests with real record batches for
+topics with CreateTime, LogAppendTime, compaction and no timestamp bounds, Fetch and
+ListOffsets of those topics; then mutations: bytes flipped, truncated, extended,
+spliced, int16/int32/varint fields overwritten with boundary values, other API key or
+version, lying size prefixes. Record batches are also mutated *inside* (count, length,
+offset delta, timestamps, attributes/codec, varints of records, compressed payloads,
+decompression bombs) with the CRC recomputed, so the mutation reaches the validator.
+
+Used by ``tests/integration/test_hostile_input.py`` (CI size) and
+``benchmarks/fuzz_long.py`` (10^6 frames and more).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import os
+import pathlib
+import random
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import structlog
+from crc32c import crc32c
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
+
+from protocol import encode_request  # noqa: E402
+from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
+
+MAX_FRAME_BYTES = 1 << 20
+TOPICS = {"fz-create": {}, "fz-lat": {"message.timestamp.type": "LogAppendTime"},
+          "fz-compact": {"cleanup.policy": "compact"},
+          "fz-open": {"message.timestamp.before.max.ms": str(2**63 - 1),
+                      "message.timestamp.after.max.ms": str(2**63 - 1)}}
+INTERESTING_INT32 = [0, 1, -1, -2, 0x7FFFFFFF, -0x80000000, 0x7FFF, 0x8000, 0xFFFF, 255, 256, 1 << 20]
+INTERESTING_INT16 = [0, 1, -1, -2, 0x7FFF, -0x8000, 255]
+INTERESTING_INT64 = [0, -1, -2, -3, 2**63 - 1, -(2**63), 2**31, 1_700_000_000_000]
+INTERESTING_VARINT = [b"\x00", b"\x01", b"\x7f", b"\x80\x01", b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\x01",
+                      b"\x80\x80\x80\x80\x80\x80", b"\xff" * 10 + b"\x01"]
+
+
+class Finding(AssertionError):
+    pass
+
+
+# -- the in-memory transport --------------------------------------------------------------------------
+class FakeTransport(asyncio.Transport):
+    """What Connection needs of a transport; responses are parsed as they are written."""
+
+    def __init__(self, loop, tracker: "StreamCheck") -> None:
+        super().__init__()
+        self._loop = loop
+        self.protocol = None
+        self.closed = False
+        self.paused = False
+        self.check = tracker
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": ("10.0.0.7", 40000)}.get(name, default)
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data) -> None:
+        if not self.closed:
+            self.check.feed(bytes(data))
+
+    def writelines(self, parts) -> None:
+        for p in parts:
+            self.write(p)
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._loop.call_soon(self.protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.close()
+
+
+class StreamCheck:
+    """Response framing and correlation order of one connection."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.requests: list[int] = []  # correlation ids sent, in order
+        self.next_request = 0
+        self.responses = 0
+
+    def sent(self, frame_body: bytes) -> None:
+        if len(frame_body) >= 8:
+            self.requests.append(struct.unpack_from(">i", frame_body, 4)[0])
+
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 4:
+            size = struct.unpack_from(">i", self.buf)[0]
+            if size < 4 or size > 256 * MAX_FRAME_BYTES:
+                raise Finding(f"response frame size {size}")
+            if len(self.buf) < 4 + size:
+                return
+            corr = struct.unpack_from(">i", self.buf, 4)[0]
+            del self.buf[:4 + size]
+            self.responses += 1
+            while self.next_request < len(self.requests) and self.requests[self.next_request] != corr:
+                self.next_request += 1  # that request had no answer (acks=0) or a raw token
+            if self.next_request >= len(self.requests):
+                raise Finding(f"response with correlation id {corr} answers no pending request")
+            self.next_request += 1
+
+    def finish(self) -> None:
+        if self.buf:
+            raise Finding(f"{len(self.buf)} bytes of a partial response frame")
+
+
+class Recorder:
+    """Stands in for a module's structlog logger: records error/exception events, forwards all."""
+
+    WATCHED = {"request_failed", "connection_failed", "response_encoding_failed", "periodic_task_failed",
+               "append_io_error", "fetch_slice_short_read"}
+
+    def __init__(self, real, findings: list) -> None:
+        self._real = real
+        self._findings = findings
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def exception(self, event, *args, **kwargs):
+        if event in self.WATCHED:
+            self._findings.append(f"{event} {kwargs}\n{traceback.format_exc()}")
+        return self._real.exception(event, *args, **kwargs)
+
+    def error(self, event, *args, **kwargs):
+        if event in self.WATCHED:
+            self._findings.append(f"{event} {kwargs}")
+        return self._real.error(event, *args, **kwargs)
+
+
+# -- inputs -------------------------------------------------------------------------------------------
+def schema_corpus() -> list[bytes]:
+    from protocol_cases import case_value, schema_classes, to_kp
+
+    frames = []
+    for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()):
+        req_cls, _ = schema_classes(key)
+        for version in range(lo, hi + 1):
+            for case in ("sparse", "full"):
+                kp = to_kp(req_cls, case_value(req_cls, version, case), version)
+                kp.with_header(correlation_id=7, client_id="fuzz")
+                frames.append(bytes(kp.encode(header=True, framed=True))[4:])
+    return frames
+
+
+def make_batch(rng: random.Random, now_ms: int) -> bytes:
+    from storage.builder import SimpleRecord, build_records
+
+    codec = rng.choice([0, 0, 0, 1, 2, 3, 4])
+    n = rng.randint(1, 20)
+    ts = [now_ms + rng.randint(-5000, 5000) if rng.random() < 0.9 else rng.choice(INTERESTING_INT64)
+          for _ in range(n)]
+    recs = [SimpleRecord(t, None if rng.random() < 0.2 else b"k%d" % rng.randint(0, 5),
+                         rng.randbytes(rng.randint(0, 200))) for t in ts]
+    pid = rng.choice([-1, -1, rng.randint(0, 50)])
+    try:
+        return build_records(2, recs, compression=codec, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                             base_sequence=rng.randint(0, 100) if pid >= 0 else -1).buffer
+    except Exception:  # noqa: BLE001 - a timestamp the builder refuses: plain batch instead
+        return build_records(2, [SimpleRecord(now_ms, b"k", b"v")]).buffer
+
+
+def bomb(rng: random.Random) -> bytes:
+    """A gzip batch whose one record inflates far past the decompressed-size limit."""
+    from storage.builder import v2_header
+
+    payload = gzip.compress(b"\0" * rng.choice([64 << 20, 300 << 20]), compresslevel=1)
+    return v2_header(base_offset=0, batch_bytes=61 + len(payload), partition_leader_epoch=-1, attributes=1,
+                     last_offset_delta=0, base_timestamp=0, max_timestamp=0, producer_id=-1, producer_epoch=-1,
+                     base_sequence=-1, record_count=1, payload=payload) + payload
+
+
+_BOMBS: list[bytes] = []
+
+
+def fix_crc(batch: bytearray) -> None:
+    if len(batch) >= 61:
+        struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+
+
+def mutate_batch(rng: random.Random, batch: bytes) -> bytes:
+    b = bytearray(batch)
+    if len(b) < 61:
+        return bytes(b)
+    for _ in range(rng.randint(1, 3)):
+        op = rng.randrange(8)
+        if op == 0:  # record count
+            count = struct.unpack_from(">i", b, 57)[0]
+            struct.pack_into(">i", b, 57, rng.choice(INTERESTING_INT32 + [count + 1 if count < 2**31 - 1 else 0]))
+        elif op == 1:  # last offset delta
+            struct.pack_into(">i", b, 23, rng.choice(INTERESTING_INT32))
+        elif op == 2:  # batch length
+            struct.pack_into(">i", b, 8, rng.choice(INTERESTING_INT32 + [len(b) - 12 + rng.randint(-9, 9)]))
+        elif op == 3:  # timestamps
+            struct.pack_into(">q", b, rng.choice([27, 35]), rng.choice(INTERESTING_INT64))
+        elif op == 4:  # attributes: codec, timestamp type, transactional, control
+            struct.pack_into(">h", b, 21, rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 0x7FFF, -1]))
+        elif op == 5 and len(b) > 62:  # a varint inside the records
+            at = rng.randrange(61, len(b))
+            b[at:at + 1] = rng.choice(INTERESTING_VARINT)
+        elif op == 6 and len(b) > 62:  # flip bytes in the records / compressed payload
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(61, len(b))] = rng.randrange(256)
+        elif op == 7:  # producer id / epoch / sequence
+            struct.pack_into(">qhi", b, 43, rng.choice(INTERESTING_INT64), rng.choice(INTERESTING_INT16),
+                             rng.choice(INTERESTING_INT32))
+    if rng.random() < 0.9:
+        fix_crc(b)
+    return bytes(b)
+
+
+def produce_frame(rng: random.Random, corr: int, now_ms: int) -> bytes:
+    if rng.random() < 0.003:
+        if not _BOMBS:
+            _BOMBS.append(bomb(rng))
+        records = _BOMBS[0]
+    else:
+        records = make_batch(rng, now_ms)
+        if rng.random() < 0.6:
+            records = mutate_batch(rng, records)
+    version = rng.choice([3, 5, 7, 8, 9])
+    body = {"transactional_id": None, "acks": rng.choice([-1, 1, 0, 1, 1, 2]), "timeout_ms": 2000,
+            "topic_data": [{"name": rng.choice(list(TOPICS) + ["fz-none"]),
+                            "partition_data": [{"index": rng.choice([0, 1, 2, -1]), "records": records}]}]}
+    return encode_request(ApiKey.PRODUCE, version, corr, "fuzz", body)[4:]
+
+
+def read_frame(rng: random.Random, corr: int) -> bytes:
+    topic = rng.choice(list(TOPICS))
+    if rng.random() < 0.5:
+        return encode_request(ApiKey.FETCH, rng.choice([4, 11, 12]), corr, "fuzz", {
+            "replica_id": -1, "max_wait_ms": rng.choice([0, 0, 5]), "min_bytes": 1,
+            "max_bytes": rng.choice([0, 100, 1 << 20]), "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [{"partition": rng.choice([0, 1]),
+                                                        "fetch_offset": rng.choice([0, 1, 5, 50, -1, 2**62]),
+                                                        "partition_max_bytes": rng.choice([0, 64, 1 << 20])}]}]})[4:]
+    return encode_request(ApiKey.LIST_OFFSETS, rng.choice([0, 1, 4, 7, 8]), corr, "fuzz", {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": rng.choice([0, 1]), "current_leader_epoch": -1, "max_num_offsets": 3,
+             "timestamp": rng.choice(INTERESTING_INT64 + [-3, -4, -5, 1_700_000_000_000 + rng.randint(0, 10**9)])}]}]
+    })[4:]
+
+
+def mutate(rng: random.Random, frame: bytes, corpus: list[bytes]) -> bytes:
+    data = bytearray(frame)
+    for _ in range(rng.randint(1, 3)):
+        op = rng.randrange(9)
+        if op == 0 and data:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        elif op == 1 and len(data) > 1:
+            del data[rng.randrange(len(data)):]
+        elif op == 2:
+            at = rng.randrange(len(data) + 1)
+            data[at:at] = rng.randbytes(rng.randint(1, 8))
+        elif op == 3 and len(data) >= 12:
+            struct.pack_into(">i", data, rng.randrange(8, len(data) - 3), rng.choice(INTERESTING_INT32))
+        elif op == 4 and len(data) >= 10:
+            struct.pack_into(">h", data, rng.randrange(8, len(data) - 1), rng.choice(INTERESTING_INT16))
+        elif op == 5 and len(data) > 8:
+            at = rng.randrange(8, len(data))
+            data[at:at + 1] = rng.choice(INTERESTING_VARINT)
+        elif op == 6 and len(data) >= 4:
+            struct.pack_into(">hh", data, 0, rng.choice([rng.randrange(-3, 100), struct.unpack_from(">h", data)[0]]),
+                             rng.randrange(-2, 20))
+        elif op == 7:
+            other = rng.choice(corpus)
+            cut = rng.randrange(len(data) + 1)
+            data = data[:cut] + other[rng.randrange(len(other) + 1):]
+        elif op == 8 and len(data) > 8:
+            a = rng.randrange(8, len(data))
+            b = min(len(data), a + rng.randint(1, 16))
+            data[b:b] = data[a:b]
+    return bytes(data)
+
+
+def with_prefix(rng: random.Random, body: bytes) -> tuple[bytes, bool]:
+    """(stream bytes, size prefix honest)."""
+    r = rng.random()
+    if r < 0.93:
+        return struct.pack(">i", len(body)) + body, True
+    if r < 0.96:
+        return struct.pack(">i", max(0, len(body) - rng.randint(1, 8))) + body, False
+    if r < 0.98:
+        return struct.pack(">i", len(body) + rng.randint(1, 8)) + body, False
+    return struct.pack(">i", rng.choice([-1, -0x80000000, 0x7FFFFFFF, MAX_FRAME_BYTES + 1])) + body, False
+
+
+# -- the campaign -------------------------------------------------------------------------------------------
+@dataclass
+class Stats:
+    seed: int
+    frames: int = 0
+    connections: int = 0
+    closed_by_broker: int = 0
+    responses: int = 0
+    abandoned_busy: int = 0
+    health_checks: int = 0
+    elapsed_s: float = 0.0
+    findings: list = field(default_factory=list)
+
+    def line(self) -> str:
+        rate = self.frames / self.elapsed_s if self.elapsed_s else 0
+        return (f"connection fuzz: seed={self.seed} frames={self.frames:,} connections={self.connections:,} "
+                f"closed_by_broker={self.closed_by_broker:,} responses={self.responses:,} "
+                f"abandoned_long_polls={self.abandoned_busy} health_checks={self.health_checks} "
+                f"findings={len(self.findings)} elapsed={self.elapsed_s:.1f}s ({rate:,.0f} frames/s)")
+
+
+class Client:
+    def __init__(self, server, listener, loop) -> None:
+        from broker.connection import Connection
+
+        self.check = StreamCheck()
+        self.transport = FakeTransport(loop, self.check)
+        self.conn = Connection(server, listener)
+        self.transport.protocol = self.conn
+        self.conn.connection_made(self.transport)
+        self.busy_since: float | None = None
+
+    def send(self, rng: random.Random, stream: bytes, bodies: list[bytes]) -> None:
+        for body in bodies:
+            self.check.sent(body)
+        pos = 0
+        while pos < len(stream) and not self.transport.closed:
+            n = len(stream) if rng.random() < 0.7 else rng.randint(1, 512)
+            self.conn.data_received(stream[pos:pos + n])
+            pos += n
+
+
+async def _health(server, listener, loop, corr: int) -> None:
+    c = Client(server, listener, loop)
+    body = encode_request(18, 0, corr, "health", {})[4:] + b""
+    meta = encode_request(3, 1, corr + 1, "health", {"topics": None})[4:]
+    c.send(random.Random(0), struct.pack(">i", len(body)) + body + struct.pack(">i", len(meta)) + meta, [body, meta])
+    for _ in range(2000):
+        if c.check.responses >= 2:
+            break
+        await asyncio.sleep(0.001)
+    if c.check.responses < 2:
+        raise Finding("the broker stopped answering ApiVersions/Metadata on a fresh connection")
+    c.transport.close()
+
+
+async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | None = None,
+                       health_every: int = 2000, progress_every: int = 0, max_clients: int = 8) -> Stats:
+    from broker import connection as connection_mod
+    from broker import replica_manager as rm_mod
+    from broker import server as server_mod
+    from broker.server import BrokerServer
+    from broker.topics import create_topic
+    from config import BrokerConfig
+
+    seed = random.SystemRandom().randrange(2**32) if seed is None else seed
+    rng = random.Random(seed)
+    stats = Stats(seed)
+    own_dir = None
+    if data_dir is None:
+        own_dir = tempfile.TemporaryDirectory(prefix="sundial-fuzz-")
+        data_dir = own_dir.name
+    old_config = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
+                        cache_logger_on_first_use=False)
+    findings: list = []
+    saved = (connection_mod.logger, server_mod.logger, rm_mod.logger)
+    connection_mod.logger = Recorder(saved[0], findings)
+    server_mod.logger = Recorder(saved[1], findings)
+    rm_mod.logger = Recorder(saved[2], findings)
+    loop = asyncio.get_running_loop()
+    server = BrokerServer(BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": os.path.join(data_dir, "data"),
+        "socket.request.max.bytes": str(MAX_FRAME_BYTES), "group.initial.rebalance.delay.ms": "0",
+        "log.segment.bytes": str(256 * 1024), "connections.max.idle.ms": "0",
+        "group.min.session.timeout.ms": "10", "offsets.topic.segment.bytes": str(1 << 20)}))
+    started = time.perf_counter()
+    try:
+        await server.start()
+        listener = server.config.listeners[0]
+        for name, overrides in TOPICS.items():
+            create_topic(server.broker, name, 2, -1, overrides)
+        corpus = schema_corpus()
+        now_ms = int(time.time() * 1000)
+        clients: list[Client] = []
+        corr = 0
+        next_progress = progress_every
+        while stats.frames < frames:
+            # retire closed clients and long-polling ones
+            for c in list(clients):
+                if c.transport.closed:
+                    if c.check.buf and not findings:
+                        c.check.finish()
+                    stats.closed_by_broker += 1
+                    stats.responses += c.check.responses
+                    clients.remove(c)
+                elif c.conn.busy:
+                    c.busy_since = c.busy_since or time.monotonic()
+                    if time.monotonic() - c.busy_since > 0.2:
+                        stats.abandoned_busy += 1
+                        stats.responses += c.check.responses
+                        c.transport.close()
+                        clients.remove(c)
+                else:
+                    c.busy_since = None
+            if len(clients) < max_clients or rng.random() < 0.02:
+                clients.append(Client(server, listener, loop))
+                stats.connections += 1
+            client = rng.choice(clients)
+            if client.transport.paused or client.transport.closed:
+                await asyncio.sleep(0)
+                continue
+            bodies = []
+            stream = b""
+            for _ in range(rng.randint(1, 3)):
+                corr += 1
+                r = rng.random()
+                if r < 0.3:
+                    body = produce_frame(rng, corr & 0x7FFFFFFF, now_ms)
+                elif r < 0.45:
+                    body = read_frame(rng, corr & 0x7FFFFFFF)
+                else:
+                    body = rng.choice(corpus)
+                if rng.random() < 0.45:
+                    body = mutate(rng, body, corpus)
+                if rng.random() < 0.02:
+                    body = rng.randbytes(rng.randint(0, 64))
+                piece, honest = with_prefix(rng, body)
+                stream += piece
+                bodies.append(body)
+                stats.frames += 1
+                if not honest:
+                    break
+            client.send(rng, stream, bodies)
+            for _ in range(2):
+                await asyncio.sleep(0)
+            if findings:
+                break
+            if health_every and stats.frames // health_every > stats.health_checks:
+                stats.health_checks += 1
+                await _health(server, listener, loop, 2**30 + stats.health_checks * 2)
+            if progress_every and stats.frames >= next_progress:
+                next_progress += progress_every
+                print(f"  {stats.frames:,}/{frames:,} frames, {time.perf_counter() - started:.0f}s, "
+                      f"{stats.connections:,} connections", flush=True)
+        for c in clients:
+            await asyncio.sleep(0)
+            stats.responses += c.check.responses
+            c.transport.close()
+        if not findings:
+            await _health(server, listener, loop, 2**30 - 2)
+            stats.health_checks += 1
+    except Finding as exc:
+        findings.append(f"{exc}")
+    finally:
+        stats.elapsed_s = time.perf_counter() - started
+        try:
+            await server.shutdown()
+        finally:
+            connection_mod.logger, server_mod.logger, rm_mod.logger = saved
+            structlog.configure(**old_config)
+            if own_dir is not None:
+                own_dir.cleanup()
+    stats.findings = findings
+    return stats
