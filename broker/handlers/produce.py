@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import struct
 
+import structlog
+
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
@@ -26,6 +28,8 @@ from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..connection import CloseConnection
 from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
+
+logger = structlog.get_logger(__name__)
 
 _BATCH_HEADER = struct.Struct(">qiibIhi")  # base offset, length, epoch, magic, crc, attributes, lastOffsetDelta
 _RECORDS_COUNT = struct.Struct(">i")
@@ -88,6 +92,8 @@ async def handle_produce(ctx, request):
             else:
                 code, message = _request_level_error(p.records, version)
                 if code != ErrorCode.NONE:
+                    logger.info("produce_refused", topic=name, partition=p.index, error=ErrorCode(code).name,
+                                reason=message, client=ctx.client_host)
                     out = AppendOutcome(error_code=code, error_message=message)
                 else:
                     out = rm.append_one(name, p.index, p.records, now_ms)
