@@ -14,6 +14,10 @@ DeleteRecords DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS a
 (Incremental)AlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED, 29)
 or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED, 31).
 
+A topic may have at most ``MAX_PARTITIONS_PER_TOPIC`` partitions (INVALID_PARTITIONS
+beyond): creating one directory per partition on the event loop, a request for 2^31
+partitions would stall the broker for hours (Kafka relies on controller quotas).
+
 Topic configs are persisted with the topic (overrides only); DescribeConfigs reports
 every topic key with its effective value and its source (topic override, broker
 setting, or default), with synonyms from v1. Broker settings are static (read from
@@ -41,6 +45,7 @@ RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
 # -- CreateTopics -------------------------------------------------------------------------------
@@ -66,6 +71,9 @@ async def handle_create_topics(ctx, request):
         configs = {c.name: c.value for c in (t.configs or [])}
         assignments = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])}
         try:
+            if t.num_partitions > MAX_PARTITIONS_PER_TOPIC or len(assignments) > MAX_PARTITIONS_PER_TOPIC:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic")
             if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "give either assignments or partitions/replication factor, not both")
@@ -150,6 +158,9 @@ async def handle_create_partitions(ctx, request):
             entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif meta is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif t.count > MAX_PARTITIONS_PER_TOPIC:
+            entry["error_code"] = ErrorCode.INVALID_PARTITIONS
+            entry["error_message"] = f"at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic"
         elif t.count <= meta.partitions:
             entry["error_code"] = ErrorCode.INVALID_PARTITIONS
             entry["error_message"] = (f"topic has {meta.partitions} partitions; the new count {t.count} "
