@@ -1,11 +1,12 @@
 # Sundial broker image; the same image runs the integration tests (docker-compose.yml).
 FROM python:3.11-slim-bookworm
 RUN apt-get update \
- && apt-get install -y --no-install-recommends kcat nodejs npm \
+ && apt-get install -y --no-install-recommends kcat nodejs npm gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .
-RUN pip install --no-cache-dir -e '.[test]' \
+# gcc builds the optional C accelerator (storage._speedups); without it storage falls back to Python.
+RUN pip install --no-cache-dir --config-settings editable_mode=compat -e '.[test]' \
  && (cd tests/integration/js && npm install --no-audit --no-fund || true)
 EXPOSE 9092
 VOLUME ["/data"]
