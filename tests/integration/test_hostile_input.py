@@ -431,3 +431,19 @@ def test_socket_fuzz_against_the_daemon(daemon, unchanged):
     assert sent >= 1000
     events = new_events(daemon, since)
     assert not events & INTERNAL_ERRORS, events & INTERNAL_ERRORS
+
+
+@pytest.mark.parametrize("count", [2**31 - 1, 10_001])
+def test_absurd_partition_counts_are_refused_at_once(daemon, unchanged, count):
+    t0 = time.monotonic()
+    _, body = call(daemon, ApiKey.CREATE_TOPICS, 3, {"topics": [{"name": f"huge-{count}", "num_partitions": count,
+                                                               "replication_factor": 1, "assignments": [],
+                                                               "configs": []}],
+                                                     "timeout_ms": 5000, "validate_only": False})
+    assert body.topics[0].error_code == 37  # INVALID_PARTITIONS
+    _, body = call(daemon, ApiKey.CREATE_PARTITIONS, 1, {"topics": [{"name": "t-create", "count": count,
+                                                                    "assignments": None}],
+                                                         "timeout_ms": 5000, "validate_only": False})
+    assert body.results[0].error_code == 37
+    assert time.monotonic() - t0 < 5
+    assert not os.path.exists(os.path.join(daemon.data_dir, f"huge-{count}-0"))
