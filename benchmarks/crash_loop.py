@@ -286,11 +286,24 @@ class KafkaPythonProducer(Load):
 
 
 class GroupConsumer(Load):
+    """kafka-python group member committing after every poll.
+
+    kafka-python 3.0.12 can lose a SyncGroup answer that arrives just after ``poll``
+    timed out in ``ensure_active_group``: the broker has the member Stable with its
+    partitions, the client keeps an empty assignment forever. When the client has had
+    no assignment for ``STUCK_S`` seconds of load, it is closed and recreated (counted in
+    ``client_restarts``; the broker's view is printed by the harness).
+    """
+
+    STUCK_S = 8.0
+
     def __init__(self, bootstrap: str, ledger: Ledger) -> None:
         super().__init__("consumer")
         self.bootstrap, self.ledger = bootstrap, ledger
         self.consumed = 0
         self.commits = 0
+        self.client_restarts = 0
+        self.unassigned_s = 0.0
 
     def setup(self) -> None:
         from kafka import KafkaConsumer
@@ -303,7 +316,17 @@ class GroupConsumer(Load):
     def step(self) -> None:
         from kafka import OffsetAndMetadata
 
-        batches = self.c.poll(timeout_ms=200)
+        t0 = time.monotonic()
+        batches = self.c.poll(timeout_ms=500)
+        if not self.c.assignment():
+            self.unassigned_s += time.monotonic() - t0
+            if self.unassigned_s > self.STUCK_S:
+                self.teardown()
+                self.client_restarts += 1
+                self.unassigned_s = 0.0
+                self.setup()
+            return
+        self.unassigned_s = 0.0
         if not batches:
             return
         attempt = {tp: recs[-1].offset + 1 for tp, recs in batches.items()}
@@ -343,11 +366,12 @@ class CycleResult:
     acked: int
     problems: list = field(default_factory=list)
     index_verified: bool = False
+    commits: int = 0
 
     def line(self) -> str:
         status = "ok" if not self.problems else "FAILED: " + "; ".join(self.problems[:3])
         return (f"cycle {self.cycle:3d}: killed after {self.killed_after_s:5.2f}s, restart {self.restart_s:5.2f}s, "
-                f"{self.records:7d} records ({self.acked} acknowledged) "
+                f"{self.records:7d} records ({self.acked} acknowledged), {self.commits:5d} commits "
                 f"{'indexes verified ' if self.index_verified else ''}{status}")
 
 
@@ -436,6 +460,25 @@ def check(daemon: Daemon, ledger: Ledger, rng: random.Random) -> tuple[int, list
     return total, problems
 
 
+def describe_group(daemon: Daemon, consumer: "GroupConsumer") -> str:
+    """Diagnostics for a stuck consumer: the broker's view of the group and the client's assignment."""
+    from kafka import KafkaAdminClient
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=daemon.bootstrap, request_timeout_ms=10000)
+        try:
+            desc = admin.describe_groups([GROUP])
+        finally:
+            admin.close()
+    except Exception as exc:  # noqa: BLE001
+        desc = repr(exc)
+    try:
+        assignment = sorted(str(tp) for tp in consumer.c.assignment())
+    except Exception as exc:  # noqa: BLE001
+        assignment = repr(exc)
+    return f"broker: {desc}; client assignment: {assignment}"
+
+
 def verify_indexes(daemon: Daemon) -> list[str]:
     problems = []
     dirs = sorted(d for d in glob.glob(os.path.join(daemon.data_dir, "*-*")) if os.path.isdir(d))
@@ -490,7 +533,11 @@ def run(cycles: int, *, seed: int, workdir: str, verify_every: int = 5, ck_rate:
                 if w.error is not None:
                     raise RuntimeError(f"{w.name} failed: {w.error!r}")
             total, problems = check(daemon, ledger, rng)
-            result = CycleResult(cycle, delay, restart_s, total, len(ledger.acked), problems)
+            result = CycleResult(cycle, delay, restart_s, total, len(ledger.acked), problems,
+                                 commits=workers[2].commits)
+            if len(results) >= 5 and results[-5].commits == result.commits:
+                problems.append(f"the group consumer has made no commit for 5 cycles ({result.commits} in all; "
+                                f"{describe_group(daemon, workers[2])})")
             if not problems and (cycle % verify_every == 0 or cycle == cycles):
                 code = daemon.stop()
                 if code != 0:
@@ -517,6 +564,7 @@ def run(cycles: int, *, seed: int, workdir: str, verify_every: int = 5, ck_rate:
           f"summary: {len(results)} cycles, FAILED: {results[-1].problems}", file=out, flush=True)
     consumer = workers[2]
     print(f"group consumer: {consumer.consumed} records consumed, {consumer.commits} commits acknowledged, "
+          f"{consumer.client_restarts} client restarts (kafka-python lost a SyncGroup answer), "
           f"last committed {dict(sorted(ledger.commit_acked.items()))}", file=out, flush=True)
     restarts = [r.restart_s for r in results]
     if restarts:
