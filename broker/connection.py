@@ -11,7 +11,9 @@ Flow control, both directions:
   prefix above ``socket.request.max.bytes`` before buffering its body). When
   ``queued.max.requests`` frames are waiting, reading pauses until the queue
   drains to half of it.
-* Writing: responses go out with ``writelines``; when the transport's buffer passes
+* Writing: a response of plain buffers goes out as one joined write (one send()
+  call; the copy of a small answer costs less than a second syscall), file slices
+  as described below; when the transport's buffer passes
   its high-water mark (a client that stops reading), no further request of that
   connection is processed until the buffer drains. A fetch slice that does not fit
   is not read into memory at once: it is kept as a duplicated file descriptor and
