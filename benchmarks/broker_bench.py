@@ -214,6 +214,9 @@ def oft(run: Run, topic: str, n: int, targets: int) -> None:
     # The ground truth lives in flat int64 arrays and the collector starts clean, so the
     # client's garbage collections do not walk millions of list slots inside the timed calls.
     gc.collect()
+    # Let the kernel write back what was just produced, so the timed lookups measure the
+    # lookup and not the page-cache flush of the data set the scenario itself wrote.
+    os.sync()
     import bisect
 
     last_ts = sorted_ts[-1] if n else base
