@@ -340,6 +340,26 @@ class AbstractIndex:
             self._load()
         self._entries = max(0, min(entries, self._entries))
 
+    @staticmethod
+    def _relative_offset_of(mm: mmap.mmap, slot: int) -> int:
+        """The relative offset stored in entry ``slot`` (set by subclasses)."""
+        raise NotImplementedError
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        self._ensure()
+        rel = offset - self.base_offset
+        key_of = self._relative_offset_of
+        slot = self._largest_lower_bound_slot(rel, key_of)
+        if slot < 0:
+            new_entries = 0
+        elif key_of(self._mm, slot) == rel:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+        self._after_load()
+
     def truncate(self) -> None:
         """Remove every entry (the file keeps its length)."""
         self._truncate_to_entries(0)

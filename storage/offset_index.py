@@ -54,6 +54,7 @@ class OffsetIndex(AbstractIndex):
     """Sparse offset → position map of one segment (see module doc)."""
 
     ENTRY_SIZE = 8
+    _relative_offset_of = staticmethod(_key_of)
     __slots__ = ("_last_offset",)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760) -> None:
@@ -135,20 +136,6 @@ class OffsetIndex(AbstractIndex):
                 f"last offset appended ({self._last_offset}) to {self.path}")
         self._write_entry(_ENTRY.pack(self._relative(offset), position))
         self._last_offset = offset
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        self._ensure()
-        rel = offset - self.base_offset
-        slot = self._largest_lower_bound_slot(rel, _key_of)
-        if slot < 0:
-            new_entries = 0
-        elif _key_of(self._mm, slot) == rel:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-        self._after_load()
 
     def sanity_check(self) -> None:
         """Kafka's check: last offset >= base offset and a length that is a multiple of 8."""

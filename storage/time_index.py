@@ -65,6 +65,7 @@ class TimeIndex(AbstractIndex):
     """Sparse timestamp → offset map of one segment (see module doc)."""
 
     ENTRY_SIZE = 12
+    _relative_offset_of = staticmethod(_offset_key)
     __slots__ = ("_last_entry",)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760) -> None:
@@ -148,20 +149,6 @@ class TimeIndex(AbstractIndex):
         self._write_entry(_ENTRY.pack(timestamp_ms, rel))
         self._last_entry = TimestampOffset(timestamp_ms, offset)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset``."""
-        self._ensure()
-        rel = offset - self.base_offset
-        slot = self._largest_lower_bound_slot(rel, _offset_key)
-        if slot < 0:
-            new_entries = 0
-        elif _offset_key(self._mm, slot) == rel:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
-        self._after_load()
 
     def sanity_check(self) -> None:
         """Kafka's check: last timestamp >= first, last offset >= base, length a multiple of 12."""
