@@ -75,10 +75,11 @@ read_uvarint(reader *r, Py_ssize_t *pos, int max_bytes, uint64_t *out)
     return -1;
 }
 
-/* One- and two-byte varints (the usual case) are decoded inline; longer ones go through
-   read_uvarint, which enforces the length and range limits. */
+/* Zig-zag varints (max_bytes 5) and varlongs (max_bytes 10). One- and two-byte encodings
+   (the usual case) are decoded inline; longer ones go through read_uvarint, which enforces
+   the length and range limits. */
 static inline int
-read_varint(reader *r, Py_ssize_t *pos, int64_t *out)
+read_zigzag(reader *r, Py_ssize_t *pos, int max_bytes, int64_t *out)
 {
     uint64_t u;
     Py_ssize_t at = *pos;
@@ -96,36 +97,14 @@ read_varint(reader *r, Py_ssize_t *pos, int64_t *out)
             return 0;
         }
     }
-    if (read_uvarint(r, pos, 5, &u) < 0)
-        return -1;
-    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-    return 0;
-}
-
-static inline int
-read_varlong(reader *r, Py_ssize_t *pos, int64_t *out)
-{
-    uint64_t u;
-    Py_ssize_t at = *pos;
-    if (at + 1 < r->end) {
-        unsigned char b0 = r->p[at];
-        if (b0 < 0x80) {
-            *pos = at + 1;
-            *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
-            return 0;
-        }
-        if (r->p[at + 1] < 0x80) {
-            u = (uint64_t)(b0 & 0x7F) | ((uint64_t)r->p[at + 1] << 7);
-            *pos = at + 2;
-            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-            return 0;
-        }
-    }
-    if (read_uvarint(r, pos, 10, &u) < 0)
+    if (read_uvarint(r, pos, max_bytes, &u) < 0)
         return -1;
     *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
     return 0;
 }
+
+#define read_varint(r, pos, out) read_zigzag((r), (pos), 5, (out))
+#define read_varlong(r, pos, out) read_zigzag((r), (pos), 10, (out))
 
 static int
 get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end)
