@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -62,3 +64,27 @@ def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, lo
         if offset >= log_start and ts >= target_ms and (best is None or offset < best[0]):
             best = (offset, ts)
     return best
+
+
+# -- the raw wire (tests that send hand-made frames) ----------------------------------------------
+def connect_raw(host: str, port: int) -> socket.socket:
+    """A plain TCP connection to the broker, Nagle off."""
+    s = socket.create_connection((host, port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def _recv_exactly(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def read_frame(s: socket.socket) -> bytes:
+    """One whole response frame, size prefix included; ConnectionError if the broker closes."""
+    head = _recv_exactly(s, 4)
+    return head + _recv_exactly(s, struct.unpack(">i", head)[0])

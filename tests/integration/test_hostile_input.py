@@ -33,7 +33,7 @@ from protocol import decode_response, encode_request
 from protocol.api_keys import ApiKey
 
 from . import connection_fuzz
-from .clients import create_topic, producer
+from .clients import connect_raw, create_topic, producer, read_frame
 from .conftest import SundialProcess, free_port
 
 MAX_REQUEST = 4 << 20  # room for compression bombs
@@ -98,33 +98,14 @@ def unchanged(daemon):
 
 # -- raw wire helpers -----------------------------------------------------------------------------------
 def connect(proc) -> socket.socket:
-    s = socket.create_connection((proc.host, proc.port), timeout=10)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
-
-
-def recv_frame(s: socket.socket) -> bytes:
-    head = b""
-    while len(head) < 4:
-        chunk = s.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    size = struct.unpack(">i", head)[0]
-    body = b""
-    while len(body) < size:
-        chunk = s.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head + body
+    return connect_raw(proc.host, proc.port)
 
 
 def call(proc, api_key, version, body):
     s = connect(proc)
     try:
         s.sendall(encode_request(api_key, version, 77, "hostile", body))
-        return decode_response(api_key, version, recv_frame(s))
+        return decode_response(api_key, version, read_frame(s))
     finally:
         s.close()
 
@@ -226,7 +207,7 @@ def test_api_versions_with_an_unknown_version_is_answered_with_35(daemon, unchan
     s = connect(daemon)
     header = struct.pack(">hhih", 18, 77, 5, 4) + b"test" + b"\x00"  # flexible header v2, empty body
     s.sendall(struct.pack(">i", len(header) + 3) + header + b"\x00\x00\x00")
-    frame = recv_frame(s)
+    frame = read_frame(s)
     assert struct.unpack_from(">ih", frame, 4) == (5, 35)
     s.close()
 
@@ -252,11 +233,11 @@ def test_many_frames_in_one_write_and_one_byte_at_a_time(daemon, unchanged):
     s = connect(daemon)
     frames = b"".join(encode_request(18, 0, i, "pipe", {}) for i in range(200))
     s.sendall(frames)
-    assert [struct.unpack_from(">i", recv_frame(s), 4)[0] for _ in range(200)] == list(range(200))
+    assert [struct.unpack_from(">i", read_frame(s), 4)[0] for _ in range(200)] == list(range(200))
     one = encode_request(3, 1, 9, "slow", {"topics": None})
     for i in range(len(one)):
         s.send(one[i:i + 1])
-    assert struct.unpack_from(">i", recv_frame(s), 4)[0] == 9
+    assert struct.unpack_from(">i", read_frame(s), 4)[0] == 9
     s.close()
 
 

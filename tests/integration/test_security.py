@@ -42,6 +42,7 @@ from kafka.errors import (
 from protocol import decode_response, encode_request
 from protocol.api_keys import ApiKey
 
+from .clients import read_frame
 from .conftest import SundialProcess, free_port
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "broker"))
@@ -283,23 +284,6 @@ def test_ssl_listener_refuses_clients_without_a_trusted_certificate(secure):
 
 
 # -- the raw wire: exact error codes, nothing stored ------------------------------------------------------
-def _read_frame(s: socket.socket) -> bytes:
-    head = b""
-    while len(head) < 4:
-        chunk = s.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    size = struct.unpack(">i", head)[0]
-    body = b""
-    while len(body) < size:
-        chunk = s.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head + body
-
-
 class Wire:
     """A raw SASL_PLAINTEXT connection authenticated with PLAIN through SaslHandshake v1."""
 
@@ -314,7 +298,7 @@ class Wire:
     def call(self, api_key, version, body):
         self.corr += 1
         self.s.sendall(encode_request(api_key, version, self.corr, "wire-test", body))
-        corr, resp = decode_response(api_key, version, _read_frame(self.s))
+        corr, resp = decode_response(api_key, version, read_frame(self.s))
         assert corr == self.corr
         return resp
 
@@ -442,7 +426,7 @@ def test_clients_see_authorization_errors(secure):
 def test_requests_before_authentication_close_the_connection(secure):
     s = socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10)
     s.sendall(encode_request(18, 0, 1, "pre", {}))  # ApiVersions is allowed
-    corr, body = decode_response(18, 0, _read_frame(s))
+    corr, body = decode_response(18, 0, read_frame(s))
     assert body.error_code == 0
     s.sendall(encode_request(ApiKey.METADATA, 1, 2, "pre", {"topics": None}))
     assert s.recv(1) == b""
@@ -452,22 +436,22 @@ def test_requests_before_authentication_close_the_connection(secure):
 def test_unsupported_mechanism_and_bad_state(secure):
     s = socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10)
     s.sendall(encode_request(ApiKey.SASL_HANDSHAKE, 1, 1, "x", {"mechanism": "GSSAPI"}))
-    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, _read_frame(s))
+    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, read_frame(s))
     assert body.error_code == 33 and sorted(body.mechanisms) == sorted(MECHANISMS)
     assert s.recv(1) == b""
     s.close()
     s = socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10)
     s.sendall(encode_request(ApiKey.SASL_AUTHENTICATE, 1, 1, "x", {"auth_bytes": b"\0a\0b"}))
-    _, body = decode_response(ApiKey.SASL_AUTHENTICATE, 1, _read_frame(s))
+    _, body = decode_response(ApiKey.SASL_AUTHENTICATE, 1, read_frame(s))
     assert body.error_code == 34  # ILLEGAL_SASL_STATE: no handshake yet
     s.close()
     # on a listener without SASL the APIs answer ILLEGAL_SASL_STATE and the connection stays open
     s = socket.create_connection(("127.0.0.1", secure.ports["PLAINTEXT"]), timeout=10)
     s.sendall(encode_request(ApiKey.SASL_HANDSHAKE, 1, 1, "x", {"mechanism": "PLAIN"}))
-    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, _read_frame(s))
+    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, read_frame(s))
     assert body.error_code == 34
     s.sendall(encode_request(18, 0, 2, "x", {}))
-    assert decode_response(18, 0, _read_frame(s))[1].error_code == 0
+    assert decode_response(18, 0, read_frame(s))[1].error_code == 0
     s.close()
 
 
@@ -484,12 +468,12 @@ def test_handshake_v0_raw_tokens(secure, mechanism):
 
     s = socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10)
     s.sendall(encode_request(ApiKey.SASL_HANDSHAKE, 0, 1, "raw", {"mechanism": mechanism}))
-    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 0, _read_frame(s))
+    _, body = decode_response(ApiKey.SASL_HANDSHAKE, 0, read_frame(s))
     assert body.error_code == 0
 
     def token(data: bytes) -> bytes:
         s.sendall(struct.pack(">i", len(data)) + data)
-        return _read_frame(s)[4:]
+        return read_frame(s)[4:]
 
     if mechanism == "PLAIN":
         assert token(b"\0alice\0alice-pw") == b""
@@ -498,7 +482,7 @@ def test_handshake_v0_raw_tokens(secure, mechanism):
         client.process_server_first_message(token(client.first_message()))
         client.process_server_final_message(token(client.final_message()))
     s.sendall(encode_request(ApiKey.METADATA, 1, 5, "raw", {"topics": None}))
-    corr, _ = decode_response(ApiKey.METADATA, 1, _read_frame(s))
+    corr, _ = decode_response(ApiKey.METADATA, 1, read_frame(s))
     assert corr == 5
     s.close()
 

@@ -18,7 +18,7 @@ from kafka.errors import (
 from protocol import decode_response, encode_request
 from protocol.api_keys import ApiKey
 
-from .clients import admin, consume_all, create_topic, producer
+from .clients import admin, connect_raw, consume_all, create_topic, producer, read_frame
 from .conftest import unique_topic
 
 
@@ -60,26 +60,7 @@ def test_legacy_produce_and_fetch_convert_between_formats(broker, topic_format, 
 
 # -- raw frames -----------------------------------------------------------------------------------
 def _connect(broker) -> socket.socket:
-    s = socket.create_connection((broker.host, broker.port), timeout=10)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
-
-
-def _read_frame(s: socket.socket) -> bytes:
-    head = b""
-    while len(head) < 4:
-        chunk = s.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    size = struct.unpack(">i", head)[0]
-    body = b""
-    while len(body) < size:
-        chunk = s.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head + body
+    return connect_raw(broker.host, broker.port)
 
 
 def _closed_by_peer(s: socket.socket) -> bool:
@@ -95,7 +76,7 @@ def test_api_versions_unknown_version_gets_v0_answer_with_error_35(broker):
     # ApiVersions v99: header v2 (flexible) with an empty body
     header = struct.pack(">hhih", 18, 99, 1234, 4) + b"test" + b"\x00"
     s.sendall(struct.pack(">i", len(header) + 3) + header + b"\x00\x00\x00")
-    frame = _read_frame(s)
+    frame = read_frame(s)
     corr, error = struct.unpack_from(">ih", frame, 4)
     assert corr == 1234 and error == 35
     (count,) = struct.unpack_from(">i", frame, 10)
@@ -103,7 +84,7 @@ def test_api_versions_unknown_version_gets_v0_answer_with_error_35(broker):
     assert any(k == 18 for k, _lo, _hi in keys)
     # the connection stays usable: a supported ApiVersions now succeeds
     s.sendall(encode_request(18, 0, 5, "test", {}))
-    corr, body = decode_response(18, 0, _read_frame(s))
+    corr, body = decode_response(18, 0, read_frame(s))
     assert corr == 5 and body.error_code == 0
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert 71 not in advertised  # telemetry is not implemented, so not advertised
@@ -117,7 +98,7 @@ def test_pipelined_requests_are_answered_in_order(broker):
     frames = b"".join(encode_request(18, v % 3, 100 + i, "pipe", {}) for i, v in enumerate(range(50)))
     s.sendall(frames)
     for i in range(50):
-        corr, _ = decode_response(18, i % 3, _read_frame(s))
+        corr, _ = decode_response(18, i % 3, read_frame(s))
         assert corr == 100 + i
     s.close()
 
@@ -137,7 +118,7 @@ def test_bad_frames_close_the_connection_and_the_daemon_keeps_serving(broker, pa
     s.close()
     s = _connect(broker)
     s.sendall(encode_request(18, 0, 1, "after", {}))
-    corr, body = decode_response(18, 0, _read_frame(s))
+    corr, body = decode_response(18, 0, read_frame(s))
     assert corr == 1 and body.error_code == 0
     s.close()
 
@@ -156,7 +137,7 @@ def test_produce_with_a_corrupt_crc_gets_corrupt_message_and_stores_nothing(brok
     request = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
     s.sendall(encode_request(0, 7, 9, "crc", request))
-    corr, body = decode_response(0, 7, _read_frame(s))
+    corr, body = decode_response(0, 7, read_frame(s))
     part = body.responses[0].partition_responses[0]
     assert part.error_code == 2 and part.base_offset == -1
     s.close()
@@ -180,7 +161,7 @@ def test_invalid_timestamp_reports_record_errors_from_produce_v8(broker):
     request = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(b.build())}]}]}
     s.sendall(encode_request(0, 8, 9, "recerr", request))
-    _, body = decode_response(0, 8, _read_frame(s))
+    _, body = decode_response(0, 8, read_frame(s))
     part = body.responses[0].partition_responses[0]
     assert part.error_code == 32 and part.base_offset == -1 and part.log_append_time_ms == -1
     assert sorted(e.batch_index for e in part.record_errors) == [1, 3]
@@ -238,7 +219,7 @@ def test_describe_and_alter_configs_report_sources(broker):
     s.sendall(encode_request(33, 1, 3, "alter", {"resources": [{"resource_type": 2, "resource_name": topic,
                                                                 "configs": [{"name": "segment.ms", "value": "5000"}]}],
                                                  "validate_only": False}))
-    _, body = decode_response(33, 1, _read_frame(s))
+    _, body = decode_response(33, 1, read_frame(s))
     s.close()
     assert body.responses[0].error_code == 0
     configs = describe()
@@ -286,7 +267,7 @@ def test_idle_connections_are_closed(broker_factory):
     b = broker_factory(**{"connections.max.idle.ms": "400"}).start()
     s = _connect(b)
     s.sendall(encode_request(18, 0, 1, "idle", {}))
-    _read_frame(s)
+    read_frame(s)
     t0 = time.monotonic()
     assert _closed_by_peer(s)
     assert time.monotonic() - t0 < 5
