@@ -355,6 +355,8 @@ class PartitionLog:
         self._load_producer_state(now_ms)
 
     def _load_producer_state(self, now_ms: int | None) -> None:
+        from .validator import BatchInfo
+
         psm = self._producers
         snap = psm.load_latest_snapshot(self._leo, now_ms)
         if snap is None:
@@ -377,8 +379,9 @@ class PartitionLog:
                 scanned += 1
                 if h.magic >= 2 and h.producer_id >= 0 and not (h.attributes & 0x20):
                     last_seq = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset - h.first_field) % (1 << 31)
-                    psm.update([_HeaderBatch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                             h.first_field, h.last_offset, h.max_timestamp)])
+                    psm.update([BatchInfo(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                          h.first_field, h.last_offset, h.last_offset - h.first_field + 1, False,
+                                          h.max_timestamp)])
         psm.map_end_offset = self._leo
         psm.truncate_head(self.log_start_offset)
         if now_ms is not None:
@@ -984,16 +987,6 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, log_start_offset={self.log_start_offset}, "
                 f"log_end_offset={self._leo}, segments={len(self._segments)})")
-
-
-class _HeaderBatch(NamedTuple):
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
 
 
 def _jitter(config: TopicConfig, rng: random.Random) -> int:
