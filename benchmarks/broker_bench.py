@@ -40,40 +40,7 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int | None) -> float | None:
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_sundial(data_dir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"log.dirs={data_dir}", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("sundial did not start")
+from bench_daemon import cpu_seconds, start_sundial
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:

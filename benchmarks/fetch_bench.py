@@ -25,35 +25,14 @@ import urllib.request
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench_daemon import cpu_seconds, free_port, start_sundial
 
 
 def start(data_dir: str, sendfile: bool, loop: str) -> tuple[subprocess.Popen, str, int]:
-    port, mport = free_port(), free_port()
-    env = dict(os.environ, SUNDIAL_SENDFILE="1" if sendfile else "0", SUNDIAL_EVENT_LOOP=loop)
-    proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--override",
-                             f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}",
-                             "--override", f"sundial.metrics.listener=127.0.0.1:{mport}", "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc, f"127.0.0.1:{port}", mport
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("daemon did not start")
+    mport = free_port()
+    proc, bootstrap = start_sundial(data_dir, {"sundial.metrics.listener": f"127.0.0.1:{mport}"},
+                                    env={"SUNDIAL_SENDFILE": "1" if sendfile else "0", "SUNDIAL_EVENT_LOOP": loop})
+    return proc, bootstrap, mport
 
 
 def metric(mport: int, name: str) -> float:

@@ -35,37 +35,17 @@ import threading
 import time
 import uuid
 
+from bench_daemon import start_sundial  # noqa: E402
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def start_daemon(workdir: str) -> tuple[subprocess.Popen, str]:
+    return start_sundial(os.path.join(workdir, "data"), log_path=os.path.join(workdir, "sundial.log"), cwd=workdir)
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_daemon(workdir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"log.dirs={os.path.join(workdir, 'data')}"]
-    logf = open(os.path.join(workdir, "sundial.log"), "wb")
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=workdir,
-                            env=dict(os.environ, SUNDIAL_LOG_LEVEL="warning"))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"sundial exited with {proc.returncode}; see {workdir}/sundial.log")
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("sundial did not start within 30 s")
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
