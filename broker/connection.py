@@ -431,19 +431,9 @@ class Connection(asyncio.Protocol):
         position, remaining = file_slice.position, file_slice.size
         if (remaining > 0 and self.sock_fd >= 0 and not self.tls and self._server.sendfile_enabled
                 and transport.get_write_buffer_size() == 0):
-            fd = file_slice.fd
-            while remaining > 0:
-                try:
-                    sent = os.sendfile(self.sock_fd, fd, position, remaining)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    break
-                if sent <= 0:
-                    break
-                position += sent
-                remaining -= sent
-                self._server.metrics.sendfile_bytes_added(sent)
+            sent = self._sendfile_now(file_slice.fd, position, remaining)
+            position += sent
+            remaining -= sent
         if remaining > DEFERRED_CHUNK_BYTES:
             # The client is not taking it all now: keep a file descriptor, not the bytes.
             self._defer_slice(file_slice, position, remaining)
@@ -454,6 +444,23 @@ class Connection(asyncio.Protocol):
                 self.close()
                 return
             transport.write(data)
+
+    def _sendfile_now(self, fd: int, position: int, size: int) -> int:
+        """Send up to ``size`` bytes of ``fd`` from ``position`` straight to the socket, as
+        much as it takes without blocking; returns the bytes sent (0 on any error: the
+        caller falls back to copying or deferring)."""
+        total = 0
+        while total < size:
+            try:
+                sent = os.sendfile(self.sock_fd, fd, position + total, size - total)
+            except OSError:  # includes BlockingIOError and InterruptedError
+                break
+            if sent <= 0:
+                break
+            total += sent
+        if total:
+            self._server.metrics.sendfile_bytes_added(total)
+        return total
 
     def _defer_slice(self, file_slice, position: int, size: int) -> None:
         try:
@@ -482,18 +489,10 @@ class Connection(asyncio.Protocol):
                 continue
             if (not self.tls and self.sock_fd >= 0 and self._server.sendfile_enabled
                     and transport.get_write_buffer_size() == 0):
-                while item.remaining > 0:
-                    try:
-                        sent = os.sendfile(self.sock_fd, item.fd, item.position, item.remaining)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        break
-                    if sent <= 0:
-                        break
+                sent = self._sendfile_now(item.fd, item.position, item.remaining)
+                if sent:
                     item.position += sent
                     item.remaining -= sent
-                    self._server.metrics.sendfile_bytes_added(sent)
                     self.last_active_monotonic = time.monotonic()
             if item.remaining > 0:
                 n = min(item.remaining, DEFERRED_CHUNK_BYTES)
