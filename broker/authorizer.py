@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 
 import structlog
 
+from storage.files import write_file_atomically
+
 logger = structlog.get_logger(__name__)
 
 STORE_VERSION = 1
@@ -261,22 +263,8 @@ class AclStore:
     def _save(self, rules: list[AclRule]) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
-        tmp = f"{self.path}.tmp"
         data = json.dumps({"version": STORE_VERSION, "acls": [r.to_json() for r in rules]}, indent=2).encode() + b"\n"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_file_atomically(self.path, data, mode=0o600)
         self._stamp = None
         self._checked = 0.0
 

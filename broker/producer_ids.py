@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+from storage.files import write_file_atomically
+
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
 
@@ -29,12 +31,7 @@ class ProducerIdManager:
 
     def _reserve_block(self) -> None:
         end = self._next + BLOCK_SIZE
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="ascii") as fh:
-            fh.write(f"{end}\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
+        write_file_atomically(self._path, f"{end}\n".encode("ascii"))
         self._block_end = end
 
     def next_id(self) -> int:

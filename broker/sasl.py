@@ -66,6 +66,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from storage.files import write_file_atomically
+
 logger = structlog.get_logger(__name__)
 
 PLAIN = "PLAIN"
@@ -447,22 +449,8 @@ class CredentialStore:
     def _save(self, doc: dict) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
-        tmp = f"{self.path}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            data = json.dumps(doc, indent=2, sort_keys=True).encode("utf-8") + b"\n"
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        data = json.dumps(doc, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+        write_file_atomically(self.path, data, mode=0o600)
         self._stamp = None
 
     def set_user(self, user: str, password: str, mechanisms=(SCRAM_SHA_256, SCRAM_SHA_512),

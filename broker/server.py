@@ -33,6 +33,7 @@ import structlog
 
 from config import BrokerConfig
 from storage import LogManager
+from storage.files import write_file_atomically
 
 from .connection import Connection
 from .context import wall_clock_ms
@@ -255,13 +256,9 @@ class BrokerServer:
         for d in log_dirs:
             path = os.path.join(d, "meta.properties")
             if not os.path.exists(path):
-                tmp = path + ".tmp"
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    fh.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
-                             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\nversion=1\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
+                write_file_atomically(path, (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+                                             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\n"
+                                             "version=1\n").encode("utf-8"))
         return cluster_id
 
     def _partition_rows(self) -> list[dict]:

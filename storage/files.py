@@ -141,14 +141,15 @@ def fsync_dir(dir_path: str) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: str, data: bytes, *, sync: bool = True) -> None:
+def write_file_atomically(path: str, data: bytes, *, sync: bool = True, mode: int = 0o644) -> None:
     """Write ``path`` through ``<path>.tmp``: write, fsync, rename, fsync the directory.
 
     ``sync=False`` skips both fsyncs (the rename still makes the switch atomic); for
-    files that are only a cache, such as producer snapshots taken at a roll.
+    files that are only a cache, such as producer snapshots taken at a roll. ``mode``
+    applies to a newly created file (0o600 for credentials and ACLs).
     """
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
