@@ -126,8 +126,10 @@ def _topic(broker, ages, **configs):
 def test_a_two_groups_one_lagging(retention_broker):
     broker = retention_broker
     topic, bases = _topic(broker, [30 * MINUTE] * 80)
-    _commit(broker.bootstrap, "fast", topic, 80)
+    # The slow group commits first: a retention pass between the two commits must not see
+    # "fast" alone (it would rightly delete everything below 80).
     _commit(broker.bootstrap, "slow", topic, 3)
+    _commit(broker.bootstrap, "fast", topic, 80)
     _passes()
     # The slow group holds every segment from the one that holds its offset on.
     hold = _segment_of(bases, 3)
