@@ -5,6 +5,26 @@ order they were sent, so each connection runs one request at a time (a parked
 long-poll Fetch blocks only its own connection, as in Kafka); concurrency comes
 from many connections.
 
+Pipelined durable produce: a Produce with acks 1 or all is split in two
+(``Dispatcher.pipelined``). Its appends happen at once, in arrival order, so offsets
+and idempotent sequences are exactly those of one-at-a-time handling; its answer
+(after the fsync, for acks=all) is awaited by the connection's writer while the
+request loop goes on reading, decoding and appending the Produce requests behind
+it. One group-commit fsync then covers every append made before it started, from
+this connection and all others. Invariants:
+
+* Responses leave in request order: the writer answers pending requests oldest
+  first, and any request that is not such a Produce (including acks=0, SASL tokens
+  and the ApiVersions fallback) is handled only once every pending answer is
+  written, exactly as without pipelining.
+* At most ``sundial.connection.max.pending.produce.requests`` requests and
+  ``sundial.connection.max.pending.produce.bytes`` bytes of them wait per connection;
+  past that the loop waits for the writer, frames queue up and reading pauses as
+  below (back-pressure reaches the client's socket).
+* An fsync failure answers every waiting request KAFKA_STORAGE_ERROR, in order. A
+  client that goes away while answers wait loses only the answers: its appends are
+  complete batches in the log, flushed like any other data.
+
 Flow control, both directions:
 
 * Reading: frames are decoded as bytes arrive (``FrameDecoder`` refuses a size
@@ -113,6 +133,13 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._task: asyncio.Task | None = None
         self._in_request = False
+        # Pipelined produce: answers owed, oldest first, and the task that writes them.
+        self._pending: deque[_Pending] = deque()
+        self._pending_bytes = 0
+        self._max_pending = cfg["sundial.connection.max.pending.produce.requests"]
+        self._max_pending_bytes = cfg["sundial.connection.max.pending.produce.bytes"]
+        self._writer: asyncio.Task | None = None
+        self._progress: asyncio.Future | None = None
         self.transport: asyncio.Transport | None = None
         self.conn_id = f"{listener.name}-{next(_conn_ids)}"
         self.peer_host = "?"
@@ -236,6 +263,7 @@ class Connection(asyncio.Protocol):
         self._drop_deferred()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        self._signal_progress()
         self._server.forget(self)
 
     def pause_writing(self) -> None:
@@ -250,8 +278,8 @@ class Connection(asyncio.Protocol):
     # -- lifecycle ------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        """True while a request is being handled or waiting to be."""
-        return self._in_request or bool(self._frames) or bool(self._deferred)
+        """True while a request is being handled, waiting to be, or owed an answer."""
+        return self._in_request or bool(self._frames) or bool(self._deferred) or bool(self._pending)
 
     @property
     def write_blocked(self) -> bool:
@@ -275,7 +303,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             except RuntimeError:
                 pass
-        if not self._in_request:
+        if not self._in_request and not self._pending:
             self.close()
         self._wake()
 
@@ -291,6 +319,7 @@ class Connection(asyncio.Protocol):
             while not self._closed:
                 if not self._frames:
                     if self._closing:
+                        await self._drain_pending()  # closing cleanly: answer what was appended
                         break
                     self._wakeup = loop.create_future()
                     await self._wakeup
@@ -299,7 +328,9 @@ class Connection(asyncio.Protocol):
                 frame = self._frames.popleft()
                 self._in_request = True
                 try:
-                    keep_open = await self._handle(frame)
+                    if self._pending and not _is_produce(frame):
+                        await self._drain_pending()  # not a Produce: answer the ones before it first
+                    keep_open = await self._handle(frame) if not self._closed else False
                 finally:
                     self._in_request = False
                     self.last_active_monotonic = time.monotonic()
@@ -309,11 +340,10 @@ class Connection(asyncio.Protocol):
                 if self._deferred and not self._closed:
                     await self._send_deferred()
                 if not keep_open:
+                    await self._drain_pending()  # answers owed to earlier requests still go out
                     break
                 if self._write_paused and not self._closed:
-                    self._drained = loop.create_future()
-                    await self._drained
-                    self._drained = None
+                    await self._wait_writable()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug must cost this connection only, never the daemon
@@ -321,6 +351,99 @@ class Connection(asyncio.Protocol):
         finally:
             self.close()
             self._drop_deferred()
+            self._drop_pending()
+
+    async def _wait_writable(self) -> None:
+        """Wait until the transport drains below its low-water mark (or the connection is lost)."""
+        if self._drained is None or self._drained.done():
+            self._drained = asyncio.get_running_loop().create_future()
+        await self._drained
+
+    # -- pipelined produce ------------------------------------------------------------------
+    def _begin_pipelined(self, begin, ctx, request, header, started: float, frame_bytes: int) -> None:
+        """Do the in-order part of a request now and queue its answer for the writer."""
+        answer = begin(ctx, request)  # appends happen here, in arrival order
+        self._pending.append(_Pending(header, answer, started, frame_bytes))
+        self._pending_bytes += frame_bytes
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+
+    async def _wait_pending_room(self) -> None:
+        while (self._pending and not self._closed
+               and (len(self._pending) >= self._max_pending or self._pending_bytes >= self._max_pending_bytes)):
+            await self._next_progress()
+
+    async def _drain_pending(self) -> None:
+        """Return once every pending answer is written (or the connection is gone)."""
+        while self._pending and not self._closed:
+            await self._next_progress()
+
+    async def _next_progress(self) -> None:
+        if self._progress is None or self._progress.done():
+            self._progress = asyncio.get_running_loop().create_future()
+        await self._progress
+
+    def _signal_progress(self) -> None:
+        p = self._progress
+        if p is not None and not p.done():
+            p.set_result(None)
+
+    async def _write_pending(self) -> None:
+        """The writer: await each pending answer oldest first and write it (responses stay in order)."""
+        pending = self._pending
+        metrics = self._server.metrics
+        try:
+            while pending and not self._closed:
+                item = pending[0]
+                header = item.header
+                try:
+                    response = await item.answer
+                except CloseConnection as exc:
+                    logger.info("connection_closed_by_handler", client=self.peer_host, reason=str(exc))
+                    self.close()
+                    break
+                except Exception:
+                    logger.exception("request_failed", client=self.peer_host, api_key=header.api_key,
+                                     api_version=header.api_version, correlation_id=header.correlation_id,
+                                     client_id=header.client_id)
+                    metrics.request_done(header.api_key, header.api_version,
+                                         time.perf_counter() - item.started, error=True)
+                    self.close()
+                    break
+                pending.popleft()
+                self._pending_bytes -= item.frame_bytes
+                if response is not None and not self._closed:
+                    try:
+                        buffers = encode_response(header, response)
+                    except Exception:
+                        logger.exception("response_encoding_failed", api_key=header.api_key,
+                                         api_version=header.api_version)
+                        self.close()
+                        break
+                    self._write(buffers)
+                metrics.request_done(header.api_key, header.api_version, time.perf_counter() - item.started)
+                self.last_active_monotonic = time.monotonic()
+                self._signal_progress()
+                if self._write_paused and not self._closed:
+                    await self._wait_writable()
+        finally:
+            self._signal_progress()
+            if self._closed:
+                self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        """The connection is gone: forget owed answers (their appends are complete in the log)."""
+        writer = self._writer
+        if writer is not None and not writer.done() and writer is not asyncio.current_task():
+            writer.cancel()  # unwinds the answer it awaits; its own finally drops the rest
+            return
+        while self._pending:
+            item = self._pending.popleft()
+            close = getattr(item.answer, "close", None)
+            if close is not None:
+                close()  # a coroutine never started: no warning, nothing else to undo
+        self._pending_bytes = 0
+        self._signal_progress()
 
     # -- one request ------------------------------------------------------------------------
     async def _handle(self, frame: memoryview) -> bool:
@@ -367,6 +490,24 @@ class Connection(asyncio.Protocol):
                              self.peer_host, self.peer_port, self._listener.name, self.conn_id,
                              self.principal, header)
         ctx.connection = self
+        begin = dispatcher.pipelined.get(api_key)
+        if begin is not None:
+            if self._max_pending > 1 and getattr(request, "acks", 0) != 0:
+                await self._wait_pending_room()
+                if self._closed:
+                    return False
+                try:
+                    self._begin_pipelined(begin, ctx, request, header, started, len(frame))
+                except Exception:
+                    logger.exception("request_failed", client=self.peer_host, api_key=api_key,
+                                     api_version=api_version, correlation_id=header.correlation_id,
+                                     client_id=header.client_id)
+                    server.metrics.request_done(api_key, api_version, time.perf_counter() - started, error=True)
+                    return False
+                return True
+            await self._drain_pending()  # acks=0 or pipelining off: as one request at a time
+            if self._closed:
+                return False
         handler = dispatcher.handlers[api_key]
         try:
             response = await handler(ctx, request)
@@ -473,14 +614,11 @@ class Connection(asyncio.Protocol):
 
     async def _send_deferred(self) -> None:
         """Feed deferred response pieces to the socket as the client reads them (bounded memory)."""
-        loop = asyncio.get_running_loop()
         deferred = self._deferred
         transport = self.transport
         while deferred and not self._closed:
             if self._write_paused:
-                self._drained = loop.create_future()
-                await self._drained
-                self._drained = None
+                await self._wait_writable()
                 continue
             item = deferred[0]
             if isinstance(item, bytes):
@@ -516,6 +654,20 @@ class Connection(asyncio.Protocol):
             item = self._deferred.popleft()
             if not isinstance(item, bytes):
                 item.close()
+
+
+def _is_produce(frame) -> bool:
+    """The frame's API key (int16 at the start of the request header) is Produce (0)."""
+    return len(frame) >= 2 and frame[0] == 0 and frame[1] == 0
+
+
+class _Pending:
+    """A request begun in order whose answer is still owed: header, awaitable answer, accounting."""
+
+    __slots__ = ("header", "answer", "started", "frame_bytes")
+
+    def __init__(self, header, answer, started: float, frame_bytes: int) -> None:
+        self.header, self.answer, self.started, self.frame_bytes = header, answer, started, frame_bytes
 
 
 class _DeferredSlice:

@@ -5,6 +5,9 @@ optionally ``VERSIONS: dict[int, (min, max)]`` narrowing what the protocol packa
 can decode. The advertised range of an API is the intersection of the protocol's
 ``SUPPORTED_VERSIONS`` and the handler's ``VERSIONS``; an API without a handler is
 not advertised at all (librdkafka, for one, sends whatever is advertised).
+A module may also expose ``PIPELINED: dict[int, begin]``: ``begin(ctx, request)`` does
+the in-order part of a request at once and returns an awaitable of its response, so
+the connection can go on with the requests behind it (Produce with acks != 0).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Dispatcher:
     def __init__(self, modules=HANDLER_MODULES, extra_modules=()) -> None:
         self.handlers: dict[int, object] = {}
         self.advertised: dict[int, tuple[int, int]] = {}
+        self.pipelined: dict[int, object] = {}
         for name in (*modules, *extra_modules):
             module = importlib.import_module(name)
             narrowed = getattr(module, "VERSIONS", {})
@@ -49,6 +53,9 @@ class Dispatcher:
                     continue
                 self.handlers[int(api_key)] = handler
                 self.advertised[int(api_key)] = (lo, hi)
+                begin = getattr(module, "PIPELINED", {}).get(api_key)
+                if begin is not None:
+                    self.pipelined[int(api_key)] = begin
 
     def api_versions_table(self) -> list[dict]:
         return [{"api_key": k, "min_version": lo, "max_version": hi}

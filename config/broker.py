@@ -183,6 +183,12 @@ _def(ConfigDef("sundial.shutdown.grace.ms", L, 10_000, "How long a clean shutdow
 _def(ConfigDef("sundial.credentials.file", S, None,
                "SCRAM/PLAIN credentials store; default <first log dir>/credentials.json."))
 _def(ConfigDef("sundial.acls.file", S, None, "ACL rules file; default <first log dir>/acls.json."))
+_def(ConfigDef("sundial.connection.max.pending.produce.requests", I, 100,
+               "Produce requests (acks 1 or all) one connection may have appended but not yet answered "
+               "while it goes on reading the requests behind them; 1 turns pipelining off.", at_least(1)))
+_def(ConfigDef("sundial.connection.max.pending.produce.bytes", L, 16 * 1024 * 1024,
+               "Bytes of Produce requests one connection may have appended but not yet answered.",
+               at_least(1)))
 
 #: Keys of Kafka's server.properties that a single node ignores (warned, not refused).
 IGNORED_KAFKA_KEYS = frozenset({

@@ -12,7 +12,8 @@ WRITE gets TOPIC_AUTHORIZATION_FAILED (29) and nothing is appended (checked befo
 existence, so the answer does not reveal whether the topic exists).
 
 acks=0 sends no answer; if any partition failed the connection is closed, which is
-how Kafka tells such a producer something went wrong. acks=-1 answers after fsync.
+how Kafka tells such a producer something went wrong. acks=-1 answers after fsync;
+the connection may begin the requests behind it meanwhile (:func:`begin_produce`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,16 @@ def _partition_entry(index: int, out: AppendOutcome) -> dict:
     }
 
 
-async def handle_produce(ctx, request):
+def begin_produce(ctx, request):
+    """Append every partition now, in the caller's order; return an awaitable of the response.
+
+    The appends happen before this returns, so a connection that calls it for each
+    Produce in arrival order keeps Kafka's order of offsets and idempotent sequences.
+    The awaitable waits for durability (acks=-1) and yields the response body, or
+    None for acks=0 (raising :class:`CloseConnection` when an acks=0 produce failed).
+    The connection may await it later, after beginning the requests behind it
+    (pipelined durable produce, :mod:`broker.connection`).
+    """
     broker = ctx.broker
     rm = broker.replica_manager
     acks = request.acks
@@ -102,8 +112,13 @@ async def handle_produce(ctx, request):
                 failed = True
             parts.append((p.index, out))
         responses.append((name, parts))
-    if acks == -1 and appended:
-        await rm.wait_durable(appended, request.timeout_ms)
+    durable = appended if acks == -1 else None
+    return _finish(rm, acks, durable, request.timeout_ms, responses, failed)
+
+
+async def _finish(rm, acks: int, durable, timeout_ms: int, responses, failed: bool):
+    if durable:
+        await rm.wait_durable(durable, timeout_ms)
     if acks == 0:
         if failed:
             raise CloseConnection("a partition of an acks=0 produce failed")
@@ -115,4 +130,10 @@ async def handle_produce(ctx, request):
     }
 
 
+async def handle_produce(ctx, request):
+    return await begin_produce(ctx, request)
+
+
 HANDLERS = {ApiKey.PRODUCE: handle_produce}
+#: APIs whose handling splits into an in-order start and a later answer (see broker.connection).
+PIPELINED = {ApiKey.PRODUCE: begin_produce}

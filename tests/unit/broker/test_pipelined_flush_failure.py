@@ -1,0 +1,100 @@
+"""An fsync that fails while pipelined acks=all requests wait answers every one of them
+KAFKA_STORAGE_ERROR, in request order, and loses nothing acknowledged before.
+
+The broker runs in process (real BrokerServer, storage in a temporary directory, real
+sockets on loopback) so the failure can be injected into ``FlushJob.run``, the one
+place that calls fdatasync. Ground truth is what the test sent and read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import struct
+import time
+
+import pytest
+
+from protocol import decode_response, encode_request
+from protocol.api_keys import ApiKey
+from storage import log as storage_log
+from storage.builder import SimpleRecord, build_records
+
+PRODUCE_VERSION = 7
+FETCH_VERSION = 4
+KAFKA_STORAGE_ERROR = 56
+
+
+def produce(corr: int, topic: str, value: bytes) -> bytes:
+    batch = build_records(2, [SimpleRecord(int(time.time() * 1000), None, value)]).buffer
+    return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, corr, "t", {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readexactly(4)
+    return head + await reader.readexactly(struct.unpack(">i", head)[0])
+
+
+async def produce_answers(reader, count: int) -> list[tuple[int, int, int]]:
+    """(correlation id, error code, base offset) of the next ``count`` Produce answers."""
+    out = []
+    for _ in range(count):
+        corr, body = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, await asyncio.wait_for(read_frame(reader), 60))
+        part = body.responses[0].partition_responses[0]
+        out.append((corr, part.error_code, part.base_offset))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, monkeypatch):
+    from broker.server import BrokerServer
+    from broker.topics import create_topic
+    from config import BrokerConfig
+
+    server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                                        "group.initial.rebalance.delay.ms": "0"}))
+    await server.start()
+    try:
+        create_topic(server.broker, "dur", 1, -1, {})
+        port = server.bound_ports[server.config.listeners[0].name]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+        # Acknowledged before the fault.
+        writer.write(b"".join(produce(i, "dur", b"ok%d" % i) for i in range(5)))
+        assert await produce_answers(reader, 5) == [(i, 0, i) for i in range(5)]
+
+        # Every fsync fails from now on; 30 requests are in flight at once.
+        real_run = storage_log.FlushJob.run
+
+        def failing_run(job):
+            job.discard()
+            raise storage_log.KafkaStorageError.from_os_error(OSError(errno.EIO, "injected"), "flush failed")
+
+        monkeypatch.setattr(storage_log.FlushJob, "run", failing_run)
+        writer.write(b"".join(produce(100 + i, "dur", b"bad%d" % i) for i in range(30)))
+        answers = await produce_answers(reader, 30)
+        assert [a[0] for a in answers] == [100 + i for i in range(30)], "answers must stay in request order"
+        assert [a[1] for a in answers] == [KAFKA_STORAGE_ERROR] * 30
+
+        # The disk recovers: new requests are acknowledged again, and the five acknowledged
+        # before the fault are still the first records of the log.
+        monkeypatch.setattr(storage_log.FlushJob, "run", real_run)
+        writer.write(produce(200, "dur", b"after"))
+        [(corr, code, offset)] = await produce_answers(reader, 1)
+        assert (corr, code) == (200, 0) and offset >= 5
+        log = server.broker.logs.get_log("dur", 0)
+        assert log.recovery_point > offset
+        writer.write(encode_request(ApiKey.FETCH, FETCH_VERSION, 300, "t", {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": "dur", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                         "partition_max_bytes": 1 << 20}]}]}))
+        _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, await asyncio.wait_for(read_frame(reader), 60))
+        from storage.records import iter_records
+
+        values = [r.value for r in iter_records(body.responses[0].partitions[0].records)]
+        assert values[:5] == [b"ok%d" % i for i in range(5)]
+        writer.close()
+    finally:
+        await server.shutdown()
