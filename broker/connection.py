@@ -389,15 +389,23 @@ class Connection(asyncio.Protocol):
             p.set_result(None)
 
     async def _write_pending(self) -> None:
-        """The writer: await each pending answer oldest first and write it (responses stay in order)."""
+        """The writer: answer pending requests oldest first (responses stay in order).
+
+        Answers that are ready together (one fsync completes many) are joined into one
+        write; the joined bytes go out before the writer waits for anything."""
         pending = self._pending
         metrics = self._server.metrics
+        out: list = []
         try:
             while pending and not self._closed:
                 item = pending[0]
                 header = item.header
+                answer = item.answer
+                if out and not answer.ready():
+                    self._write(out)
+                    out = []
                 try:
-                    response = await item.answer
+                    response = await answer.result()
                 except CloseConnection as exc:
                     logger.info("connection_closed_by_handler", client=self.peer_host, reason=str(exc))
                     self.close()
@@ -414,18 +422,21 @@ class Connection(asyncio.Protocol):
                 self._pending_bytes -= item.frame_bytes
                 if response is not None and not self._closed:
                     try:
-                        buffers = encode_response(header, response)
+                        out.extend(encode_response(header, response))
                     except Exception:
                         logger.exception("response_encoding_failed", api_key=header.api_key,
                                          api_version=header.api_version)
                         self.close()
                         break
-                    self._write(buffers)
                 metrics.request_done(header.api_key, header.api_version, time.perf_counter() - item.started)
-                self.last_active_monotonic = time.monotonic()
                 self._signal_progress()
                 if self._write_paused and not self._closed:
+                    self._write(out)
+                    out = []
                     await self._wait_writable()
+            if out and not self._closed:
+                self._write(out)
+            self.last_active_monotonic = time.monotonic()
         finally:
             self._signal_progress()
             if self._closed:
@@ -437,11 +448,7 @@ class Connection(asyncio.Protocol):
         if writer is not None and not writer.done() and writer is not asyncio.current_task():
             writer.cancel()  # unwinds the answer it awaits; its own finally drops the rest
             return
-        while self._pending:
-            item = self._pending.popleft()
-            close = getattr(item.answer, "close", None)
-            if close is not None:
-                close()  # a coroutine never started: no warning, nothing else to undo
+        self._pending.clear()
         self._pending_bytes = 0
         self._signal_progress()
 

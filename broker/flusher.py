@@ -48,13 +48,21 @@ class PartitionFlusher:
 
     async def wait_flushed(self, last_offset: int) -> None:
         """Return once every offset <= last_offset has been fsynced."""
+        fut = self.flushed_future(last_offset)
+        if fut is not None:
+            await asyncio.shield(fut)
+
+    def flushed_future(self, last_offset: int) -> asyncio.Future | None:
+        """A future done once every offset <= last_offset is fsynced (exception: the fsync
+        failed), or None when that is already so. Cancelling it only drops this waiter."""
         if self._log.recovery_point > last_offset:
-            return
-        fut = asyncio.get_running_loop().create_future()
+            return None
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         heapq.heappush(self._waiters, (last_offset, next(self._seq), fut))
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        await asyncio.shield(fut)
+            self._task = loop.create_task(self._run())
+        return fut
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

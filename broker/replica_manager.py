@@ -148,9 +148,21 @@ class ReplicaManager:
                              log_append_time_ms=result.log_append_time_ms,
                              log_start_offset=result.log_start_offset)
 
+    def all_durable(self, appended: list[tuple[str, int, AppendOutcome]]) -> bool:
+        """True when :meth:`wait_durable` of ``appended`` has nothing left to wait for."""
+        for topic, partition, out in appended:
+            if out.error_code != ErrorCode.NONE or out.last_offset < 0:
+                continue
+            log = self.log_for(topic, partition)
+            if log is not None and log.recovery_point <= out.last_offset:
+                return False
+        return True
+
     async def wait_durable(self, appended: list[tuple[str, int, AppendOutcome]], timeout_ms: int) -> None:
-        """acks=-1: return once every successful append is fsynced; REQUEST_TIMED_OUT after timeout_ms."""
-        waits = []
+        """acks=-1: return once every successful append is fsynced; REQUEST_TIMED_OUT after timeout_ms.
+
+        Returns without suspending when everything is already on disk."""
+        futures = []
         targets = []
         for topic, partition, out in appended:
             if out.error_code != ErrorCode.NONE or out.last_offset < 0:
@@ -158,21 +170,31 @@ class ReplicaManager:
             log = self.log_for(topic, partition)
             if log is None:
                 continue
-            waits.append(self._flusher(topic, partition, log).wait_flushed(out.last_offset))
-            targets.append(out)
-        if not waits:
+            fut = self._flusher(topic, partition, log).flushed_future(out.last_offset)
+            if fut is not None:
+                futures.append(fut)
+                targets.append(out)
+        if not futures:
             return
-        tasks = [asyncio.ensure_future(w) for w in waits]
-        done, pending = await asyncio.wait(tasks, timeout=max(timeout_ms, 0) / 1000 if timeout_ms > 0 else None)
-        for task, out in zip(tasks, targets):
-            if task in pending:
-                task.cancel()
+        try:
+            _, pending = await asyncio.wait(futures, timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
+        except asyncio.CancelledError:  # the requester went away: drop its waiters
+            for fut in futures:
+                fut.cancel()
+            raise
+        for fut, out in zip(futures, targets):
+            if fut in pending:
+                fut.cancel()
                 out.error_code = ErrorCode.REQUEST_TIMED_OUT
-            elif task.exception() is not None:
-                logger.error("flush_failed_for_produce", error=str(task.exception()))
-                out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                out.base_offset = -1
-                out.log_start_offset = -1
+            elif fut.exception() is not None:
+                self._storage_failed(out, fut.exception())
+
+    @staticmethod
+    def _storage_failed(out: AppendOutcome, exc: BaseException) -> None:
+        logger.error("flush_failed_for_produce", error=str(exc))
+        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        out.base_offset = -1
+        out.log_start_offset = -1
 
     # -- fetch ---------------------------------------------------------------------------------
     def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,

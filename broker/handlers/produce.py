@@ -67,14 +67,13 @@ def _partition_entry(index: int, out: AppendOutcome) -> dict:
 
 
 def begin_produce(ctx, request):
-    """Append every partition now, in the caller's order; return an awaitable of the response.
+    """Append every partition now, in the caller's order; return the :class:`ProduceAnswer`.
 
     The appends happen before this returns, so a connection that calls it for each
     Produce in arrival order keeps Kafka's order of offsets and idempotent sequences.
-    The awaitable waits for durability (acks=-1) and yields the response body, or
-    None for acks=0 (raising :class:`CloseConnection` when an acks=0 produce failed).
-    The connection may await it later, after beginning the requests behind it
-    (pipelined durable produce, :mod:`broker.connection`).
+    Its ``result()`` waits for durability (acks=-1) and yields the response body. The
+    connection may await it later, after beginning the requests behind it (pipelined
+    durable produce, :mod:`broker.connection`).
     """
     broker = ctx.broker
     rm = broker.replica_manager
@@ -112,26 +111,39 @@ def begin_produce(ctx, request):
                 failed = True
             parts.append((p.index, out))
         responses.append((name, parts))
-    durable = appended if acks == -1 else None
-    return _finish(rm, acks, durable, request.timeout_ms, responses, failed)
+    return ProduceAnswer(rm, acks, appended if acks == -1 else None, request.timeout_ms, responses, failed)
 
 
-async def _finish(rm, acks: int, durable, timeout_ms: int, responses, failed: bool):
-    if durable:
-        await rm.wait_durable(durable, timeout_ms)
-    if acks == 0:
-        if failed:
-            raise CloseConnection("a partition of an acks=0 produce failed")
-        return None
-    return {
-        "responses": [{"name": name, "partition_responses": [_partition_entry(i, o) for i, o in parts]}
-                      for name, parts in responses],
-        "throttle_time_ms": 0,
-    }
+class ProduceAnswer:
+    """The answer owed to a begun Produce: ``ready()`` tells without waiting whether
+    ``result()`` can complete at once (no fsync left to wait for)."""
+
+    __slots__ = ("_rm", "_acks", "_durable", "_timeout_ms", "_responses", "_failed")
+
+    def __init__(self, rm, acks: int, durable, timeout_ms: int, responses, failed: bool) -> None:
+        self._rm, self._acks, self._durable, self._timeout_ms = rm, acks, durable, timeout_ms
+        self._responses, self._failed = responses, failed
+
+    def ready(self) -> bool:
+        return not self._durable or self._rm.all_durable(self._durable)
+
+    async def result(self):
+        """The response body (None for acks=0); raises CloseConnection when an acks=0 produce failed."""
+        if self._durable:
+            await self._rm.wait_durable(self._durable, self._timeout_ms)
+        if self._acks == 0:
+            if self._failed:
+                raise CloseConnection("a partition of an acks=0 produce failed")
+            return None
+        return {
+            "responses": [{"name": name, "partition_responses": [_partition_entry(i, o) for i, o in parts]}
+                          for name, parts in self._responses],
+            "throttle_time_ms": 0,
+        }
 
 
 async def handle_produce(ctx, request):
-    return await begin_produce(ctx, request)
+    return await begin_produce(ctx, request).result()
 
 
 HANDLERS = {ApiKey.PRODUCE: handle_produce}
