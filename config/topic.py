@@ -47,6 +47,7 @@ explicitly set larger than the topic's ``retention.ms`` is refused.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import IntEnum
@@ -73,6 +74,7 @@ I = ConfigType.INT
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?$")
 
 
+@functools.lru_cache(maxsize=64)
 def record_version_for(message_format_version: str) -> int:
     """Magic byte stored for a ``message.format.version`` value (see module doc)."""
     text = message_format_version.strip()

@@ -75,6 +75,7 @@ from .retention import (
 )
 from .segment import LogSegment, walk_headers
 from .time_index import NO_TIMESTAMP, TimestampOffset
+from .validator import validate_records
 
 logger = structlog.get_logger(__name__)
 
@@ -409,8 +410,6 @@ class PartitionLog:
     # -- append ---------------------------------------------------------------------------------------
     def append(self, records, *, now_ms: int, leader_epoch: int = 0, origin: str = "client") -> AppendResult:
         """Validate and append one partition's records (see module doc)."""
-        from .validator import validate_records
-
         self._check_open()
         self._ensure_producer_state(now_ms)
         v = validate_records(records, config=self.config, next_offset=self._leo, now_ms=now_ms,
