@@ -103,8 +103,6 @@ _conn_ids = itertools.count(1)
 WRITE_HIGH_WATER_BYTES = 1024 * 1024
 #: A fetch slice with more than this left after sendfile is deferred, not read at once.
 DEFERRED_CHUNK_BYTES = 256 * 1024
-#: Default bound on bytes of frames queued on one connection.
-DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -117,8 +115,7 @@ class Connection(asyncio.Protocol):
         cfg = server.broker.config
         self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self._max_queued = max(1, cfg["queued.max.requests"])
-        self._max_queued_bytes = max(1, cfg.get("sundial.connection.max.queued.bytes", DEFAULT_MAX_QUEUED_BYTES)
-                                     or DEFAULT_MAX_QUEUED_BYTES)
+        self._max_queued_bytes = cfg["sundial.connection.max.queued.bytes"]
         self._pool = server.request_pool
         self._queued_bytes = 0  # bodies of frames queued or being handled
         self._partial_bytes = 0  # grant held by the frame being received (0: none)

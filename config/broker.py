@@ -183,6 +183,8 @@ _def(ConfigDef("sundial.shutdown.grace.ms", L, 10_000, "How long a clean shutdow
 _def(ConfigDef("sundial.credentials.file", S, None,
                "SCRAM/PLAIN credentials store; default <first log dir>/credentials.json."))
 _def(ConfigDef("sundial.acls.file", S, None, "ACL rules file; default <first log dir>/acls.json."))
+_def(ConfigDef("sundial.connection.max.queued.bytes", L, 16 * 1024 * 1024,
+               "Bytes of request frames queued on one connection before reading from it pauses.", at_least(1)))
 _def(ConfigDef("sundial.connection.max.pending.produce.requests", I, 100,
                "Produce requests (acks 1 or all) one connection may have appended but not yet answered "
                "while it goes on reading the requests behind them; 1 turns pipelining off.", at_least(1)))
