@@ -110,6 +110,7 @@ class Metric:
     label: str
     lower_is_better: bool = False
     digits: int = 2
+    ratio: bool = True  # False for counts such as errors, where a ratio says nothing
 
 
 @dataclass
@@ -155,7 +156,7 @@ def print_table(results: Results, brokers: list[str], metrics_for) -> None:
                 cells.append(fmt(med, m.digits) + spread)
             if len(brokers) == 2:
                 a, b = medians
-                cells.append(f"{a / b:.2f}x" if a is not None and b else "-")
+                cells.append(f"{a / b:.2f}x" if m.ratio and a is not None and b else "-")
             rows.append(cells)
     if not rows:
         return

@@ -169,8 +169,9 @@ METRICS = [
     Metric("p50_ms", "p50 ms", lower_is_better=True, digits=3),
     Metric("p99_ms", "p99 ms", lower_is_better=True, digits=3),
     Metric("max_ms", "max ms", lower_is_better=True, digits=3),
-    Metric("errors", "errors", lower_is_better=True, digits=0),
+    Metric("errors", "errors", lower_is_better=True, digits=0, ratio=False),
     Metric("broker_cores", "broker CPU cores", lower_is_better=True, digits=2),
+    Metric("send_late_p99_ms", "sender late p99 ms", lower_is_better=True, digits=3, ratio=False),
 ]
 
 
