@@ -25,10 +25,11 @@ Records still outstanding ``--drain-timeout`` seconds after the last send count 
 
 Reported per run: the achieved rate (records delivered / time from the first scheduled send
 to the last delivery report), delivery latency p50/p99/max over the delivered records, the
-errors, how late the sender was against its schedule (p99), and the broker's CPU use when
-its pid is known. Repetitions interleave the brokers (Sundial first in even repetitions,
-the peer first in odd ones), every run on a fresh one-partition topic; the final table gives
-per broker and rate the median and [min-max] over the repetitions and sundial/peer ratios.
+errors, how late the sender was against its schedule (p99), and the CPU use of the client
+process and, when its pid is known, of the broker (on a 2-core host they share two cores).
+Repetitions interleave the brokers (Sundial first in even repetitions, the peer first in odd
+ones), every run on a fresh one-partition topic; the final table gives per broker and rate
+the median and [min-max] over the repetitions and sundial/peer, the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def paced_run(broker: Broker, topic: str, rate: float, duration_s: float, record
         thread.start()
     refused = 0
     cpu0 = cpu_seconds(broker.pid)
+    client0 = time.process_time()  # this process: the sender, the report thread and librdkafka's threads
     for i in range(n):
         due = start + i * interval
         wait = due - time.perf_counter()
@@ -134,6 +136,7 @@ def paced_run(broker: Broker, topic: str, rate: float, duration_s: float, record
     else:
         p.flush(max(0.0, drain_deadline - time.perf_counter()))
     cpu1 = cpu_seconds(broker.pid)
+    client1 = time.process_time()
     end = time.perf_counter()
     undelivered = len(p)
     state["closed"] = True  # reports from here on (the purged records) stay out of the numbers
@@ -156,6 +159,7 @@ def paced_run(broker: Broker, topic: str, rate: float, duration_s: float, record
         "failed": state["failed"],
         "undelivered": undelivered,
         "send_late_p99_ms": quantile(sorted(late), 0.99) * 1e3,
+        "client_cores": (client1 - client0) / (end - start),
     }
     if cpu0 is not None and cpu1 is not None:
         out["broker_cores"] = (cpu1 - cpu0) / (end - start)
@@ -171,6 +175,7 @@ METRICS = [
     Metric("max_ms", "max ms", lower_is_better=True, digits=3),
     Metric("errors", "errors", lower_is_better=True, digits=0, ratio=False),
     Metric("broker_cores", "broker CPU cores", lower_is_better=True, digits=2),
+    Metric("client_cores", "client CPU cores", lower_is_better=True, digits=2, ratio=False),
     Metric("send_late_p99_ms", "sender late p99 ms", lower_is_better=True, digits=3, ratio=False),
 ]
 
@@ -181,8 +186,9 @@ def show(rep: int, broker: Broker, v: dict) -> None:
             f"max {v['max_ms']:.3f} ms; delivered {v['delivered']:,}/{v['scheduled']:,}, errors {v['errors']} "
             f"(refused {v['refused']}, failed {v['failed']}, undelivered {v['undelivered']}); "
             f"sender late p99 {v['send_late_p99_ms']:.3f} ms")
+    line += f"; CPU: client {v['client_cores']:.2f} cores"
     if "broker_cores" in v:
-        line += f"; broker {v['broker_cores']:.2f} cores"
+        line += f", broker {v['broker_cores']:.2f} cores"
     if "first_error" in v:
         line += f"; first error: {v['first_error']}"
     print(line, flush=True)
