@@ -44,6 +44,12 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
 
 def print_command() -> None:
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
+    print_load()
+
+
+def print_load() -> None:
+    """The host's load average: on a shared 2-core machine it says how far to trust the numbers."""
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
 
 
 @contextlib.contextmanager
@@ -166,3 +172,4 @@ def print_table(results: Results, brokers: list[str], metrics_for) -> None:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
     counts = {b: max((len(v) for (s, n), v in results.runs.items() if n == b), default=0) for b in brokers}
     print("repetitions per broker:", ", ".join(f"{b} {c}" for b, c in counts.items()), flush=True)
+    print_load()
