@@ -162,7 +162,7 @@ def print_table(results: Results, brokers: list[str], metrics_for) -> None:
                 cells.append(fmt(med, m.digits) + spread)
             if len(brokers) == 2:
                 a, b = medians
-                cells.append(f"{a / b:.2f}x" if m.ratio and a is not None and b else "-")
+                cells.append(f"{a / b:.2f}x" if m.ratio and a and b else "-")  # no ratio with a 0
             rows.append(cells)
     if not rows:
         return

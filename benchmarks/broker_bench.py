@@ -27,7 +27,8 @@ wrote) runs on Sundial and on the peer back to back, Sundial first in even repet
 the peer first in odd ones; each run writes a fresh one-partition topic, deleted after the
 step. When the benchmark started a broker itself (or ``--broker-pid``/``--peer-pid`` is
 given) it also reports that broker's CPU time per record from ``/proc``, so a ratio of 1.0
-is not misread when the client is the bottleneck.
+is not misread when the client is the bottleneck. ``/proc`` counts CPU time in 10 ms clock
+ticks: a scenario that keeps the broker nearly idle shows 0.00 and no ratio.
 """
 
 from __future__ import annotations
