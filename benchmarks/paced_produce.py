@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, help="seconds of offered load per run (default 10, 3 with --quick)")
     parser.add_argument("--repeat", type=int, help="repetitions, each running every rate on every broker "
                                                    "(default 3, 1 with --quick)")
-    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--record-bytes", type=int, default=1024, help="record value size (default 1024)")
     parser.add_argument("--drain-timeout", type=float, default=30.0,
                         help="seconds to wait for outstanding reports after the last send")
     parser.add_argument("--poll-mode", choices=["thread", "inline"], default="thread",
