@@ -84,7 +84,8 @@ def brokers_from_args(args: argparse.Namespace) -> Iterator[list[Broker]]:
 
 
 def in_turn(brokers: list[Broker], rep: int) -> list[Broker]:
-    """The order of one repetition: Sundial first in even repetitions, the peer first in odd."""
+    """The order of repetition ``rep`` (counted from 0; printed from 1): Sundial first in
+    repetitions 1, 3, 5, ..., the peer first in 2, 4, ..."""
     return brokers if rep % 2 == 0 else brokers[::-1]
 
 

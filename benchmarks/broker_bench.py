@@ -23,8 +23,8 @@ repetitions per broker and the sundial/peer ratio of the medians):
   wire's share of a lookup.
 
 With ``--repeat N`` every step (a produce and, where there is one, the consume of what it
-wrote) runs on Sundial and on the peer back to back, Sundial first in even repetitions and
-the peer first in odd ones; each run writes a fresh one-partition topic, deleted after the
+wrote) runs on Sundial and on the peer back to back, Sundial first in repetitions 1, 3, ...
+and the peer first in 2, 4, ...; each run writes a fresh one-partition topic, deleted after the
 step. When the benchmark started a broker itself (or ``--broker-pid``/``--peer-pid`` is
 given) it also reports that broker's CPU time per record from ``/proc``, so a ratio of 1.0
 is not misread when the client is the bottleneck. ``/proc`` counts CPU time in 10 ms clock
@@ -92,9 +92,10 @@ def ck_consume(broker: Broker, topic: str, n: int, size: int) -> tuple[str, dict
     the clock starts at the first record, so connecting and the first fetch are not timed.
 
     librdkafka stops fetching for ``fetch.queue.backoff.ms`` (1 s by default) once more than
-    ``queued.min.messages`` (100,000) records wait in its queue; one 10 MiB fetch of 100-B
-    records holds about 90,000, so with the defaults a broker that fills its fetches was
-    charged a 1 s pause the client imposed on itself. Both are raised/lowered here."""
+    ``queued.min.messages`` (100,000) records wait in its queue. A 10 MiB fetch holds about
+    90,000 100-B records, so with the defaults the second one crossed that line and a broker
+    that fills its fetches was charged a 1 s pause the client imposed on itself; hence the
+    higher threshold and the 10 ms backoff."""
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-" + uuid.uuid4().hex,
                   "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
                   "max.partition.fetch.bytes": 10 << 20, "queued.max.messages.kbytes": 1 << 20,

@@ -27,9 +27,10 @@ Reported per run: the achieved rate (records delivered / time from the first sch
 to the last delivery report), delivery latency p50/p99/max over the delivered records, the
 errors, how late the sender was against its schedule (p99), and the CPU use of the client
 process and, when its pid is known, of the broker (on a 2-core host they share two cores).
-Repetitions interleave the brokers (Sundial first in even repetitions, the peer first in odd
-ones), every run on a fresh one-partition topic; the final table gives per broker and rate
-the median and [min-max] over the repetitions and sundial/peer, the ratio of the medians.
+Repetitions interleave the brokers (Sundial first in repetitions 1, 3, ..., the peer first
+in 2, 4, ...), every run on a fresh one-partition topic; the final table gives per broker
+and rate the median and [min-max] over the repetitions and sundial/peer, the ratio of the
+medians.
 """
 
 from __future__ import annotations
