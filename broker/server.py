@@ -207,9 +207,8 @@ class BrokerServer:
                 if adv is not None and adv.port == 0:
                     broker.advertised[listener.name] = type(adv)(adv.name, adv.host, port,
                                                                  adv.security_protocol)
-        metrics_listener = cfg["sundial.metrics.listener"]
-        if metrics_listener:
-            self._start_metrics_endpoint(metrics_listener)
+        if cfg.metrics_listener is not None:
+            self._start_metrics_endpoint(*cfg.metrics_listener)
         self._start_periodic_tasks()
         # Everything built so far (modules, configs, the log manager) lives as long as the
         # process: move it out of the collector's reach so full collections stay short.
@@ -275,12 +274,10 @@ class BrokerServer:
                 rows.append({"topic": meta.name, "partition": p, **info})
         return rows
 
-    def _start_metrics_endpoint(self, listener: str) -> None:
+    def _start_metrics_endpoint(self, host: str, port: int) -> None:
         from prometheus_client import start_http_server
 
-        host, _, port = listener.rpartition(":")
-        host = host.replace("http://", "").strip("[]") or "127.0.0.1"
-        server, _thread = start_http_server(int(port), addr=host, registry=self.metrics.registry)
+        server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
         self._metrics_server = server
         self.metrics_port = server.server_address[1]
         logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")

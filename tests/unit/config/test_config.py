@@ -143,3 +143,34 @@ def test_listeners():
     assert [(l.name, l.host, l.port, l.security_protocol) for l in cfg.listeners] == \
         [("PLAINTEXT", "", 9092, "PLAINTEXT"), ("SSL", "0.0.0.0", 9093, "SSL")]
     assert cfg.advertised_listeners[0].host == "kafka"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:9404", ("127.0.0.1", 9404)),
+    ("0.0.0.0:0", ("0.0.0.0", 0)),
+    (":9404", ("127.0.0.1", 9404)),
+    ("[::1]:9404", ("::1", 9404)),
+    ("metrics.example.com:9404", ("metrics.example.com", 9404)),
+    ("http://127.0.0.1:9404/", ("127.0.0.1", 9404)),
+    ("", None),
+])
+def test_metrics_listener_is_parsed_in_config(text, expected):
+    assert BrokerConfig({"sundial.metrics.listener": text}).metrics_listener == expected
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("garbage", "expected host:port"),
+    ("127.0.0.1:65536", "above 65535"),
+    ("127.0.0.1:99999999999999999999", "above 65535"),
+    ("127.0.0.1:", "port is missing"),
+    ("127.0.0.1:http", "not a number"),
+    ("127.0.0.1:-1", "not a number"),
+    ("::1:9404", "[::1]:9404"),
+    ("[::1]9404", "expected host:port"),
+    ("bad host:9404", "not a host name"),
+])
+def test_bad_metrics_listener_is_a_configuration_error(text, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, [f"sundial.metrics.listener={text}"])
+    assert info.value.name == "sundial.metrics.listener"
+    assert fragment in str(info.value)
