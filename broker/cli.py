@@ -133,13 +133,32 @@ async def _serve(config, unknown) -> int:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await server.start()
-    except (RuntimeError, OSError, ConfigError) as exc:
-        logger.error("broker_start_failed", error=str(exc))
-        await server.shutdown()
-        return 1
+    except BaseException as exc:  # noqa: BLE001 - every failed start ends with one line, never a traceback
+        code, line = _start_failure(exc)
+        await server.shutdown()   # release what was taken: sockets, locks, loaded logs
+        print(f"sundial: {line}", file=sys.stderr, flush=True)
+        return code
     await stop.wait()
     await server.shutdown()
     return 0
+
+
+def _start_failure(exc: BaseException) -> tuple[int, str]:
+    """Exit code and the one line (after ``sundial: ``) for a start that failed."""
+    from .server import StartupError, os_reason
+
+    if isinstance(exc, StartupError):
+        return 1, f"error: {exc}"
+    if isinstance(exc, ConfigError):
+        return 2, f"configuration error: {exc}"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        return 1, f"error: cannot start: {os_reason(exc)}{where}"
+    if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        return 130, "error: interrupted during start-up"
+    # A bug: the traceback goes to the log (one JSON event), the terminal gets one line.
+    logger.error("broker_start_failed", exc_info=exc)
+    return 1, f"error: cannot start: unexpected {type(exc).__name__}: {exc} (details in the log above)"
 
 
 if __name__ == "__main__":  # pragma: no cover
