@@ -5,7 +5,16 @@
 starts the broker (defaults: ``listeners=PLAINTEXT://127.0.0.1:9092``,
 ``log.dirs=./sundial-data``). SIGTERM or SIGINT stops it cleanly: requests in
 flight are answered, logs flushed, checkpoints and the clean-shutdown marker
-written. A second signal exits at once.
+written (exit 0). While that runs a repeated SIGTERM is ignored (``timeout``, init
+systems and container runtimes may signal the process and then its group, as
+Kafka's controlled shutdown ignores repeats); a SIGINT (Ctrl-C pressed again) exits
+at once with code 130, without the marker, and the next start recovers the logs.
+See :class:`ShutdownSignals`.
+
+Exit codes of ``serve``: 0 stopped cleanly; 1 the start failed (one ``sundial: error:
+...`` line on stderr: a busy port, a locked data directory ...); 2 a configuration
+error (one ``sundial: configuration error: ...`` line, nothing touched); 130 forced
+exit by a second Ctrl-C.
 
 Tool subcommands live in :mod:`broker.tools`; each registers itself with
 ``add_parser(subparsers)`` and runs with ``run(args) -> exit code``. Errors a user
@@ -112,22 +121,56 @@ def serve_main(args) -> int:
             loop.close()
 
 
+EXIT_FORCED = 130
+
+
+class ShutdownSignals:
+    """What SIGTERM and SIGINT mean to ``sundial serve`` (pure: :meth:`decide` returns the action).
+
+    * the first SIGTERM or SIGINT: ``"stop"``, a clean shutdown;
+    * SIGTERM during the shutdown: ``"ignore"``. ``timeout`` sends SIGTERM to the
+      process and then to its process group, systemd and container runtimes may
+      repeat it; none of them means "skip the flush" (Kafka's controlled shutdown
+      ignores repeats too, and a supervisor that wants it dead sends SIGKILL);
+    * SIGINT during the shutdown: ``"force"``, Ctrl-C pressed twice by someone at the
+      terminal: exit at once with :data:`EXIT_FORCED`, no clean-shutdown marker.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def decide(self, signum: int) -> str:
+        if self.first is None:
+            self.first = signum
+            return "stop"
+        return "force" if signum == signal.SIGINT else "ignore"
+
+
 async def _serve(config, unknown) -> int:
     from .server import BrokerServer
 
     server = BrokerServer(config, unknown)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    signals_seen = 0
+    policy = ShutdownSignals()
 
     def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            logger.warning("forced_exit", signal=signal.Signals(signum).name)
-            os._exit(1)
-        logger.info("signal_received", signal=signal.Signals(signum).name)
-        stop.set()
+        name = signal.Signals(signum).name
+        action = policy.decide(signum)
+        if action == "stop":
+            logger.info("signal_received", signal=name)
+            stop.set()
+        elif action == "ignore":
+            logger.info("signal_ignored", signal=name, reason="a clean shutdown is already running; "
+                                                              "Ctrl-C (SIGINT) forces an exit")
+        else:
+            logger.warning("forced_exit", signal=name, exit_code=EXIT_FORCED,
+                           reason="second interrupt during shutdown: no clean-shutdown marker, the next "
+                                  "start recovers the logs")
+            try:
+                sys.stderr.flush()
+            finally:
+                os._exit(EXIT_FORCED)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)

@@ -8,14 +8,20 @@ a traceback) and what was left in the data directory.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 
 import pytest
+from kafka import KafkaProducer
 
-from .clients import admin
-from .conftest import free_port
+from protocol import encode_request
+from protocol.api_keys import ApiKey
+
+from .clients import admin, create_topic
+from .conftest import free_port, unique_topic
+from .groups_support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +128,96 @@ def test_missing_keystore_is_a_configuration_error_before_anything_is_written(tm
     assert stderr_lines(result) == [f"sundial: configuration error: ssl.keystore.location: "
                                     f"{tmp_path / 'missing.pem'} does not exist"], result.stderr
     assert not os.path.exists(tmp_path / "data")
+
+
+# -- item 3: repeated SIGTERM does not abort a clean shutdown; a second SIGINT forces the exit -----
+MARKER = ".kafka_cleanshutdown"
+MiB = 1 << 20
+
+
+def _events(node, name: str) -> list[dict]:
+    return [e for e in node.log_lines() if e.get("event") == name]
+
+
+def _server_side_unread_bytes(server_port: int, client_port: int) -> int | None:
+    """rx_queue of the broker's end of one loopback connection (/proc/net/tcp), None if not found."""
+    with open("/proc/net/tcp") as fh:
+        next(fh)
+        for line in fh:
+            fields = line.split()
+            local, remote, queues = fields[1], fields[2], fields[4]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                return int(queues.split(":")[1], 16)
+    return None
+
+
+def _broker_holding_a_response(broker_factory):
+    """A broker whose clean shutdown waits (up to a long grace) for a response a client does not read.
+
+    A long-poll Fetch asks for more than the partition holds, so it parks; the shutdown
+    wakes it and it answers with the 8 MB there are, which a client that stops reading
+    cannot take: the response stays in flight and the shutdown waits for it, as it waits
+    for any request in flight, until ``sundial.shutdown.grace.ms``.
+    """
+    node = broker_factory(**{"sundial.shutdown.grace.ms": "600000"}).start()
+    topic = unique_topic("held")
+    create_topic(node.bootstrap, topic)
+    p = KafkaProducer(bootstrap_servers=node.bootstrap, acks=1, linger_ms=20, batch_size=1 << 20,
+                      max_request_size=2 << 20)
+    for _ in range(80):
+        p.send(topic, value=os.urandom(100_000), partition=0)
+    p.flush()
+    p.close()
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect((node.host, node.port))
+    client.sendall(encode_request(ApiKey.FETCH, 11, 1, "slow-reader", {
+        "replica_id": -1, "max_wait_ms": 600_000, "min_bytes": 64 * MiB, "max_bytes": 16 * MiB,
+        "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 16 * MiB}]}]}))
+    # Once the broker has read the request off the socket it handles it before any later signal.
+    client_port = client.getsockname()[1]
+    wait_until(lambda: _server_side_unread_bytes(node.port, client_port) == 0, 60, "the broker to read the fetch")
+    return node, client
+
+
+def test_repeated_sigterm_does_not_abort_the_clean_shutdown(broker_factory):
+    node, client = _broker_holding_a_response(broker_factory)
+    try:
+        node.proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
+        for repeat in (1, 2):                  # `timeout` signals the process, then its group; users retry
+            node.proc.send_signal(signal.SIGTERM)
+            wait_until(lambda: len(_events(node, "signal_ignored")) == repeat, 60, "the repeat to be ignored")
+        assert node.running, "a repeated SIGTERM ended the process"
+    finally:
+        client.close()                         # the response in flight is gone: the shutdown goes on
+    assert node.proc.wait(120) == 0, node.log_text()[-3000:]
+    assert os.path.exists(os.path.join(node.data_dir, MARKER))
+    assert _events(node, "broker_stopped") and not _events(node, "forced_exit")
+
+
+def test_two_quick_sigterms_leave_the_clean_shutdown_marker(broker_factory):
+    node = broker_factory().start()
+    os.kill(node.proc.pid, signal.SIGTERM)
+    os.kill(node.proc.pid, signal.SIGTERM)
+    assert node.proc.wait(120) == 0, node.log_text()[-3000:]
+    assert os.path.exists(os.path.join(node.data_dir, MARKER))
+    assert not _events(node, "forced_exit")
+
+
+def test_second_sigint_forces_the_exit(broker_factory):
+    node, client = _broker_holding_a_response(broker_factory)
+    try:
+        node.proc.send_signal(signal.SIGINT)
+        wait_until(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
+        node.proc.send_signal(signal.SIGINT)   # Ctrl-C again
+        assert node.proc.wait(120) == 130, node.log_text()[-3000:]
+    finally:
+        client.close()
+    assert not os.path.exists(os.path.join(node.data_dir, MARKER))
+    assert _events(node, "forced_exit") and not _events(node, "broker_stopped")
+    # The next start recovers and serves.
+    node.start()
+    starting = _events(node, "log_manager_starting")
+    assert starting[-1]["unclean_log_dirs"] == [node.data_dir] and _events(node, "logs_recovered")
