@@ -104,11 +104,11 @@ def run(args) -> int:
     if at_ms is not None and not topics:
         raise ToolError("--at needs --topics (the group's commits on A are not read)")
     target_group = args.target_group or args.group
-    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms,
+    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms, flag="--target-bootstrap",
                             extra=read_client_properties(args.target_command_config))
     source = None
     if at_ms is None:
-        source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms,
+        source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms, flag="--source-bootstrap",
                                 extra=read_client_properties(args.source_command_config))
 
     rows = _source_side(source, args.group, topics, at_ms) if source is not None else None

@@ -132,9 +132,9 @@ def run(args) -> int:
         raise ToolError(str(exc)) from None
     if start_spec.value == -3:
         raise ToolError("--from takes earliest, latest or a time")
-    source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms,
+    source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms, flag="--source-bootstrap",
                             extra=read_client_properties(args.source_command_config), client_id="sundial-mirror")
-    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms,
+    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms, flag="--target-bootstrap",
                             extra=read_client_properties(args.target_command_config), client_id="sundial-mirror")
     mapping = {t: args.target_prefix + t for t in topics}
     admin_a = admin_b = consumer = producer = None

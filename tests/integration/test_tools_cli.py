@@ -105,6 +105,41 @@ def test_unreachable_broker_is_one_line(name):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.parametrize("name", sorted(WIRE_COMMANDS))
+def test_refused_bootstrap_fails_fast(name):
+    """Every bootstrap address refuses: one line at once, not after --timeout-ms (default 15 s)."""
+    address = dead_address()
+    argv = [a.replace("{A}", address) for a in WIRE_COMMANDS[name]]
+    result = sundial(*argv, check=False, timeout_s=60)
+    assert_one_line_error(result, f"cannot reach a broker at {address}: connection refused")
+    assert result.code == 1
+
+
+def test_refused_bootstrap_returns_within_seconds():
+    # A generous bound on a busy host (interpreter start-up included); the default timeout is 15 s.
+    address = dead_address()
+    started = time.monotonic()
+    result = sundial("get-offsets", "--bootstrap-server", address, "--topic", "t", check=False, timeout_s=60)
+    assert_one_line_error(result, "cannot reach a broker", "connection refused")
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["get-offsets", "--bootstrap-server", "garbage", "--topic", "t"],
+     "--bootstrap-server: bad address 'garbage': the port is missing"),
+    (["topics", "list", "--bootstrap-server", "127.0.0.1:99999"], "the port 99999 is not in 1-65535"),
+    (["consumer-groups", "--bootstrap-server", "::1:9092", "--list"], "[::1]:9092"),
+    (["mirror", "--source-bootstrap", "127.0.0.1:1", "--target-bootstrap", "kafka", "--topics", "t"],
+     "--target-bootstrap: bad address 'kafka': the port is missing"),
+    (["failover", "--source-bootstrap", "a b:1", "--target-bootstrap", "127.0.0.1:1", "--group", "g",
+      "--safety", "15m"], "--source-bootstrap: bad address 'a b:1'"),
+])
+def test_malformed_bootstrap_is_a_usage_error(argv, fragment):
+    result = sundial(*argv, check=False, timeout_s=60)
+    assert_one_line_error(result, fragment)
+    assert result.code == 2
+
+
 def test_unknown_topic_group_and_bad_time_are_one_line(broker):
     b = broker.bootstrap
     missing = unique_topic("missing")
