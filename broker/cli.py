@@ -35,6 +35,7 @@ import structlog
 
 from config import ConfigError, load_broker_config
 
+from . import __version__
 from .logsetup import configure_logging
 
 logger = structlog.get_logger(__name__)
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sundial",
         description="Sundial: a Kafka-compatible broker whose speciality is time.")
+    parser.add_argument("--version", action="version", version=f"sundial {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_serve(sub)

@@ -42,6 +42,7 @@ from config import BrokerConfig
 from storage import LogManager
 from storage.files import write_file_atomically
 
+from . import __version__
 from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
@@ -53,7 +54,7 @@ from .replica_manager import ReplicaManager
 
 logger = structlog.get_logger(__name__)
 
-SUNDIAL_VERSION = "0.1.0"
+SUNDIAL_VERSION = __version__
 
 
 class StartupError(Exception):
