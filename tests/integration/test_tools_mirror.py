@@ -105,3 +105,40 @@ def test_mirror_refuses_a_target_with_fewer_partitions(broker_factory, broker):
     missing = sundial("mirror", "--source-bootstrap", broker.bootstrap, "--target-bootstrap", b.bootstrap,
                       "--topics", topic, "--target-prefix", "x.", "--no-create-topics", check=False)
     assert missing.code == 1 and "does not exist on B" in missing.err
+
+
+TIME_CONFIGS = {"message.timestamp.type": "LogAppendTime", "retention.ms": "86400000", "segment.bytes": "1048576",
+                "segment.ms": "3600000", "cleanup.policy": "compact,delete", "min.compaction.lag.ms": "60000"}
+
+
+def _topic_overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """Configs set on the topic itself, as `sundial topics describe` shows them."""
+    out = sundial("topics", "describe", "--bootstrap-server", bootstrap, "--topic", topic)
+    configs = out.lines[0].split("Configs: ", 1)[1]
+    return dict(pair.split("=", 1) for pair in re.split(r",(?=[a-z.]+=)", configs) if pair)
+
+
+def test_mirror_creates_targets_with_the_source_time_configs_unless_told_not_to(broker_factory):
+    a = broker_factory(**{"log.retention.hours": "48"}).start()   # a broker-level setting counts too
+    b = broker_factory().start()
+    topic = unique_topic("tools-mirror-cfg")
+    create_topic(a.bootstrap, topic, PARTITIONS, {**TIME_CONFIGS, "message.timestamp.after.max.ms": "60000"})
+    bare = unique_topic("tools-mirror-bare")
+    create_topic(a.bootstrap, bare, 1)
+    now = int(time.time() * 1000)
+    produce_records(a.bootstrap, topic, [(i % PARTITIONS, now, f"k{i}".encode(), b"v", []) for i in range(9)])
+
+    out = sundial("mirror", "--source-bootstrap", a.bootstrap, "--target-bootstrap", b.bootstrap,
+                  "--topics", f"{topic},{bare}", "--stop-at-end", "--progress-interval-s", "0")
+    assert _topic_overrides(b.bootstrap, topic) == TIME_CONFIGS        # the bound is not copied
+    assert _topic_overrides(b.bootstrap, bare) == {"retention.ms": "172800000"}
+    assert f"Created target topic {topic} with {PARTITIONS} partitions and the source topic's configs " in out.err
+    assert f"{topic} -> {topic} (LogAppendTime)" in out.out            # B stamps its own append time
+    assert out.out.startswith("Mirrored 9 records")
+
+    off = sundial("mirror", "--source-bootstrap", a.bootstrap, "--target-bootstrap", b.bootstrap,
+                  "--topics", topic, "--target-prefix", "plain.", "--no-copy-configs", "--stop-at-end",
+                  "--progress-interval-s", "0")
+    assert _topic_overrides(b.bootstrap, "plain." + topic) == {}
+    assert f"Created target topic plain.{topic} with {PARTITIONS} partitions." in off.err
+    assert f"{topic} -> plain.{topic}" in off.out and "(LogAppendTime)" not in off.out
