@@ -115,7 +115,9 @@ _def(ConfigDef("unclean.leader.election.enable", B, False, "Default unclean.lead
 
 # --- consumed-log retention (seed 004) --------------------------------------------
 _def(ConfigDef("log.retention.commitoffset.enable", B, False,
-               "Delete segments early once every consumer group has committed past them (seed 004)."))
+               "Consumed-log retention: delete a segment early once every consumer group that reads the "
+               "topic has committed past it and it is older than retention.commitoffset.ms "
+               "(docs/retention.md)."))
 _def(ConfigDef("log.retention.commitoffset.ms", L, None, "Default retention.commitoffset.ms.", at_least(0)))
 _def(ConfigDef("log.retention.commitoffset.minutes", I, None, "Default retention.commitoffset.ms in minutes.",
                at_least(0)))
@@ -306,7 +308,14 @@ class BrokerConfig:
     def _check(self) -> None:
         self.listeners  # parse errors surface at load time
         self.advertised_listeners
-        defaults = self.topic_defaults()
+        try:
+            defaults = self.topic_defaults()
+        except ConfigError as exc:
+            if exc.name != "retention.commitoffset.ms":
+                raise
+            # Name the broker keys the user set, not the topic keys they stand in for.
+            raise ConfigError("log.retention.commitoffset.ms",
+                              exc.message.replace("retention.ms", "log.retention.ms|minutes|hours")) from None
         if defaults.retention_ms >= 0 and any(
                 k in self.explicit for k in ("log.retention.commitoffset.ms", "log.retention.commitoffset.minutes",
                                              "log.retention.commitoffset.hours")):

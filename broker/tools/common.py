@@ -162,9 +162,10 @@ def tool_command(command: str):
 
 
 def add_bootstrap_argument(parser, flag: str = "--bootstrap-server", *, required: bool = True,
-                           what: str = "the broker") -> None:
+                           what: str = "the broker to connect to") -> None:
+    """``what`` is a phrase naming the cluster; the help adds the address format."""
     parser.add_argument(flag, required=required, metavar="HOST:PORT[,HOST:PORT...]",
-                        help=f"{what} to connect to (any Kafka-compatible broker)")
+                        help=f"{what} (HOST:PORT, several comma-separated; any Kafka-compatible broker)")
 
 
 def add_client_arguments(parser) -> None:

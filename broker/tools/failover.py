@@ -48,13 +48,14 @@ EPILOG = """examples:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "failover", help="move a group from cluster A to cluster B at T − X (seed 001)",
+        "failover", help="move a consumer group to cluster B, resuming at the time it reached on A minus a safety "
+                         "margin",
         description="Commit offsets for a group on cluster B so that it resumes at T − X, where T is the "
                     "timestamp of the last record the group consumed on cluster A and X a safety margin. "
                     "Prints the plan; commits only with --execute.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap_argument(p, "--source-bootstrap", required=False,
-                           what="cluster A, where the group consumed until now (not needed with --at)")
+                           what="cluster A, where the group has consumed until now; not needed with --at")
     add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, where the group resumes")
     p.add_argument("--group", required=True, help="the consumer group to move")
     p.add_argument("--target-group", help="commit on B under this group id instead (default: --group)")

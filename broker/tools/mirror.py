@@ -73,8 +73,8 @@ def add_parser(subparsers) -> None:
                     "and timestamp (sent as CreateTime; a LogAppendTime topic on B re-stamps it). Resumable "
                     "through --group; reports end-to-end latency (target append time minus CreateTime).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_bootstrap_argument(p, "--source-bootstrap", what="cluster A, read from")
-    add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, written to")
+    add_bootstrap_argument(p, "--source-bootstrap", what="cluster A, which the records are copied from")
+    add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, which the records are copied to")
     p.add_argument("--topics", action="append", required=True, metavar="TOPIC[,TOPIC...]",
                    help="topics to copy (repeatable, comma-separated)")
     p.add_argument("--group", help="consumer group on A keeping the mirror's position (resumable); without it "

@@ -142,3 +142,48 @@ def test_mirror_creates_targets_with_the_source_time_configs_unless_told_not_to(
     assert _topic_overrides(b.bootstrap, "plain." + topic) == {}
     assert f"Created target topic plain.{topic} with {PARTITIONS} partitions." in off.err
     assert f"{topic} -> plain.{topic}" in off.out and "(LogAppendTime)" not in off.out
+
+
+def test_mirror_stopped_by_sigint_commits_and_exits_zero(broker_factory, tmp_path):
+    """Ctrl-C is how a continuous mirror ends: what B acknowledged is committed, the summary
+    says why it stopped, and the exit code is 0 (docs/tools.md, exit codes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from .groups_support import wait_until
+
+    a = broker_factory().start()
+    b = broker_factory().start()
+    topic = unique_topic("tools-mirror-int")
+    create_topic(a.bootstrap, topic, 1)
+    now = int(time.time() * 1000)
+    produce_records(a.bootstrap, topic, [(0, now, f"k{i}".encode(), b"v", []) for i in range(25)])
+    err_path = tmp_path / "mirror.err"
+    env = dict(os.environ)
+    env.pop("SUNDIAL_TOOLS_DEBUG", None)
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "mirror", "--source-bootstrap", a.bootstrap,
+                                 "--target-bootstrap", b.bootstrap, "--topics", topic, "--group", "mirror-int",
+                                 "--progress-interval-s", "0.2"], stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=env)
+        try:
+            # Copying: a progress line that counts all 25 records acknowledged by B.
+            wait_until(lambda: "mirror: copied 25 of 25" in err_path.read_text(), 120, "the mirror to copy")
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err_path.read_text()
+    assert out.startswith("Mirrored 25 records") and "(stopped by SIGINT)" in out, out
+    assert "Traceback" not in err_path.read_text()
+    admin = KafkaAdminClient(bootstrap_servers=a.bootstrap)
+    try:
+        committed = admin.list_group_offsets({"mirror-int": [TopicPartition(topic, 0)]})["mirror-int"]
+    finally:
+        admin.close()
+    assert committed[TopicPartition(topic, 0)].offset == 25

@@ -100,8 +100,10 @@ def test_consumed_retention_defaults_and_clamp():
     assert t.retention_commitoffset_ms == 120_000
     b = BrokerConfig({"log.retention.commitoffset.enable": "true", "log.retention.commitoffset.ms": "500"})
     assert b.topic_defaults().consumed_retention_enabled and b.topic_defaults().retention_commitoffset_ms == 500
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as info:
         BrokerConfig({"log.retention.hours": "1", "log.retention.commitoffset.hours": "2"})
+    assert info.value.name == "log.retention.commitoffset.ms"   # the broker's keys, not the topic's
+    assert "log.retention.ms|minutes|hours (3600000 ms)" in str(info.value)
 
 
 def test_describe_reports_sources():
@@ -174,3 +176,11 @@ def test_bad_metrics_listener_is_a_configuration_error(text, fragment):
         load_broker_config(None, [f"sundial.metrics.listener={text}"])
     assert info.value.name == "sundial.metrics.listener"
     assert fragment in str(info.value)
+
+
+def test_config_docs_say_what_a_setting_does():
+    from config import BROKER_CONFIGS, TOPIC_CONFIGS
+
+    for d in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS):
+        assert d.doc.strip(), d.name
+        assert "seed 0" not in d.doc.lower(), (d.name, d.doc)   # DescribeConfigs shows these to users
