@@ -257,18 +257,25 @@ def test_time_rule_holds_only_segments_it_could_otherwise_delete():
     assert d.hold is not None and d.hold.base_offset == 0
 
 
-def test_future_timestamp_hold_is_logged_when_it_starts_moves_and_ends(new_log):
-    from structlog.testing import capture_logs
+def test_future_timestamp_hold_is_logged_when_it_starts_moves_and_ends(new_log, monkeypatch):
+    import structlog
+    from structlog.testing import CapturingLogger
 
+    import storage.log
+
+    # A logger of its own: the process-wide structlog set-up (cached, level-filtered by
+    # whichever test configured it first) must not decide what this test sees.
+    captured = CapturingLogger()
+    monkeypatch.setattr(storage.log, "logger", structlog.wrap_logger(
+        captured, processors=[], wrapper_class=structlog.BoundLogger, cache_logger_on_first_use=False))
     log = new_log(retention_ms=DAY)
     fill(log, [NOW_MS + 10 * DAY, NOW_MS - 3 * DAY, NOW_MS - 3 * DAY], 1)
-    with capture_logs() as events:
-        for _ in range(3):
-            assert [h.reason for h in log.delete_old_segments(NOW_MS).held] == ["future_timestamp"]
-        # the clock reaches the timestamp: the hold ends and everything expired goes
-        later = NOW_MS + 12 * DAY
-        assert len(log.delete_old_segments(later).deleted) == 3
-        log.delete_old_segments(later)
-    kinds = [(e["event"], e.get("base_offset")) for e in events
-             if e["event"] in ("retention_held_by_future_timestamp", "retention_hold_released")]
+    for _ in range(3):
+        assert [h.reason for h in log.delete_old_segments(NOW_MS).held] == ["future_timestamp"]
+    # the clock reaches the timestamp: the hold ends and everything expired goes
+    later = NOW_MS + 12 * DAY
+    assert len(log.delete_old_segments(later).deleted) == 3
+    log.delete_old_segments(later)
+    kinds = [(call.kwargs["event"], call.kwargs.get("base_offset")) for call in captured.calls
+             if call.kwargs.get("event") in ("retention_held_by_future_timestamp", "retention_hold_released")]
     assert kinds == [("retention_held_by_future_timestamp", 0), ("retention_hold_released", 0)]
