@@ -153,13 +153,19 @@ class Broker:
         self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
         self.advertised = {l.name: l for l in config.advertised_listeners}
         self.started_monotonic = time.monotonic()
+        self._host_name: str | None = None
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
-        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator)."""
+        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
+
+        An empty advertised host is the host's canonical name, as Kafka advertises it; the
+        configuration refuses the wildcards 0.0.0.0 and :: (config.broker)."""
         adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
-        host = adv.host or "127.0.0.1"
-        if host in ("0.0.0.0", "::"):
-            host = "127.0.0.1"
+        host = adv.host
+        if not host:
+            if self._host_name is None:
+                self._host_name = socket.getfqdn() or "localhost"
+            host = self._host_name
         return NodeEndpoint(self.node_id, host, adv.port)
 
     @property
