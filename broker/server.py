@@ -47,7 +47,7 @@ from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, group_lag_rows, on_loop
+from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
@@ -288,7 +288,7 @@ class BrokerServer:
             broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
             await broker.groups.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, self._partition_rows))
+        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: broker.logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         while self._bound:
             listener, socks = self._bound.pop(0)
@@ -375,20 +375,6 @@ class BrokerServer:
                 except OSError as exc:
                     raise StartupError(f"cannot write {path}: {os_reason(exc)}") from None
         return cluster_id
-
-    def _partition_rows(self) -> list[dict]:
-        logs = self.broker.logs
-        rows = []
-        if logs is None:
-            return rows
-        for meta in logs.topics():
-            for p in range(meta.partitions):
-                plog = logs.get_log(meta.name, p) if logs.is_open(meta.name, p) else None
-                if plog is None:
-                    continue
-                info = plog.summary()
-                rows.append({"topic": meta.name, "partition": p, **info})
-        return rows
 
     def _start_metrics_endpoint(self, host: str, port: int) -> None:
         from prometheus_client import start_http_server
