@@ -151,6 +151,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.security = None  # SecurityManager when a listener is not PLAINTEXT (broker.security)
         self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
+        self.credentials = None  # SCRAM credential store (broker.sasl), shared with the SASL listeners
         self.advertised = {l.name: l for l in config.advertised_listeners}
         self.started_monotonic = time.monotonic()
         self._host_name: str | None = None
@@ -277,6 +278,11 @@ class BrokerServer:
         if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
             from .security import SecurityManager
             self.security = broker.security = SecurityManager(cfg, log_dirs[0])
+            broker.credentials = self.security.credentials
+        else:
+            from .sasl import CredentialStore
+            broker.credentials = CredentialStore(cfg["sundial.credentials.file"]
+                                                 or os.path.join(log_dirs[0], "credentials.json"))
         if cfg["authorizer.class.name"]:
             from .authorizer import Authorizer
             broker.authorizer = Authorizer.from_config(cfg, log_dirs[0])
