@@ -91,6 +91,7 @@ from protocol.framing import FrameDecoder
 from protocol.header import parse_request_header
 
 from .context import RequestContext
+from .refusals import unsupported_api
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import BrokerServer
@@ -476,8 +477,7 @@ class Connection(asyncio.Protocol):
                 # Unknown ApiVersions version: v0 body, error 35, our ranges; the client retries.
                 self._write(dispatcher.api_versions_fallback(header.correlation_id))
                 return True
-            logger.warning("request_version_unsupported", client=self.peer_host, api_key=api_key,
-                           api_version=api_version, client_id=header.client_id)
+            unsupported_api(self, header, advertised, self.peer_host)
             server.metrics.bad_frame()
             return False
         if not self.authenticated and not server.security.allowed_before_auth(api_key):

@@ -47,7 +47,7 @@ from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, group_lag_rows, on_loop
+from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
@@ -151,15 +151,22 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.security = None  # SecurityManager when a listener is not PLAINTEXT (broker.security)
         self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
+        self.credentials = None  # SCRAM credential store (broker.sasl), shared with the SASL listeners
         self.advertised = {l.name: l for l in config.advertised_listeners}
         self.started_monotonic = time.monotonic()
+        self._host_name: str | None = None
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
-        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator)."""
+        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
+
+        An empty advertised host is the host's canonical name, as Kafka advertises it; the
+        configuration refuses the wildcards 0.0.0.0 and :: (config.broker)."""
         adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
-        host = adv.host or "127.0.0.1"
-        if host in ("0.0.0.0", "::"):
-            host = "127.0.0.1"
+        host = adv.host
+        if not host:
+            if self._host_name is None:
+                self._host_name = socket.getfqdn() or "localhost"
+            host = self._host_name
         return NodeEndpoint(self.node_id, host, adv.port)
 
     @property
@@ -271,6 +278,11 @@ class BrokerServer:
         if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
             from .security import SecurityManager
             self.security = broker.security = SecurityManager(cfg, log_dirs[0])
+            broker.credentials = self.security.credentials
+        else:
+            from .sasl import CredentialStore
+            broker.credentials = CredentialStore(cfg["sundial.credentials.file"]
+                                                 or os.path.join(log_dirs[0], "credentials.json"))
         if cfg["authorizer.class.name"]:
             from .authorizer import Authorizer
             broker.authorizer = Authorizer.from_config(cfg, log_dirs[0])
@@ -282,7 +294,7 @@ class BrokerServer:
             broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
             await broker.groups.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, self._partition_rows))
+        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: broker.logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         while self._bound:
             listener, socks = self._bound.pop(0)
@@ -369,20 +381,6 @@ class BrokerServer:
                 except OSError as exc:
                     raise StartupError(f"cannot write {path}: {os_reason(exc)}") from None
         return cluster_id
-
-    def _partition_rows(self) -> list[dict]:
-        logs = self.broker.logs
-        rows = []
-        if logs is None:
-            return rows
-        for meta in logs.topics():
-            for p in range(meta.partitions):
-                plog = logs.get_log(meta.name, p) if logs.is_open(meta.name, p) else None
-                if plog is None:
-                    continue
-                info = plog.summary()
-                rows.append({"topic": meta.name, "partition": p, **info})
-        return rows
 
     def _start_metrics_endpoint(self, host: str, port: int) -> None:
         from prometheus_client import start_http_server

@@ -52,7 +52,9 @@ _def(ConfigDef("listeners", S, "PLAINTEXT://127.0.0.1:9092",
                "Comma-separated listener URIs NAME://host:port (Sundial binds loopback by default; "
                "an empty host binds all interfaces)."))
 _def(ConfigDef("advertised.listeners", S, None,
-               "Listener URIs given to clients in Metadata; defaults to listeners."))
+               "Listener URIs given to clients in Metadata; defaults to listeners. Needed when a listener "
+               "binds 0.0.0.0 or :: (clients cannot connect to those); an empty host advertises the host's "
+               "name."))
 _def(ConfigDef("listener.security.protocol.map", S,
                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
                "Listener name to security protocol."))
@@ -236,6 +238,10 @@ IGNORED_KAFKA_KEYS = frozenset({
 })
 
 
+#: Addresses a listener may bind but a client cannot connect to (Kafka refuses to advertise 0.0.0.0).
+WILDCARD_HOSTS = ("0.0.0.0", "::")
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     """One parsed listener URI."""
@@ -314,8 +320,7 @@ class BrokerConfig:
         self._check()
 
     def _check(self) -> None:
-        self.listeners  # parse errors surface at load time
-        self.advertised_listeners
+        self._check_advertised(self.listeners, self.advertised_listeners)
         try:
             defaults = self.topic_defaults()
         except ConfigError as exc:
@@ -330,6 +335,27 @@ class BrokerConfig:
             if defaults.retention_commitoffset_ms > defaults.retention_ms:
                 raise ConfigError("log.retention.commitoffset.ms",
                                   "consumed retention cannot be longer than log.retention.*")
+
+    def _check_advertised(self, listeners: list[Listener], advertised: list[Listener]) -> None:
+        """Kafka's checks of what clients are told: every advertised name is a listener, and no
+        advertised host is the wildcard 0.0.0.0 or :: (clients cannot connect to it). When
+        advertised.listeners is unset the listeners are advertised, so a listener bound to a
+        wildcard needs advertised.listeners (an empty host advertises the host's name, as Kafka)."""
+        names = {l.name for l in listeners}
+        explicit = bool(self.values["advertised.listeners"])
+        for adv in advertised:
+            if adv.name not in names:
+                raise ConfigError("advertised.listeners", f"listener name {adv.name} is not in listeners "
+                                  f"({', '.join(sorted(names))})")
+            if adv.host in WILDCARD_HOSTS:
+                shown = f"[{adv.host}]" if ":" in adv.host else adv.host
+                if explicit:
+                    raise ConfigError("advertised.listeners", f"{adv.name}://{shown}:{adv.port} uses the "
+                                      f"non-routable address {adv.host}; advertise a host name or address "
+                                      f"clients can reach")
+                raise ConfigError("advertised.listeners", f"listener {adv.name} binds {adv.host}, which clients "
+                                  f"cannot connect to; set advertised.listeners={adv.name}://HOST:{adv.port} "
+                                  f"with a host name or address clients can reach")
 
     def __getitem__(self, name: str) -> Any:
         canon = BROKER_CONFIGS.canonical(name)

@@ -47,7 +47,8 @@ CREDENTIALS_EPILOG = """examples:
 
 The store is sundial.credentials.file (default <first log dir>/credentials.json). It holds
 SCRAM salts and derived keys, never passwords; a running broker uses a change at the next
-login. PLAIN logins are checked against the same SCRAM entries.
+login. PLAIN logins are checked against the same SCRAM entries. Kafka admin clients change
+the same store over the wire (AlterUserScramCredentials).
 exit codes: 0 done, 1 error (one line on stderr), 2 bad command line."""
 
 ACLS_EPILOG = """examples:
@@ -63,7 +64,7 @@ ACLS_EPILOG = """examples:
 Rules are enforced when the broker sets authorizer.class.name (any value); super.users
 bypass them and allow.everyone.if.no.acl.found opens resources without rules. The file is
 sundial.acls.file (default <first log dir>/acls.json); a running broker reloads it within
-a second.
+a second. Kafka admin clients change the same rules over the wire (CreateAcls, DeleteAcls).
 exit codes: 0 done, 1 error or no matching rule (one line on stderr), 2 bad command line."""
 
 
