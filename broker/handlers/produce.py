@@ -26,7 +26,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
-from ..connection import CloseConnection
+from ..errors import CloseConnection
 from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
 
