@@ -69,7 +69,7 @@ def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, lo
 # -- the raw wire (tests that send hand-made frames) ----------------------------------------------
 def connect_raw(host: str, port: int) -> socket.socket:
     """A plain TCP connection to the broker, Nagle off."""
-    s = socket.create_connection((host, port), timeout=10)
+    s = socket.create_connection((host, port), timeout=30)  # generous: a busy host answers late
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
