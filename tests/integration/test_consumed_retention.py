@@ -5,8 +5,9 @@ records per segment), ``retention.commitoffset.ms`` = 1 min and ``retention.ms``
 Records carry CreateTime timestamps in the past, so "old enough" is decided by the
 test, not by waiting. Every case asserts on ListOffsets earliest (kafka-python
 ``beginning_offsets``) and on the segment files in the data directory. "Nothing was
-deleted" is asserted only after retention passes were seen to run (``_passes``: a
-probe topic's expired segment is deleted by each pass), never after a sleep.
+deleted" is asserted only after retention passes were seen to run
+(``clients.wait_for_retention_passes``: a probe topic's expired segment is deleted by
+each pass), never after a sleep.
 
 (a) two groups, one lagging: segments stay until the slow group commits past them,
     then go within one check interval;
@@ -27,7 +28,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import InvalidConfigurationError
 from kafka.structs import OffsetAndMetadata
 
-from .clients import admin, create_topic, producer
+from .clients import admin, create_topic, producer, wait_for_retention_passes
 from .conftest import SundialProcess, free_port, unique_topic
 from .groups_support import FAST_GROUPS, wait_until
 
@@ -105,28 +106,9 @@ def _segment_of(bases, offset) -> int:
     return max(b for b in bases if b <= offset)
 
 
-def _passes(broker, count: int = 3, tick=None, timeout_s: float = 60) -> None:
-    """Wait until ``count`` retention passes have run from now on (``tick()`` is called while waiting).
-
-    Each pass is observed through a probe topic: one record older than its retention.ms is
-    written, and the next pass deletes its segment (rolling the log first) and logs
-    ``segment_deleted``. A pass looks at every partition in one synchronous sweep, so a
-    deletion seen after the write means every other topic was looked at after it too.
-    """
-    probe = getattr(broker, "retention_probe", None)
-    if probe is None:
-        probe = broker.retention_probe = unique_topic("probe")
-        create_topic(broker.bootstrap, probe, configs=TOPIC_CONFIGS)
-    for _ in range(count):
-        seen = len(_deleted(broker, probe))
-        _produce_with_ages(broker.bootstrap, probe, [3 * RETENTION_MS])
-
-        def passed():
-            if tick is not None:
-                tick()
-            return len(_deleted(broker, probe)) > seen
-
-        wait_until(passed, timeout_s, "a retention pass (the probe topic's expired segment deleted)")
+def _passes(broker, count: int = 3, tick=None) -> None:
+    """Wait until ``count`` retention passes have run from now on (``tick()`` is called while waiting)."""
+    wait_for_retention_passes(broker, count, probe_configs=TOPIC_CONFIGS, tick=tick)
 
 
 @pytest.fixture

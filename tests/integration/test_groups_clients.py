@@ -210,10 +210,12 @@ def test_confluent_static_member_restart_keeps_assignment_without_rebalance(brok
     a, b = Static("inst-a"), Static("inst-b")
     a.start()
     b.start()
-    # settled: both members hold their two partitions and the group's last step was to stabilise
-    wait_until(lambda: len(a.assigned) == 2 and len(b.assigned) == 2 and sorted(a.assigned + b.assigned) == [0, 1, 2, 3]
-               and group_events("rebalance_prepared", "group_rebalanced", "group_stabilized")[-1:] == ["group_stabilized"],
-               60, "two static members with two partitions each in a stable group")
+    def settled():  # both members hold their two partitions and the group's last step was to stabilise
+        last = group_events("rebalance_prepared", "group_rebalanced", "group_stabilized")[-1:]
+        return len(a.assigned) == 2 and len(b.assigned) == 2 and sorted(a.assigned + b.assigned) == [0, 1, 2, 3] \
+            and last == ["group_stabilized"]
+
+    wait_until(settled, 60, "two static members with two partitions each in a stable group")
 
     before, prepared = len(group_events("group_rebalanced")), len(group_events("rebalance_prepared"))
     b_calls, a_parts = b.assign_calls, a.assigned

@@ -525,7 +525,8 @@ def test_users_and_rules_added_while_running_apply_at_once(secure):
         finally:
             p.close()
 
-    assert wait_until(produce_once, 60, "the new rule to apply", interval_s=0.2).offset == 0  # refused sends store nothing
+    md = wait_until(produce_once, 60, "the new rule to apply", interval_s=0.2)
+    assert md.offset == 0  # refused sends stored nothing
     _cli(secure.data_dir, "credentials", "delete", "carol")
     # credentials are re-read at most once a second too: an attempt just after may still pass
     wait_until(lambda: _kp_refused(secure, cfg, "carol", may_succeed=True), 60, "carol to be refused")
