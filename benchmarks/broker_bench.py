@@ -43,11 +43,21 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench_daemon import cpu_seconds, start_sundial
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
+    """Create ``name`` and wait until the broker's metadata shows every partition with a leader
+    (a peer broker may propagate a new topic after answering CreateTopics)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     fut = admin.create_topics([NewTopic(name, partitions, 1)])[name]
-    fut.result(30)
-    time.sleep(0.2)
+    fut.result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = admin.list_topics(name, timeout=timeout_s).topics.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) == partitions \
+                and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topic {name} has no leader for every partition after {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 class Run:
