@@ -26,8 +26,10 @@ version, lying size prefixes. Record batches are also mutated *inside* (count, l
 offset delta, timestamps, attributes/codec, varints of records, compressed payloads,
 decompression bombs) with the CRC recomputed, so the mutation reaches the validator.
 
-Used by ``tests/integration/test_hostile_input.py`` (CI size) and
-``benchmarks/fuzz_long.py`` (10^6 frames and more).
+Used by ``tests/integration/test_hostile_input.py`` (CI size),
+``benchmarks/fuzz_long.py`` (10^6 frames and more) and
+``tests/integration/test_connection_fuzz.py`` (``replay`` of fixed frame sequences, and
+the checker's own tests).
 """
 
 from __future__ import annotations
