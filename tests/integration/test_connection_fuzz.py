@@ -95,8 +95,16 @@ def honest(*frames: bytes) -> StreamCheck:
     return check
 
 
-A, M, P0 = (lambda c: framed(18, 0, c, {})), (lambda c: framed(3, 1, c, {"topics": None})), \
-    (lambda c: produce(c, acks=0))
+def A(corr: int) -> bytes:  # noqa: N802 - ApiVersions
+    return framed(18, 0, corr, {})
+
+
+def M(corr: int) -> bytes:  # noqa: N802 - Metadata
+    return framed(3, 1, corr, {"topics": None})
+
+
+def P0(corr: int) -> bytes:  # noqa: N802 - Produce acks=0 (never answered)
+    return produce(corr, acks=0)
 
 
 def test_checker_accepts_responses_in_order():
