@@ -89,17 +89,20 @@ def in_turn(brokers: list[Broker], rep: int) -> list[Broker]:
     return brokers if rep % 2 == 0 else brokers[::-1]
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
+    """Create ``name`` and wait until the broker's metadata shows every partition with a leader
+    (a peer broker may propagate a new topic after answering CreateTopics)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    deadline = time.monotonic() + 10  # until the metadata shows the leader
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
-        if topic is not None and topic.error is None and topic.partitions \
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topic = admin.list_topics(name, timeout=timeout_s).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions \
                 and all(p.leader >= 0 for p in topic.partitions.values()):
-            break
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topic {name} has no leader for every partition after {timeout_s:.0f} s")
         time.sleep(0.05)
-    time.sleep(0.2)
 
 
 def delete_topic(bootstrap: str, name: str) -> None:

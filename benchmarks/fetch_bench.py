@@ -36,7 +36,7 @@ def start(data_dir: str, sendfile: bool, loop: str) -> tuple[subprocess.Popen, s
 
 
 def metric(mport: int, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=30).read().decode()
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
@@ -49,7 +49,10 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
                   "queued.max.messages.kbytes": 1 << 20})
     c.assign([TopicPartition(topic, 0, 0)])
     got, t0 = 0, time.perf_counter()
+    deadline = time.monotonic() + 600  # a hang guard: records that never come end the run with a message
     while got < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"consumed {got} of {n} records of {topic} in 600 s")
         got += sum(1 for m in c.consume(20000, timeout=1.0) if m.error() is None)
     dt = time.perf_counter() - t0
     c.close()

@@ -69,7 +69,7 @@ def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, lo
 # -- the raw wire (tests that send hand-made frames) ----------------------------------------------
 def connect_raw(host: str, port: int) -> socket.socket:
     """A plain TCP connection to the broker, Nagle off."""
-    s = socket.create_connection((host, port), timeout=10)
+    s = socket.create_connection((host, port), timeout=30)  # generous: a busy host answers late
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
@@ -88,3 +88,42 @@ def read_frame(s: socket.socket) -> bytes:
     """One whole response frame, size prefix included; ConnectionError if the broker closes."""
     head = _recv_exactly(s, 4)
     return head + _recv_exactly(s, struct.unpack(">i", head)[0])
+
+
+# -- waiting for the daemon's periodic work -------------------------------------------------------
+def wait_for_retention_passes(daemon, count: int = 3, *, probe_configs: dict | None = None, tick=None,
+                              timeout_s: float = 60.0) -> None:
+    """Return once ``count`` retention passes have run after the call (``tick()`` runs while waiting).
+
+    A test that asserts "retention deleted nothing" must first know that passes ran; a sleep
+    only guesses. Each pass is seen through a probe topic of ``daemon``: one record three hours
+    old is written under ``retention.ms`` = 1 h (or ``probe_configs``), and the next pass deletes
+    its segment (rolling the log first) and logs ``segment_deleted``. A pass sweeps every
+    partition in one synchronous step, so a deletion seen after the write means every other
+    partition was looked at after it too. ``daemon`` needs ``bootstrap`` and ``log_lines()``.
+    """
+    import uuid
+
+    probe = getattr(daemon, "retention_probe", None)
+    if probe is None:
+        probe = daemon.retention_probe = f"retention-probe-{uuid.uuid4().hex[:8]}"
+        create_topic(daemon.bootstrap, probe, configs=probe_configs or {"retention.ms": 3_600_000})
+
+    def deletions() -> int:
+        return sum(1 for e in daemon.log_lines() if e.get("event") == "segment_deleted" and e.get("topic") == probe)
+
+    p = producer(daemon.bootstrap, acks=1, linger_ms=0)
+    try:
+        for _ in range(count):
+            seen = deletions()
+            p.send(probe, value=b"probe", partition=0, timestamp_ms=int(time.time() * 1000) - 3 * 3_600_000) \
+                .get(timeout=30)
+            deadline = time.monotonic() + timeout_s
+            while deletions() <= seen:
+                assert time.monotonic() < deadline, f"no retention pass deleted the probe's segment in {timeout_s}s"
+                if tick is not None:
+                    tick()
+                time.sleep(0.05)
+    finally:
+        p.close()
+

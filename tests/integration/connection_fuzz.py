@@ -10,8 +10,10 @@ What counts as a finding (the run fails on the first one):
   input must get a specific error code or a closed connection, never an unexpected
   exception in a handler;
 * a malformed response stream: a frame shorter than a correlation id, a partial frame
-  left when the connection closes, or a correlation id that does not answer the
-  requests of that connection in order;
+  left when the connection closes, or a response that does not answer the requests of
+  that connection in order (:class:`StreamCheck`: the requests are the frames the
+  broker sees, cut from the bytes sent by Kafka's size-prefix framing, so a lying
+  prefix changes what the requests are, not whether they are checked);
 * a broker that stops answering: every ``health_every`` frames a fresh connection must
   get ApiVersions and Metadata answered.
 
@@ -24,13 +26,16 @@ version, lying size prefixes. Record batches are also mutated *inside* (count, l
 offset delta, timestamps, attributes/codec, varints of records, compressed payloads,
 decompression bombs) with the CRC recomputed, so the mutation reaches the validator.
 
-Used by ``tests/integration/test_hostile_input.py`` (CI size) and
-``benchmarks/fuzz_long.py`` (10^6 frames and more).
+Used by ``tests/integration/test_hostile_input.py`` (CI size),
+``benchmarks/fuzz_long.py`` (10^6 frames and more) and
+``tests/integration/test_connection_fuzz.py`` (``replay`` of fixed frame sequences, and
+the checker's own tests).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import logging
 import os
@@ -115,19 +120,54 @@ class FakeTransport(asyncio.Transport):
 
 
 class StreamCheck:
-    """Response framing and correlation order of one connection."""
+    """Response framing and correlation order of one connection.
 
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.requests: list[int] = []  # correlation ids sent, in order
-        self.next_request = 0
+    Requests: the bytes the client sent, framed as the broker frames them (Kafka's
+    ``[size int32][size bytes]``), not as the client meant them. After a size prefix that
+    lies, the bytes that follow make up frames nobody wrote, with whatever correlation
+    ids they happen to carry, and the broker rightly answers those that parse. A
+    negative or oversized prefix ends the stream (the broker closes the connection), as
+    does any frame the broker refuses; frames of fewer than 8 bytes carry no correlation
+    id and are never answered.
+
+    Order (the invariant checked on every response): the responses answer requests of
+    this connection in the order they were sent, and only a Produce may go unanswered
+    while the connection stays open (acks=0; every other API answers or closes the
+    connection). Correlation ids repeat (the corpus uses 7 throughout), so a response may
+    fit several pending requests; ``heads`` keeps every position in ``requests``
+    consistent with the responses so far, and a response that fits none is a finding.
+    """
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.buf = bytearray()  # response bytes not yet framed
+        self.out = bytearray()  # sent bytes not yet framed
+        self.out_ended = False  # a prefix the broker refuses: nothing after it is a request
+        self.requests: list[tuple[int, int]] = []  # (api key, correlation id) of the frames the broker sees
+        self.heads = {0}  # indexes into requests of the next request to answer, one per consistent reading
+        self.answered: list[int] = []  # correlation ids of the responses, in order
         self.responses = 0
 
-    def sent(self, frame_body: bytes) -> None:
-        if len(frame_body) >= 8:
-            self.requests.append(struct.unpack_from(">i", frame_body, 4)[0])
+    def sent(self, data: bytes) -> None:
+        """Bytes written to the connection (any split): registers the frames they complete."""
+        if self.out_ended:
+            return
+        out = self.out
+        out += data
+        while len(out) >= 4:
+            size = struct.unpack_from(">i", out)[0]
+            if size < 0 or size > self.max_frame_bytes:
+                self.out_ended = True
+                out.clear()
+                return
+            if len(out) < 4 + size:
+                return
+            if size >= 8:
+                self.requests.append(struct.unpack_from(">hxxi", out, 4))
+            del out[:4 + size]
 
     def feed(self, data: bytes) -> None:
+        """Bytes the broker wrote: frames them and checks each response against the requests."""
         self.buf += data
         while len(self.buf) >= 4:
             size = struct.unpack_from(">i", self.buf)[0]
@@ -138,11 +178,26 @@ class StreamCheck:
             corr = struct.unpack_from(">i", self.buf, 4)[0]
             del self.buf[:4 + size]
             self.responses += 1
-            while self.next_request < len(self.requests) and self.requests[self.next_request] != corr:
-                self.next_request += 1  # that request had no answer (acks=0) or a raw token
-            if self.next_request >= len(self.requests):
-                raise Finding(f"response with correlation id {corr} answers no pending request")
-            self.next_request += 1
+            self.answered.append(corr)
+            self._match(corr)
+
+    def _match(self, corr: int) -> None:
+        requests = self.requests
+        heads = set()
+        for j in self.heads:
+            while j < len(requests):
+                api_key, request_corr = requests[j]
+                if request_corr == corr:
+                    heads.add(j + 1)
+                if api_key != 0:  # only a Produce (acks=0) may be passed over unanswered
+                    break
+                j += 1
+        if not heads:
+            first = min(self.heads)
+            raise Finding(f"response with correlation id {corr} answers no pending request in order "
+                          f"(responses so far {self.answered[-6:]}, pending (api key, correlation id) "
+                          f"{requests[first:first + 6]})")
+        self.heads = heads
 
     def finish(self) -> None:
         if self.buf:
@@ -362,9 +417,9 @@ class Client:
         self.conn.connection_made(self.transport)
         self.busy_since: float | None = None
 
-    def send(self, rng: random.Random, stream: bytes, bodies: list[bytes]) -> None:
-        for body in bodies:
-            self.check.sent(body)
+    def send(self, rng: random.Random, stream: bytes) -> None:
+        """Write ``stream`` in random pieces (all of it is registered with the checker first)."""
+        self.check.sent(stream)
         pos = 0
         while pos < len(stream) and not self.transport.closed:
             n = len(stream) if rng.random() < 0.7 else rng.randint(1, 512)
@@ -372,22 +427,27 @@ class Client:
             pos += n
 
 
-async def _health(server, listener, loop, corr: int) -> None:
+async def _health(server, listener, loop, corr: int, timeout_s: float = 30.0) -> None:
     c = Client(server, listener, loop)
     body = encode_request(18, 0, corr, "health", {})[4:] + b""
     meta = encode_request(3, 1, corr + 1, "health", {"topics": None})[4:]
-    c.send(random.Random(0), struct.pack(">i", len(body)) + body + struct.pack(">i", len(meta)) + meta, [body, meta])
-    for _ in range(2000):
-        if c.check.responses >= 2:
-            break
+    c.send(random.Random(0), struct.pack(">i", len(body)) + body + struct.pack(">i", len(meta)) + meta)
+    deadline = time.monotonic() + timeout_s  # generous: the loop is shared with every other fuzz client
+    while c.check.responses < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
     if c.check.responses < 2:
-        raise Finding("the broker stopped answering ApiVersions/Metadata on a fresh connection")
+        raise Finding(f"the broker stopped answering ApiVersions/Metadata on a fresh connection ({timeout_s:.0f}s)")
     c.transport.close()
 
 
-async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | None = None,
-                       health_every: int = 2000, progress_every: int = 0, max_clients: int = 8) -> Stats:
+@contextlib.asynccontextmanager
+async def fuzz_broker(data_dir: str | None = None):
+    """A started in-process broker with the fuzz topics: yields ``(server, listener, findings)``.
+
+    While it runs, the connection, server and replica-manager loggers append every
+    internal error they log to ``findings`` (structlog output is muted); both are
+    restored and the broker shut down on exit.
+    """
     from broker import connection as connection_mod
     from broker import replica_manager as rm_mod
     from broker import server as server_mod
@@ -395,9 +455,6 @@ async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | 
     from broker.topics import create_topic
     from config import BrokerConfig
 
-    seed = random.SystemRandom().randrange(2**32) if seed is None else seed
-    rng = random.Random(seed)
-    stats = Stats(seed)
     own_dir = None
     if data_dir is None:
         own_dir = tempfile.TemporaryDirectory(prefix="sundial-fuzz-")
@@ -410,92 +467,17 @@ async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | 
     connection_mod.logger = Recorder(saved[0], findings)
     server_mod.logger = Recorder(saved[1], findings)
     rm_mod.logger = Recorder(saved[2], findings)
-    loop = asyncio.get_running_loop()
     server = BrokerServer(BrokerConfig({
         "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": os.path.join(data_dir, "data"),
         "socket.request.max.bytes": str(MAX_FRAME_BYTES), "group.initial.rebalance.delay.ms": "0",
         "log.segment.bytes": str(256 * 1024), "connections.max.idle.ms": "0",
         "group.min.session.timeout.ms": "10", "offsets.topic.segment.bytes": str(1 << 20)}))
-    started = time.perf_counter()
     try:
         await server.start()
-        listener = server.config.listeners[0]
         for name, overrides in TOPICS.items():
             create_topic(server.broker, name, 2, -1, overrides)
-        corpus = schema_corpus()
-        now_ms = int(time.time() * 1000)
-        clients: list[Client] = []
-        corr = 0
-        next_progress = progress_every
-        while stats.frames < frames:
-            # retire closed clients and long-polling ones
-            for c in list(clients):
-                if c.transport.closed:
-                    if c.check.buf and not findings:
-                        c.check.finish()
-                    stats.closed_by_broker += 1
-                    stats.responses += c.check.responses
-                    clients.remove(c)
-                elif c.conn.busy:
-                    c.busy_since = c.busy_since or time.monotonic()
-                    if time.monotonic() - c.busy_since > 0.2:
-                        stats.abandoned_busy += 1
-                        stats.responses += c.check.responses
-                        c.transport.close()
-                        clients.remove(c)
-                else:
-                    c.busy_since = None
-            if len(clients) < max_clients or rng.random() < 0.02:
-                clients.append(Client(server, listener, loop))
-                stats.connections += 1
-            client = rng.choice(clients)
-            if client.transport.paused or client.transport.closed:
-                await asyncio.sleep(0)
-                continue
-            bodies = []
-            stream = b""
-            for _ in range(rng.randint(1, 3)):
-                corr += 1
-                r = rng.random()
-                if r < 0.3:
-                    body = produce_frame(rng, corr & 0x7FFFFFFF, now_ms)
-                elif r < 0.45:
-                    body = read_frame(rng, corr & 0x7FFFFFFF)
-                else:
-                    body = rng.choice(corpus)
-                if rng.random() < 0.45:
-                    body = mutate(rng, body, corpus)
-                if rng.random() < 0.02:
-                    body = rng.randbytes(rng.randint(0, 64))
-                piece, honest = with_prefix(rng, body)
-                stream += piece
-                bodies.append(body)
-                stats.frames += 1
-                if not honest:
-                    break
-            client.send(rng, stream, bodies)
-            for _ in range(2):
-                await asyncio.sleep(0)
-            if findings:
-                break
-            if health_every and stats.frames // health_every > stats.health_checks:
-                stats.health_checks += 1
-                await _health(server, listener, loop, 2**30 + stats.health_checks * 2)
-            if progress_every and stats.frames >= next_progress:
-                next_progress += progress_every
-                print(f"  {stats.frames:,}/{frames:,} frames, {time.perf_counter() - started:.0f}s, "
-                      f"{stats.connections:,} connections", flush=True)
-        for c in clients:
-            await asyncio.sleep(0)
-            stats.responses += c.check.responses
-            c.transport.close()
-        if not findings:
-            await _health(server, listener, loop, 2**30 - 2)
-            stats.health_checks += 1
-    except Finding as exc:
-        findings.append(f"{exc}")
+        yield server, server.config.listeners[0], findings
     finally:
-        stats.elapsed_s = time.perf_counter() - started
         try:
             await server.shutdown()
         finally:
@@ -503,5 +485,120 @@ async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | 
             structlog.configure(**old_config)
             if own_dir is not None:
                 own_dir.cleanup()
+
+
+async def replay(pieces: list[bytes], timeout_s: float = 30.0) -> tuple[StreamCheck, list]:
+    """Write ``pieces`` to one connection of a fresh fuzz broker, each whole and in order, letting
+    the broker handle everything it can between them; returns the connection's checker (its
+    ``requests`` as the broker framed them, its ``answered`` correlation ids) and the findings,
+    a checker's :class:`Finding` included. Deterministic: no RNG, no timing in the result."""
+    async with fuzz_broker() as (server, listener, findings):
+        client = Client(server, listener, asyncio.get_running_loop())
+        try:
+            for piece in pieces:
+                client.check.sent(piece)
+                if not client.transport.closed:
+                    client.conn.data_received(piece)
+                deadline = time.monotonic() + timeout_s
+                while client.conn.busy and not client.transport.closed and time.monotonic() < deadline:
+                    await asyncio.sleep(0.001)
+                await asyncio.sleep(0)
+            client.check.finish()
+        except Finding as exc:
+            findings.append(f"{exc}")
+        finally:
+            client.transport.close()
+            await asyncio.sleep(0)
+    return client.check, findings
+
+
+async def run_campaign(frames: int, seed: int | None = None, *, data_dir: str | None = None,
+                       health_every: int = 2000, progress_every: int = 0, max_clients: int = 8) -> Stats:
+    seed = random.SystemRandom().randrange(2**32) if seed is None else seed
+    rng = random.Random(seed)
+    stats = Stats(seed)
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    async with fuzz_broker(data_dir) as (server, listener, findings):
+        try:
+            await _campaign(server, listener, loop, rng, stats, findings, frames, health_every=health_every,
+                            progress_every=progress_every, max_clients=max_clients, started=started)
+        except Finding as exc:
+            findings.append(f"{exc}")
+        stats.elapsed_s = time.perf_counter() - started
     stats.findings = findings
     return stats
+
+
+async def _campaign(server, listener, loop, rng: random.Random, stats: Stats, findings: list, frames: int, *,
+                    health_every: int, progress_every: int, max_clients: int, started: float) -> None:
+    corpus = schema_corpus()
+    now_ms = int(time.time() * 1000)
+    clients: list[Client] = []
+    corr = 0
+    next_progress = progress_every
+    while stats.frames < frames:
+        # retire closed clients and long-polling ones
+        for c in list(clients):
+            if c.transport.closed:
+                if c.check.buf and not findings:
+                    c.check.finish()
+                stats.closed_by_broker += 1
+                stats.responses += c.check.responses
+                clients.remove(c)
+            elif c.conn.busy:
+                c.busy_since = c.busy_since or time.monotonic()
+                if time.monotonic() - c.busy_since > 0.2:
+                    stats.abandoned_busy += 1
+                    stats.responses += c.check.responses
+                    c.transport.close()
+                    clients.remove(c)
+            else:
+                c.busy_since = None
+        if len(clients) < max_clients or rng.random() < 0.02:
+            clients.append(Client(server, listener, loop))
+            stats.connections += 1
+        client = rng.choice(clients)
+        if client.transport.paused or client.transport.closed:
+            await asyncio.sleep(0)
+            continue
+        # 1-3 frames, ending early at a lying size prefix; the client goes on writing to this
+        # connection later, so the broker frames what follows differently (the checker follows)
+        stream = b""
+        for _ in range(rng.randint(1, 3)):
+            corr += 1
+            r = rng.random()
+            if r < 0.3:
+                body = produce_frame(rng, corr & 0x7FFFFFFF, now_ms)
+            elif r < 0.45:
+                body = read_frame(rng, corr & 0x7FFFFFFF)
+            else:
+                body = rng.choice(corpus)
+            if rng.random() < 0.45:
+                body = mutate(rng, body, corpus)
+            if rng.random() < 0.02:
+                body = rng.randbytes(rng.randint(0, 64))
+            piece, honest = with_prefix(rng, body)
+            stream += piece
+            stats.frames += 1
+            if not honest:
+                break
+        client.send(rng, stream)
+        for _ in range(2):
+            await asyncio.sleep(0)
+        if findings:
+            return
+        if health_every and stats.frames // health_every > stats.health_checks:
+            stats.health_checks += 1
+            await _health(server, listener, loop, 2**30 + stats.health_checks * 2)
+        if progress_every and stats.frames >= next_progress:
+            next_progress += progress_every
+            print(f"  {stats.frames:,}/{frames:,} frames, {time.perf_counter() - started:.0f}s, "
+                  f"{stats.connections:,} connections", flush=True)
+    for c in clients:
+        await asyncio.sleep(0)
+        stats.responses += c.check.responses
+        c.transport.close()
+    if not findings:
+        await _health(server, listener, loop, 2**30 - 2)
+        stats.health_checks += 1

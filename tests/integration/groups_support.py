@@ -62,10 +62,13 @@ class GroupConsumer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str, assignor: str = "range", **overrides):
         super().__init__(name=name, daemon=True)
+        # max_poll_interval_ms is Kafka's default: the synchronous commit after a poll blocks while
+        # the broker restarts, and with a shorter bound a busy host's slow restart made the
+        # member's heartbeat thread leave the group (a rebalance the tests did not cause).
         settings = dict(
             bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=[ASSIGNORS[assignor]],
-            session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=15000,
+            session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=300_000,
             fetch_max_wait_ms=100, request_timeout_ms=20000, metadata_max_age_ms=5000)
         settings.update(overrides)
         self.consumer = KafkaConsumer(topic, **settings)

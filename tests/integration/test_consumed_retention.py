@@ -4,7 +4,10 @@ Settings: a retention pass every 500 ms, tiny segments (one record per batch, a 
 records per segment), ``retention.commitoffset.ms`` = 1 min and ``retention.ms`` = 2 h.
 Records carry CreateTime timestamps in the past, so "old enough" is decided by the
 test, not by waiting. Every case asserts on ListOffsets earliest (kafka-python
-``beginning_offsets``) and on the segment files in the data directory.
+``beginning_offsets``) and on the segment files in the data directory. "Nothing was
+deleted" is asserted only after retention passes were seen to run
+(``clients.wait_for_retention_passes``: a probe topic's expired segment is deleted by
+each pass), never after a sleep.
 
 (a) two groups, one lagging: segments stay until the slow group commits past them,
     then go within one check interval;
@@ -28,7 +31,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import InvalidConfigurationError
 from kafka.structs import OffsetAndMetadata
 
-from .clients import admin, create_topic, producer
+from .clients import admin, create_topic, producer, wait_for_retention_passes
 from .conftest import SundialProcess, free_port, unique_topic
 from .groups_support import FAST_GROUPS, wait_until
 
@@ -59,7 +62,7 @@ def _produce_with_ages(bootstrap, topic, ages_ms):
     for i, age in enumerate(ages_ms):
         fut = p.send(topic, value=(f"r{i}-" + "x" * 90).encode(), partition=0, timestamp_ms=now - age)
         p.flush()
-        offsets.append(fut.get(timeout=10).offset)
+        offsets.append(fut.get(timeout=30).offset)
     p.close()
     return offsets
 
@@ -106,9 +109,9 @@ def _segment_of(bases, offset) -> int:
     return max(b for b in bases if b <= offset)
 
 
-def _passes(seconds_of_passes: int = 3) -> None:
-    """Let a few retention passes run."""
-    time.sleep(seconds_of_passes * CHECK_INTERVAL_MS / 1000 + 0.2)
+def _passes(broker, count: int = 3, tick=None) -> None:
+    """Wait until ``count`` retention passes have run from now on (``tick()`` is called while waiting)."""
+    wait_for_retention_passes(broker, count, probe_configs=TOPIC_CONFIGS, tick=tick)
 
 
 @pytest.fixture
@@ -133,7 +136,7 @@ def test_a_two_groups_one_lagging(retention_broker):
     # "fast" alone (it would rightly delete everything below 80).
     _commit(broker.bootstrap, "slow", topic, 3)
     _commit(broker.bootstrap, "fast", topic, 80)
-    _passes()
+    _passes(broker)
     # The slow group holds every segment from the one that holds its offset on.
     hold = _segment_of(bases, 3)
     assert _earliest(broker.bootstrap, topic) == hold
@@ -144,12 +147,9 @@ def test_a_two_groups_one_lagging(retention_broker):
     # The slow group commits past more segments: they go within one check interval.
     target = bases[len(bases) // 2] + 1
     expected = _segment_of(bases, target)
-    t0 = time.monotonic()
     _commit(broker.bootstrap, "slow", topic, target)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 5, "the slow group's segments to go",
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the slow group's segments to go",
                interval_s=0.02)
-    took_ms = (time.monotonic() - t0) * 1000
-    assert took_ms < 5000, took_ms  # loose: the machine may be busy; the exact check follows
     # The first retention pass that saw the commit deleted them: no pass ever held a segment
     # below ``expected`` once the group had committed ``target``.
     stale_holds = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held"
@@ -157,7 +157,7 @@ def test_a_two_groups_one_lagging(retention_broker):
                    and e.get("base_offset") < expected]
     assert stale_holds == []
     assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
-    _passes(2)
+    _passes(broker, 2)
     assert _earliest(broker.bootstrap, topic) == expected  # nothing more: the slow group holds the rest
     deleted = _deleted(broker, topic)
     assert [e["base_offset"] for e in deleted] == [b for b in bases if b < expected]
@@ -167,13 +167,13 @@ def test_a_two_groups_one_lagging(retention_broker):
 def test_b_no_group_deletes_nothing_before_retention_ms(retention_broker):
     broker = retention_broker
     topic, bases = _topic(broker, [30 * MINUTE] * 60)
-    _passes()
+    _passes(broker)
     assert _earliest(broker.bootstrap, topic) == 0
     assert _segment_bases(broker.data_dir, topic) == bases
     # Once the records are older than retention.ms, forced retention deletes them as usual.
     assert _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": str(20 * MINUTE)}) is None
     # Every segment is deletable, so the log rolls first and keeps one empty segment at the end.
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 5, "forced retention")
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "forced retention")
     assert _segment_bases(broker.data_dir, topic) == [60]
 
 
@@ -181,14 +181,12 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
     broker = retention_broker
     topic, bases = _topic(broker, [30 * MINUTE] * 60)
     member = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="subscribed-no-commit",
-                           enable_auto_commit=False, auto_offset_reset="latest", session_timeout_ms=3000,
-                           heartbeat_interval_ms=300)
+                           enable_auto_commit=False, auto_offset_reset="latest", session_timeout_ms=30000,
+                           heartbeat_interval_ms=1000)
     try:
-        wait_until(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 30, "an assignment")
+        wait_until(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 60, "an assignment")
         _commit(broker.bootstrap, "done", topic, 60)  # another group has consumed everything
-        deadline = time.monotonic() + 3 * CHECK_INTERVAL_MS / 1000 + 0.2
-        while time.monotonic() < deadline:
-            member.poll(timeout_ms=1000)  # stay alive; never commit
+        _passes(broker, tick=lambda: member.poll(timeout_ms=100))  # the member stays; it never commits
         assert _earliest(broker.bootstrap, topic) == 0
         assert _segment_bases(broker.data_dir, topic) == bases
         held = [e for e in broker.log_lines()
@@ -196,7 +194,7 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
         assert held and held[-1].get("group") == "subscribed-no-commit" and held[-1].get("committed_offset") == 0
     finally:
         member.close()  # LeaveGroup: the group is empty and never committed, so it no longer counts
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 5, "consumed retention after the leave")
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
     assert _segment_bases(broker.data_dir, topic) == [60]  # fully consumed: rolled, one empty segment left
 
 
@@ -206,13 +204,13 @@ def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
     # Created with a long retention so nothing goes while the records are written, then set to 2 h.
     topic, bases = _topic(broker, ages, **{"retention.ms": str(10 * RETENTION_MS)})
     _commit(broker.bootstrap, "stuck", topic, 0)  # has consumed nothing
-    _passes(2)
+    _passes(broker, 2)
     assert _earliest(broker.bootstrap, topic) == 0 and _segment_bases(broker.data_dir, topic) == bases
     assert _alter(broker, topic, TOPIC_CONFIGS) is None
     expected = _segment_of(bases, 40)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 5, "forced retention")
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "forced retention")
     assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
-    _passes()
+    _passes(broker)
     assert _earliest(broker.bootstrap, topic) == expected  # the young half stays: "stuck" has not consumed it
     deleted = _deleted(broker, topic)
     assert [e["base_offset"] for e in deleted] == [b for b in bases if b < expected]
@@ -238,14 +236,14 @@ def test_e_config_validation(retention_broker, tmp_path):
     # Lowering retention.ms below the explicit consumed retention is refused too (and changes nothing).
     error = _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": "30000"})
     assert error is not None and "Error 40" in error and "retention.commitoffset.ms" in error
-    _passes(2)
+    _passes(broker, 2)
     assert _earliest(broker.bootstrap, topic) == 0 and _segment_bases(broker.data_dir, topic) == bases
     # A broker whose consumed retention is longer than its forced retention does not start.
     port = free_port()
     bad = SundialProcess(tmp_path / "bad", {"log.retention.ms": "60000", "log.retention.commitoffset.ms": "120000"},
                          port=port)
     with pytest.raises(RuntimeError, match="exited"):
-        bad.start(timeout_s=20)
+        bad.start(timeout_s=60)  # it exits at once; the deadline only bounds a hang
     assert "commitoffset" in bad.log_text()
 
 

@@ -175,7 +175,6 @@ def test_kafkajs_commit_and_resume(broker_factory, kafkajs_installed):
 
 def test_confluent_static_member_restart_keeps_assignment_without_rebalance(broker_factory):
     import threading
-    import time
 
     from confluent_kafka import Consumer
 
@@ -205,25 +204,31 @@ def test_confluent_static_member_restart_keeps_assignment_without_rebalance(brok
                 self.c.poll(0.05)
             self.c.close()  # a static member does not send LeaveGroup
 
+    def group_events(*names):
+        return [e["event"] for e in broker.log_lines() if e.get("group") == group and e.get("event") in names]
+
     a, b = Static("inst-a"), Static("inst-b")
     a.start()
     b.start()
-    wait_until(lambda: len(a.assigned) == 2 and len(b.assigned) == 2 and
-               sorted(a.assigned + b.assigned) == [0, 1, 2, 3], 30, "two static members with two partitions each")
-    time.sleep(0.5)
+    def settled():  # both members hold their two partitions and the group's last step was to stabilise
+        last = group_events("rebalance_prepared", "group_rebalanced", "group_stabilized")[-1:]
+        return len(a.assigned) == 2 and len(b.assigned) == 2 and sorted(a.assigned + b.assigned) == [0, 1, 2, 3] \
+            and last == ["group_stabilized"]
 
-    def rebalances():
-        return sum(1 for e in broker.log_lines() if e.get("event") == "group_rebalanced" and e.get("group") == group)
+    wait_until(settled, 60, "two static members with two partitions each in a stable group")
 
-    before, b_calls, a_parts = rebalances(), b.assign_calls, a.assigned
+    before, prepared = len(group_events("group_rebalanced")), len(group_events("rebalance_prepared"))
+    b_calls, a_parts = b.assign_calls, a.assigned
     a.stop.set()
     a.join(20)
     a2 = Static("inst-a")
     a2.start()
-    wait_until(lambda: a2.assigned, 30, "the restarted static member's assignment")
-    time.sleep(1.0)
+    wait_until(lambda: a2.assigned, 60, "the restarted static member's assignment")
     assert a2.assigned == a_parts
-    assert rebalances() == before and b.assign_calls == b_calls, "a static restart must not rebalance the group"
+    # a rebalance caused by the rejoin would be prepared (and logged) while its JoinGroup is
+    # handled, which is before the member gets its assignment: no waiting needed
+    assert len(group_events("rebalance_prepared")) == prepared, "a static restart must not rebalance the group"
+    assert len(group_events("group_rebalanced")) == before and b.assign_calls == b_calls
     replaced = [e for e in broker.log_lines() if e.get("event") == "static_member_replaced"]
     assert replaced and replaced[-1]["group_instance_id"] == "inst-a"
     for t in (a2, b):

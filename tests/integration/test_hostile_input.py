@@ -48,18 +48,22 @@ def daemon(tmp_path_factory):
         "socket.request.max.bytes": str(MAX_REQUEST), "connections.max.idle.ms": "1500",
     }, port=free_port())
     proc.start()
-    create_topic(proc.bootstrap, "sentinel")
+    # The sentinel is not about retention: it must outlive the daemon's retention passes
+    # (the first runs 30 s after start), however long the module takes on a busy host.
+    create_topic(proc.bootstrap, "sentinel", configs={"retention.ms": "-1"})
     for name, cfg in (("t-create", {}), ("t-lat", {"message.timestamp.type": "LogAppendTime"}),
                       ("t-open", {"message.timestamp.before.max.ms": str(LONG_MAX),
                                   "message.timestamp.after.max.ms": str(LONG_MAX)}),
                       ("t-lz4", {"compression.type": "lz4"})):
         create_topic(proc.bootstrap, name, configs=cfg)
     p = producer(proc.bootstrap, acks="all")
+    now_ms = int(time.time() * 1000)
     for i in range(5):
-        p.send("sentinel", key=b"k%d" % i, value=b"sentinel-%d" % i, partition=0, timestamp_ms=1_700_000_000_000 + i)
+        p.send("sentinel", key=b"k%d" % i, value=b"sentinel-%d" % i, partition=0, timestamp_ms=now_ms - 5 + i)
     p.flush()
     p.close()
     proc.sentinel = read_topic(proc, "sentinel")
+    assert proc.sentinel == [(i, now_ms - 5 + i, b"k%d" % i, b"sentinel-%d" % i) for i in range(5)]
     yield proc
     events = {e.get("event") for e in proc.log_lines()}
     assert not events & INTERNAL_ERRORS, events & INTERNAL_ERRORS
@@ -67,17 +71,29 @@ def daemon(tmp_path_factory):
     assert proc.stop() == 0
 
 
-def read_topic(proc, topic: str) -> list[tuple]:
-    c = KafkaConsumer(bootstrap_servers=proc.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-    tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    end = c.end_offsets([tp])[tp]
-    out = []
-    deadline = time.monotonic() + 15
-    while len(out) < end and time.monotonic() < deadline:
-        for recs in c.poll(timeout_ms=200).values():
-            out.extend((r.offset, r.timestamp, r.key, r.value) for r in recs)
-    c.close()
+def read_topic(proc, topic: str, timeout_s: float = 60.0) -> list[tuple]:
+    """Every record of partition 0 from the log start to the log end, as (offset, timestamp, key, value).
+
+    Counts ``end - beginning`` records (retention or DeleteRecords may have moved the log
+    start) and fails with the offsets and what arrived if they do not all come in time.
+    """
+    c = KafkaConsumer(bootstrap_servers=proc.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                      request_timeout_ms=30000)
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        begin = c.beginning_offsets([tp])[tp]
+        end = c.end_offsets([tp])[tp]
+        c.seek(tp, begin)
+        out = []
+        deadline = time.monotonic() + timeout_s
+        while len(out) < end - begin and time.monotonic() < deadline:
+            for recs in c.poll(timeout_ms=500).values():
+                out.extend((r.offset, r.timestamp, r.key, r.value) for r in recs)
+    finally:
+        c.close()
+    assert len(out) == end - begin, (f"{topic}: read {len(out)} of the {end - begin} records in [{begin}, {end}) "
+                                     f"within {timeout_s:.0f}s; offsets read: {[r[0] for r in out][:20]}")
     return out
 
 
@@ -110,7 +126,8 @@ def call(proc, api_key, version, body):
         s.close()
 
 
-def closed_by_daemon(s: socket.socket, timeout: float = 10) -> bool:
+def closed_by_daemon(s: socket.socket, timeout: float = 30) -> bool:
+    """True once the daemon closed ``s``; False if it stayed open for ``timeout`` seconds."""
     s.settimeout(timeout)
     try:
         while True:
@@ -125,6 +142,16 @@ def closed_by_daemon(s: socket.socket, timeout: float = 10) -> bool:
 
 def new_events(proc, since: int) -> set[str]:
     return {e.get("event") for e in proc.log_lines()[since:]}
+
+
+def wait_for_events(proc, since: int, wanted: set[str], timeout_s: float = 30) -> set[str]:
+    """The events logged after line ``since``, once one of ``wanted`` is among them (or at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events = new_events(proc, since)
+        if events & wanted or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)
 
 
 # -- record batch construction (written out independently of storage.builder) -------------------------------
@@ -198,9 +225,9 @@ def test_bad_frames_close_the_connection_with_a_log_line(daemon, unchanged, name
     s.sendall(payload)
     assert closed_by_daemon(s), name
     s.close()
-    time.sleep(0.05)
-    events = new_events(daemon, since)
-    assert events & ({event} if isinstance(event, str) else set(event)), (name, events)
+    wanted = {event} if isinstance(event, str) else set(event)
+    events = wait_for_events(daemon, since, wanted)
+    assert events & wanted, (name, events)
 
 
 def test_api_versions_with_an_unknown_version_is_answered_with_35(daemon, unchanged):
@@ -219,14 +246,15 @@ def test_truncated_frames_never_hang_the_daemon(daemon, unchanged):
     s.shutdown(socket.SHUT_WR)
     assert closed_by_daemon(s)
     s.close()
-    # stalled in the middle of a frame: the idle timeout closes it; meanwhile others are served
+    # stalled in the middle of a frame: the idle sweep closes it (and says so); meanwhile others are served
+    since = len(daemon.log_lines())
     stalled = connect(daemon)
     stalled.sendall(struct.pack(">i", 1000) + b"\x00\x12\x00\x00")
-    t0 = time.monotonic()
     assert call(daemon, 18, 0, {})[1].error_code == 0
-    assert closed_by_daemon(stalled, timeout=10)
-    assert time.monotonic() - t0 < 5
+    assert closed_by_daemon(stalled, timeout=60)
     stalled.close()
+    events = wait_for_events(daemon, since, {"connection_idle_closed"})
+    assert "connection_idle_closed" in events, events
 
 
 def test_many_frames_in_one_write_and_one_byte_at_a_time(daemon, unchanged):
@@ -381,14 +409,17 @@ def test_connection_fuzz_in_process():
     assert stats.frames >= frames and stats.health_checks >= 1
 
 
+SOCKET_FUZZ_FRAMES = 3000
+
+
 def test_socket_fuzz_against_the_daemon(daemon, unchanged):
     rng = random.Random(int(os.environ.get("SUNDIAL_FUZZ_SEED", "7")))
     corpus = connection_fuzz.schema_corpus()
     now_ms = int(time.time() * 1000)
     sent = 0
     since = len(daemon.log_lines())
-    deadline = time.monotonic() + 40
-    while sent < 3000 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 240  # a hang guard only: a quiet host sends them in a few seconds
+    while sent < SOCKET_FUZZ_FRAMES and time.monotonic() < deadline:
         s = connect(daemon)
         s.settimeout(2)
         try:
@@ -409,14 +440,15 @@ def test_socket_fuzz_against_the_daemon(daemon, unchanged):
             pass
         finally:
             s.close()
-    assert sent >= 1000
+    assert sent >= SOCKET_FUZZ_FRAMES, f"only {sent} of {SOCKET_FUZZ_FRAMES} frames sent in 240 s"
     events = new_events(daemon, since)
     assert not events & INTERNAL_ERRORS, events & INTERNAL_ERRORS
 
 
 @pytest.mark.parametrize("count", [2**31 - 1, 10_001])
 def test_absurd_partition_counts_are_refused_at_once(daemon, unchanged, count):
-    t0 = time.monotonic()
+    """Refused before any partition is made: error 37, no directory, and an answer at all (a broker
+    that tried to create 2^31 partitions would not answer within the socket timeout)."""
     _, body = call(daemon, ApiKey.CREATE_TOPICS, 3, {"topics": [{"name": f"huge-{count}", "num_partitions": count,
                                                                "replication_factor": 1, "assignments": [],
                                                                "configs": []}],
@@ -426,5 +458,4 @@ def test_absurd_partition_counts_are_refused_at_once(daemon, unchanged, count):
                                                                     "assignments": None}],
                                                          "timeout_ms": 5000, "validate_only": False})
     assert body.results[0].error_code == 37
-    assert time.monotonic() - t0 < 5
     assert not os.path.exists(os.path.join(daemon.data_dir, f"huge-{count}-0"))

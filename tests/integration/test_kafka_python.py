@@ -36,7 +36,7 @@ def test_round_trip_keys_values_headers_nulls(broker, codec, acks):
     p.close()
     if acks != 0:
         for part, *_rest, fut in sent:
-            md = fut.get(timeout=10)
+            md = fut.get(timeout=30)
             assert md.partition == part and md.offset >= 0
     got = consume_all(broker.bootstrap, topic, [0, 1], len(sent))
     assert len(got) == len(sent)
@@ -58,7 +58,7 @@ def test_log_append_time_topic_stamps_broker_time(broker):
     create_topic(broker.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
     p = producer(broker.bootstrap, acks=1)
     before = int(time.time() * 1000)
-    mds = [p.send(topic, value=b"x", timestamp_ms=1_000).get(timeout=10) for _ in range(5)]
+    mds = [p.send(topic, value=b"x", timestamp_ms=1_000).get(timeout=30) for _ in range(5)]
     after = int(time.time() * 1000)
     p.close()
     for md in mds:
@@ -82,9 +82,9 @@ def test_out_of_bound_create_time_is_rejected_and_leaves_no_trace(broker, config
     now = int(time.time() * 1000)
     fut = p.send(topic, value=b"bad", timestamp_ms=now + offset_ms)
     with pytest.raises(KafkaError) as info:
-        fut.get(timeout=10)
+        fut.get(timeout=30)
     assert isinstance(info.value, InvalidTimestampError) or "InvalidTimestamp" in type(info.value).__name__
-    ok = p.send(topic, value=b"good", timestamp_ms=now).get(timeout=10)
+    ok = p.send(topic, value=b"good", timestamp_ms=now).get(timeout=30)
     p.close()
     assert ok.offset == 0, "the rejected batch consumed no offset"
     c = consumer(broker.bootstrap)
@@ -112,7 +112,7 @@ def _produce_nonmonotonic(bootstrap, topic, partitions, n, base_ms, batch_size=1
     p.close()
     produced = {part: [] for part in range(partitions)}
     for part, ts, fut in futs:
-        md = fut.get(timeout=10)
+        md = fut.get(timeout=30)
         produced[part].append((md.offset, ts))
     return produced
 
@@ -173,7 +173,7 @@ def test_restart_after_sigkill_keeps_acknowledged_records(broker_factory):
     base = int(time.time() * 1000) - 86_400_000
     produced = _produce_nonmonotonic(b.bootstrap, topic, 2, 400, base, batch_size=1024)
     p = producer(b.bootstrap, acks="all", enable_idempotence=True)
-    acked = [p.send(topic, value=f"a{i}".encode(), partition=i % 2, timestamp_ms=base + 10**6 + i).get(timeout=10)
+    acked = [p.send(topic, value=f"a{i}".encode(), partition=i % 2, timestamp_ms=base + 10**6 + i).get(timeout=30)
              for i in range(50)]
     p.close()
     for md in acked:

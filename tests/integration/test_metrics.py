@@ -105,7 +105,7 @@ def test_metrics_after_a_produce_consume_run(broker_factory):
     samples = wait_until(
         lambda: (lambda s: s if total(s, "sundial_retention_deleted_segments_total", topic=old) > 0
                  and total(s, "sundial_consumed_retention_holds_total", topic=held) > 0 else None)(scrape(port)),
-        30, "a retention deletion and a consumed-retention hold")
+        60, "a retention deletion and a consumed-retention hold")
 
     # Requests and latency per API and version.
     for api in ("PRODUCE", "FETCH", "LIST_OFFSETS", "METADATA", "JOIN_GROUP", "SYNC_GROUP", "OFFSET_COMMIT",

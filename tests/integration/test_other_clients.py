@@ -113,10 +113,10 @@ def test_confluent_kafka_core_flow(broker):
             assert msg.key() == f"k{i}".encode() and msg.timestamp() == (1, stamps[i])
             assert msg.headers() == [("i", str(i).encode())]
         for part in (0, 1):
-            assert c.get_watermark_offsets(TopicPartition(topic, part), timeout=10) == (0, 200)
+            assert c.get_watermark_offsets(TopicPartition(topic, part), timeout=30) == (0, 200)
         for target in [base - 1, stamps[3], stamps[99] + 1, max(stamps), max(stamps) + 1]:
             answer = c.offsets_for_times([TopicPartition(topic, 0, target), TopicPartition(topic, 1, target)],
-                                         timeout=10)
+                                         timeout=30)
             for tp in answer:
                 expected = first_offset_at_or_after(produced[tp.partition], target)
                 assert tp.offset == (-1 if expected is None else expected[0])
