@@ -1,0 +1,474 @@
+"""Soak: one daemon under hours of mixed, bounded client load, restarted every few minutes;
+afterwards nothing acknowledged may be lost or duplicated, every timestamp lookup must have
+been right, and RSS, open files and latency must stay flat.
+
+    python benchmarks/soak.py                                  # 60 minutes, a restart every 10
+    python benchmarks/soak.py --duration-s 120 --restart-every-s 45
+    python benchmarks/soak.py --duration-s 300 --plot /tmp/soak.png --csv /tmp/soak.csv
+
+The daemon runs as a subprocess on a free loopback port with its own data directory (a
+temporary one unless ``--workdir``), retention checked every 5 s. Load, all of it at a
+fixed rate (``--rate`` records/s in total, default 200) so it never saturates the host:
+
+* producers: confluent-kafka (acks=all, idempotent; half the rate), kafka-python with its
+  defaults and aiokafka with its defaults (a quarter each), round-robin over 7 partitions
+  of three topics: ``soak-time`` (retention.ms 30 s, 64 KiB / 10 s segments),
+  ``soak-consumed`` (consumed-log retention: ``log.retention.commitoffset.enable`` with
+  ``retention.commitoffset.ms`` 15 s, 64 KiB / 10 s segments) and ``soak-keep`` (nothing
+  deleted). CreateTime is now minus up to 5 s, so timestamps are not monotonic;
+* consumer groups committing after every poll: ``soak-g1`` (kafka-python, 2-3 members,
+  all three topics) and ``soak-g2`` (confluent-kafka, 1-2 members, two topics); every
+  ``--rebalance-every-s`` one group gains or loses a member;
+* offsetsForTimes at random targets about every ``--lookup-every-s`` (see ``soak_probes``);
+* topic churn every ``--churn-every-s``: create, produce, read back, lookup, delete (two
+  names reused, so a topic is re-created under a name just deleted);
+* a raw connection timing ApiVersions (every 0.2 s) and Fetch (every 1 s) round trips;
+* every ``--restart-every-s``: SIGTERM, wait for the exit (code 0 expected), start again
+  on the same data directory and port.
+
+Every ``--sample-every-s`` it records (CSV, ``--csv``): the daemon's RSS, open fds, socket
+fds, threads (/proc), connections (the daemon's ``sundial_connections`` gauge; its
+Prometheus endpoint is on), CPU, consumer-group lag, segments and retention deletions; the
+p50/p99 over the interval of produce latency (send to acknowledgement), Fetch and
+lookup round trips and of the ApiVersions round trip, which stands in for event-loop lag
+(the daemon exports none); records sent, acknowledged, consumed by each group.
+
+Checks (exit status 1 if any fails):
+
+1. after each restart: every record acknowledged during the daemon lifetime that the
+   SIGTERM ended is in the log at its offset (or below the log start offset);
+2. at the end, load stopped, every surviving partition read from its log start offset:
+   offsets contiguous; every record a known send with its CreateTime; no send twice; every
+   acknowledged record present at its offset unless below the log start offset, where it
+   must have been deleted legitimately: ``soak-time`` records older than retention.ms when
+   the log start was first seen past them, ``soak-consumed`` records older than
+   retention.commitoffset.ms and delivered to both groups, ``soak-keep`` never;
+3. each group's committed offsets cover only records it was given (redelivery after a
+   rebalance or restart, at least once, is counted and reported, not an error);
+4. every offsetsForTimes answer during the run equals the first offset at or after the log
+   start offset whose timestamp >= the target (see ``soak_probes.judge``), and 20 per
+   partition at the end equal brute force over the log;
+5. topic churn: a re-created topic holds exactly what was written to it, from offset 0;
+6. every SIGTERM ends with exit code 0; no load thread died; retention really deleted
+   segments for both reasons;
+7. flat and steady, by the rules in ``soak_checks.RULES_TEXT`` (printed with the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from bench_daemon import cpu_seconds, free_port, start_sundial
+from soak_checks import RULES_TEXT, check_restart, final_check, proc_stats, scrape, steady_rules
+from soak_load import (GROUPS, TOPICS, TPS, AioProducer, ConfluentProducer, KafkaPythonProducer, Latency, Ledger,
+                       MembershipController, percentile)
+from soak_probes import ChurnWorker, LookupWorker, Prober
+
+COLUMNS = ["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct",
+           "probe_p50_ms", "probe_p99_ms", "produce_p50_ms", "produce_p99_ms", "fetch_p50_ms", "fetch_p99_ms",
+           "lookup_p50_ms", "lookup_p99_ms", "sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS] + [
+           "group_lag", "segments", "deleted_retention_ms", "deleted_consumed"]
+
+
+class Daemon:
+    """The daemon under test: same port, metrics port and data directory across restarts."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.port, self.metrics_port = free_port(), free_port()
+        self.proc = None
+        self.epoch = 0
+        self.up = False
+        self.started_at = 0.0
+        self.lock = threading.Lock()
+        self.stops: list[tuple[int, float]] = []       # (exit code, seconds from SIGTERM to exit)
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        proc, _ = start_sundial(os.path.join(self.workdir, "data"), {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "sundial.metrics.listener": f"127.0.0.1:{self.metrics_port}",
+            "log.retention.check.interval.ms": "5000", "log.initial.task.delay.ms": "5000",
+            "log.segment.delete.delay.ms": "5000", "log.retention.commitoffset.enable": "true",
+            "group.initial.rebalance.delay.ms": "500", "auto.create.topics.enable": "false"},
+            log_path=os.path.join(self.workdir, f"sundial-{self.epoch + 1}.log"), cwd=self.workdir,
+            timeout_s=120, port=self.port)
+        with self.lock:
+            self.proc, self.epoch, self.up, self.started_at = proc, self.epoch + 1, True, time.monotonic()
+        return time.monotonic() - t0
+
+    def stop(self) -> tuple[int, float]:
+        with self.lock:
+            self.up = False
+            proc = self.proc
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(120)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+            proc.kill()
+            code = proc.wait()
+            code = f"killed after 120 s (was {code})"
+        self.stops.append((code, time.monotonic() - t0))
+        return code, time.monotonic() - t0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def state(self) -> tuple[bool, int, int | None, float]:
+        with self.lock:
+            return self.up, self.epoch, self.proc.pid if self.proc else None, self.started_at
+
+
+class Ctx:
+    """What the workers share."""
+
+    def __init__(self, daemon: Daemon, seed: int) -> None:
+        self.daemon = daemon
+        self.bootstrap = daemon.bootstrap
+        self.rng = random.Random(seed)
+        self.ledger = Ledger()
+        self.latency = Latency()
+        self.offsets: dict = {}            # (topic, partition) -> (log start, log end) from the last sample
+        self.problems: list[str] = []
+        self.lock = threading.Lock()
+
+    def daemon_up(self) -> bool:
+        return self.daemon.state()[0]
+
+    def epoch(self) -> int:
+        return self.daemon.state()[1]
+
+    def problem(self, text: str) -> None:
+        with self.lock:
+            self.problems.append(text)
+
+
+class Sampler(threading.Thread):
+    def __init__(self, ctx: Ctx, every_s: float, warmup_s: float, t0: float) -> None:
+        super().__init__(name="sampler", daemon=True)
+        self.ctx, self.every_s, self.warmup_s, self.t0 = ctx, every_s, warmup_s, t0
+        self.rows: list[dict] = []
+        self.lso_obs: dict[int, list[tuple[int, int]]] = {}
+        self.deleted: dict[int, dict] = {}           # epoch -> last retention-deletion counters
+        self.stopping = threading.Event()
+        self.prev = (t0, 0, None)                    # (time, epoch, cpu seconds)
+        self.print_every = max(1, round(60 / every_s))
+
+    def run(self) -> None:
+        k = 1
+        while not self.stopping.wait(max(0.0, self.t0 + k * self.every_s - time.monotonic())):
+            self.sample()
+            k += 1
+
+    def sample(self) -> dict:
+        now = time.monotonic()
+        up, epoch, pid, started = self.ctx.daemon.state()
+        t_prev, epoch_prev, cpu_prev = self.prev
+        row = {c: None for c in COLUMNS}
+        row.update(t_s=round(now - self.t0, 1), epoch=epoch,
+                   steady=bool(up and epoch == epoch_prev and t_prev >= started + self.warmup_s))
+        cpu = cpu_seconds(pid) if up else None
+        if cpu is not None and cpu_prev is not None and epoch == epoch_prev:
+            row["cpu_pct"] = round(100 * (cpu - cpu_prev) / (now - t_prev), 1)
+        self.prev = (now, epoch, cpu)
+        stats = proc_stats(pid) if up and pid else None
+        if stats:
+            row.update(stats)
+            row["rss_mb"] = round(stats["rss_mb"], 1)
+        m = scrape(self.ctx.daemon.metrics_port) if up else None
+        if m:
+            row["connections"], row["group_lag"] = m["connections"], m["group_lag"]
+            row["segments"] = sum(n for tp, n in m["segments"].items() if tp in TPS)
+            self.deleted[epoch] = m["deleted"]
+            wall = int(time.time() * 1000)
+            for i, tp in enumerate(TPS):
+                if tp in m["lso"]:
+                    obs = self.lso_obs.setdefault(i, [])
+                    if not obs or obs[-1][1] != m["lso"][tp]:
+                        obs.append((wall, m["lso"][tp]))
+                    self.ctx.offsets[tp] = (m["lso"][tp], m["leo"].get(tp, m["lso"][tp]))
+        row["deleted_retention_ms"] = sum(d.get("retention_ms", 0) for d in self.deleted.values())
+        row["deleted_consumed"] = sum(d.get("consumed", 0) for d in self.deleted.values())
+        for kind, values in self.ctx.latency.drain().items():
+            for q in (50, 99):
+                v = percentile(values, q)
+                row[f"{kind}_p{q}_ms"] = None if v is None else round(v * 1000, 2)
+        sent, acked, failed, consumed = self.ctx.ledger.counts()
+        row.update(sent=sent, acked=acked, failed=failed, **{f"consumed_{g}": n for g, n in consumed.items()})
+        self.rows.append(row)
+        if len(self.rows) % self.print_every == 0:
+            print(f"  t={row['t_s']:6.0f}s daemon {epoch} {'steady' if row['steady'] else 'warm-up'}: "
+                  f"rss {_f(row['rss_mb'])} MB, fds {_f(row['fds'])}, threads {_f(row['threads'])}, "
+                  f"connections {_f(row['connections'])}, cpu {_f(row['cpu_pct'])}%; p99 ms produce "
+                  f"{_f(row['produce_p99_ms'])} fetch {_f(row['fetch_p99_ms'])} lookup {_f(row['lookup_p99_ms'])} "
+                  f"probe {_f(row['probe_p99_ms'])}; acked {acked}, consumed "
+                  f"{'/'.join(str(n) for n in consumed.values())}, group lag {_f(row['group_lag'])}", flush=True)
+        return row
+
+
+def _error_name(code: int) -> str:
+    import kafka.errors
+
+    return kafka.errors.for_code(code).__name__
+
+
+def _f(v) -> str:
+    return "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
+
+
+def create_topics(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="soak-setup")
+    try:
+        admin.create_topics([NewTopic(t.name, t.partitions, 1, topic_configs=t.configs) for t in TOPICS])
+    finally:
+        admin.close()
+
+
+def run(args, seed: int, workdir: str) -> int:
+    daemon = Daemon(workdir)
+    try:
+        return soak(args, seed, workdir, daemon)
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+
+
+def soak(args, seed: int, workdir: str, daemon: Daemon) -> int:
+    daemon.start()
+    create_topics(daemon.bootstrap)
+    ctx = Ctx(daemon, seed)
+    t0 = time.monotonic()
+    run_start_ms = int(time.time() * 1000)
+    producers = [ConfluentProducer("ck", ctx, args.rate * 0.5, 0), KafkaPythonProducer("kp", ctx, args.rate * 0.25, 2),
+                 AioProducer("aio", ctx, args.rate * 0.25, 4)]
+    membership = MembershipController(ctx, args.rebalance_every_s)
+    probes = [LookupWorker(ctx, args.lookup_every_s, run_start_ms), Prober(ctx), ChurnWorker(ctx, args.churn_every_s)]
+    for w in producers:
+        w.start()
+    membership.start_all()
+    membership.start()
+    for w in probes:
+        w.start()
+    sampler = Sampler(ctx, args.sample_every_s, args.warmup_s, t0)
+    sampler.start()
+    restarts: list[dict] = []
+    end = t0 + args.duration_s
+    next_restart = t0 + args.restart_every_s
+    print(f"daemon on {daemon.bootstrap}, metrics on 127.0.0.1:{daemon.metrics_port}, data in {workdir}", flush=True)
+    while time.monotonic() < end:
+        time.sleep(max(0.0, min(0.5, end - time.monotonic())))
+        dead = [w for w in producers + probes + [membership] if not w.is_alive() and w.error]
+        if dead:
+            ctx.problem(f"load thread {dead[0].name} died: {dead[0].error}")
+            break
+        if time.monotonic() >= next_restart and time.monotonic() < end - 2 * args.sample_every_s:
+            ended = daemon.epoch
+            code, stop_s = daemon.stop()
+            with ctx.ledger.lock:
+                ctx.ledger.epoch += 1
+            start_s = daemon.start()
+            present, below, problems = check_restart(ctx, ended)
+            t = round(time.monotonic() - t0, 1)
+            restarts.append({"t_s": t, "exit": code, "stop_s": stop_s, "start_s": start_s, "present": present,
+                             "below_log_start": below})
+            print(f"  t={t:6.0f}s restart {len(restarts)}: SIGTERM -> exit {code} in {stop_s:.1f}s, started in "
+                  f"{start_s:.1f}s; records acknowledged by daemon {ended}: {present} present, {below} below the "
+                  f"log start offset{', PROBLEMS: ' + '; '.join(problems) if problems else ''}", flush=True)
+            if code != 0:
+                ctx.problem(f"restart {len(restarts)}: SIGTERM ended the daemon with exit code {code}")
+            for p in problems:
+                ctx.problem(f"restart {len(restarts)}: {p}")
+            next_restart += args.restart_every_s
+    sampler.stopping.set()
+    sampler.join(30)
+    if not sampler.rows or sampler.rows[-1]["t_s"] < args.duration_s - 1:
+        sampler.sample()
+    print("load stopped; settling and reading every partition back", flush=True)
+    for group in (probes + [membership], producers):
+        for w in group:
+            w.stop()
+        for w in group:
+            w.join(180)
+    membership.stop_all()
+    probes[0].verify(final=True)
+    for w in producers + probes + [membership]:
+        if w.error:
+            ctx.problem(f"load thread {w.name} failed: {w.error}")
+        if getattr(w, "unflushed", 0):
+            ctx.problem(f"{w.name}: {w.unflushed} records still undelivered after a 120 s flush")
+    ctx.problems.extend(f"ledger: {e}" for e in ctx.ledger.errors)
+    stats, problems = final_check(ctx, sampler.lso_obs, random.Random(seed))
+    ctx.problems.extend(problems)
+    code, stop_s = daemon.stop()
+    if code != 0:
+        ctx.problem(f"the final SIGTERM ended the daemon with exit code {code}")
+    return report(args, ctx, sampler, restarts, stats, probes, (code, stop_s), workdir)
+
+
+def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop, workdir) -> int:
+    lookups, prober, churn = probes
+    led = ctx.ledger
+    rows = sampler.rows
+    deleted_time, deleted_consumed = rows[-1]["deleted_retention_ms"], rows[-1]["deleted_consumed"]
+    if not deleted_time:
+        ctx.problem("time retention deleted no segment during the run (the soak did not exercise it)")
+    if not deleted_consumed:
+        ctx.problem("consumed retention deleted no segment during the run (the soak did not exercise it)")
+    if lookups.wrong:
+        ctx.problems.extend(f"lookup wrong: {w}" for w in lookups.wrong[:10])
+    if not churn.completed:
+        ctx.problem("no topic churn cycle completed")
+    rules = steady_rules(rows, args.duration_s)
+    for col, m2, m4, limit, ok in rules:
+        if not ok:
+            ctx.problem(f"{col}: last quarter's median {_f(m4)} vs second quarter's {_f(m2)}, limit {limit}")
+    write_csv(args.csv, rows)
+    print()
+    print("summary")
+    table = [
+        ("records", f"{led.sent} sent, {stats.get('acknowledged', 0)} acknowledged, {led.failed} given up by clients, "
+                    f"{stats.get('present_unacknowledged', 0)} unacknowledged but present"),
+        ("lost / duplicated / moved", f"{stats.get('lost', 0)} / {stats.get('duplicated', 0)} / {stats.get('moved', 0)} "
+                                      f"({stats.get('present', 0)} acknowledged records checked in "
+                                      f"{stats.get('surviving', 0)} surviving)"),
+        ("deleted by retention", f"time {stats.get('deleted_time', 0)} records ({deleted_time} segments), consumed "
+                                 f"{stats.get('deleted_consumed', 0)} records ({deleted_consumed} segments), "
+                                 f"keep {stats.get('deleted_keep', 0)}; {stats.get('deleted_against_rules', 0)} against the rules"),
+        ("restarts (SIGTERM)", f"{len(restarts)} + final; exit codes {sorted({str(r['exit']) for r in restarts} | {str(final_stop[0])})}; "
+                               f"stop max {max([r['stop_s'] for r in restarts] + [final_stop[1]]):.1f}s; "
+                               f"{sum(r['present'] for r in restarts)} records acknowledged before a SIGTERM found after it"),
+        ("lookups during the run", f"{lookups.done} done: {lookups.correct} correct, {len(lookups.wrong)} wrong, "
+                                   f"{lookups.unverifiable} unverifiable; {lookups.interrupted} cut by restarts, "
+                                   f"{len(lookups.steady_errors)} failed otherwise"),
+        ("lookups at the end", f"{stats.get('final_lookups', 0)} vs brute force, {stats.get('final_lookups_wrong', 0)} wrong"),
+    ]
+    for g in GROUPS:
+        b = led.groups[g.name]
+        table.append((f"group {g.name} ({g.client})",
+                      f"{b.distinct} distinct records consumed, {stats.get(g.name + '_redelivered', 0)} redelivered "
+                      f"(at least once), {b.joins} joins / {b.leaves} leaves, {b.assignments} assignments, "
+                      f"{b.commits} commits ({b.commit_failures} failed), {b.poll_errors} poll errors, "
+                      f"{b.client_restarts} client restarts, "
+                      f"{stats.get(g.name + '_committed_undelivered', 0)} committed but undelivered, "
+                      f"lag at end {stats.get(g.name + '_lag_at_end', 0)}"))
+    table.append(("topic churn", f"{churn.completed} cycles, {churn.interrupted} cut by restarts, "
+                                 f"{len(churn.steady_errors)} failed otherwise"))
+    table.append(("raw Fetch errors", ", ".join(f"{n} x {_error_name(code)}" for code, n in prober.fetch_errors.items())
+                  or "none"))
+    cpu = [r["cpu_pct"] for r in rows if r["steady"] and r["cpu_pct"] is not None]
+    if cpu:
+        table.append(("daemon CPU", f"median {sorted(cpu)[len(cpu) // 2]:.1f}% of one core (steady samples)"))
+    width = max(len(k) for k, _ in table)
+    for k, v in table:
+        print(f"  {k:<{width}}  {v}")
+    print()
+    print(f"  {'series':<16} {'Q2 median':>10} {'Q4 median':>10}  limit")
+    for col, m2, m4, limit, ok in rules:
+        print(f"  {col:<16} {_f(m2):>10} {_f(m4):>10}  {limit}  {'ok' if ok else 'FAILED'}")
+    print(f"  rules: {RULES_TEXT}")
+    notes = lookups.steady_errors[:3] + churn.steady_errors[:3]
+    if notes:
+        print("  client errors while the daemon was up (not failures): " + " | ".join(notes))
+    if args.plot:
+        plot(args.plot, rows, restarts)
+    print(f"time series: {args.csv} ({len(rows)} samples every {args.sample_every_s:g} s)")
+    if ctx.problems:
+        print(f"FAILED ({len(ctx.problems)} problems; data and daemon logs kept in {workdir}):")
+        for p in ctx.problems[:30]:
+            print("  - " + p)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+
+
+def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot: matplotlib is not installed (pip install matplotlib); no plot drawn")
+        return
+    t = [r["t_s"] for r in rows]
+    fig, axes = plt.subplots(4, 1, figsize=(11, 12), sharex=True)
+    panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds / sockets / threads / connections",
+                                                        ["fds", "sockets", "threads", "connections"], False),
+              ("p99 latency per interval (ms)", ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms"],
+               True), ("records", ["acked"] + [f"consumed_{g.name}" for g in GROUPS], False)]
+    for ax, (title, cols, log) in zip(axes, panels):
+        for col in cols:
+            ax.plot(t, [r[col] if r[col] is not None else float("nan") for r in rows], label=col, linewidth=1)
+        for r in restarts:
+            ax.axvline(r["t_s"], color="grey", linestyle=":", linewidth=0.8)
+        if log:
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("seconds (dotted: restarts)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"plot: {path}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration-s", type=float, default=3600)
+    ap.add_argument("--restart-every-s", type=float, default=600)
+    ap.add_argument("--sample-every-s", type=float, default=10)
+    ap.add_argument("--warmup-s", type=float, default=10, help="samples starting sooner after a (re)start are not steady")
+    ap.add_argument("--rate", type=float, default=200, help="records/s produced in total")
+    ap.add_argument("--rebalance-every-s", type=float, default=30)
+    ap.add_argument("--lookup-every-s", type=float, default=1.0)
+    ap.add_argument("--churn-every-s", type=float, default=20)
+    ap.add_argument("--csv", default=None, help="time series (default: sundial-soak-<time>.csv in the temp dir)")
+    ap.add_argument("--plot", default=None, metavar="PATH.png", help="draw the time series (needs matplotlib)")
+    ap.add_argument("--workdir", default=None, help="kept afterwards (default: a temporary directory, removed "
+                                                    "unless a check fails)")
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    for name in ("kafka", "aiokafka"):   # the clients log every refused connection while the daemon restarts
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    args.csv = args.csv or os.path.join(tempfile.gettempdir(), time.strftime("sundial-soak-%Y%m%d-%H%M%S.csv"))
+    workdir = args.workdir or tempfile.mkdtemp(prefix="sundial-soak-")
+    os.makedirs(workdir, exist_ok=True)
+    print("command: python benchmarks/soak.py " + " ".join(sys.argv[1:]) + f"  (seed {seed})", flush=True)
+    t0 = time.monotonic()
+    code = 1
+    try:
+        code = run(args, seed, workdir)
+    finally:
+        print(f"elapsed {time.monotonic() - t0:.0f}s", flush=True)
+        if not args.workdir and code == 0:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
