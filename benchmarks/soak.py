@@ -76,7 +76,7 @@ from soak_probes import ChurnWorker, LookupWorker, Prober
 
 COLUMNS = ["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct",
            "probe_p50_ms", "probe_p99_ms", "produce_p50_ms", "produce_p99_ms", "fetch_p50_ms", "fetch_p99_ms",
-           "lookup_p50_ms", "lookup_p99_ms", "sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS] + [
+           "lookup_p50_ms", "lookup_p99_ms", "host_p50_ms", "host_p99_ms", "sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS] + [
            "group_lag", "segments", "deleted_retention_ms", "deleted_consumed"]
 
 
@@ -140,9 +140,9 @@ class Ctx:
         self.rng = random.Random(seed)
         self.ledger = Ledger()
         self.latency = Latency()
-        self.offsets: dict = {}            # (topic, partition) -> (log start, log end) from the last sample
         self.problems: list[str] = []
         self.lock = threading.Lock()
+        self.harness_cpu_pct = 0.0
 
     def daemon_up(self) -> bool:
         return self.daemon.state()[0]
@@ -198,7 +198,6 @@ class Sampler(threading.Thread):
                     obs = self.lso_obs.setdefault(i, [])
                     if not obs or obs[-1][1] != m["lso"][tp]:
                         obs.append((wall, m["lso"][tp]))
-                    self.ctx.offsets[tp] = (m["lso"][tp], m["leo"].get(tp, m["lso"][tp]))
         row["deleted_retention_ms"] = sum(d.get("retention_ms", 0) for d in self.deleted.values())
         row["deleted_consumed"] = sum(d.get("consumed", 0) for d in self.deleted.values())
         for kind, values in self.ctx.latency.drain().items():
@@ -295,6 +294,7 @@ def soak(args, seed: int, workdir: str, daemon: Daemon) -> int:
             for p in problems:
                 ctx.problem(f"restart {len(restarts)}: {p}")
             next_restart += args.restart_every_s
+    ctx.harness_cpu_pct = 100 * (cpu_seconds(os.getpid()) or 0.0) / (time.monotonic() - t0)
     sampler.stopping.set()
     sampler.join(30)
     if not sampler.rows or sampler.rows[-1]["t_s"] < args.duration_s - 1:
@@ -374,6 +374,8 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
     cpu = [r["cpu_pct"] for r in rows if r["steady"] and r["cpu_pct"] is not None]
     if cpu:
         table.append(("daemon CPU", f"median {sorted(cpu)[len(cpu) // 2]:.1f}% of one core (steady samples)"))
+    table.append(("harness CPU", f"{ctx.harness_cpu_pct:.0f}% of one core (this script and its clients, "
+                                 f"averaged over the load phase)"))
     width = max(len(k) for k, _ in table)
     for k, v in table:
         print(f"  {k:<{width}}  {v}")

@@ -7,9 +7,8 @@
   move it in between) and the log end offset just before; an answer is checked once
   every offset it depends on has been acknowledged (at most ``VERIFY_WITHIN_S`` later,
   else it counts as unverifiable).
-* :class:`Prober` - one raw Kafka connection (the project's own codec) sending ApiVersions
-  v0 every 0.2 s (its round trip stands in for event-loop lag: the daemon does not export
-  one) and a Fetch v11 with max_wait_ms=0 at a random in-range offset every second.
+* :class:`Prober` - a child process with one raw Kafka connection (the project's own codec)
+  timing ApiVersions, Fetch and ListOffsets round trips (see :func:`probe_main`).
 * :class:`ChurnWorker` - creates a topic (reusing two names), produces to it, reads it
   back, checks a lookup, deletes it and waits until it is gone.
 * :func:`read_range` - reads offset ranges of partitions with a group-less consumer.
@@ -30,8 +29,9 @@ VERIFY_WITHIN_S = 30.0
 
 def read_range(bootstrap: str, ranges: dict, timeout_s: float = 180.0) -> tuple[dict, dict]:
     """{(topic, partition): (start, end)} -> ({(topic, partition): [(offset, value, timestamp)]} for offsets
-    in [start, end), {(topic, partition): log start offset read before}); a start below the log start
-    offset reads from the log start (records below it were deleted before the read began)."""
+    in [start, end), {(topic, partition): log start offset read after the read}); a start below the log
+    start offset reads from the log start, so records missing below the second answer were deleted by
+    retention, before or during the read."""
     from kafka import KafkaConsumer, TopicPartition
 
     out = {k: [] for k in ranges}
@@ -41,7 +41,6 @@ def read_range(bootstrap: str, ranges: dict, timeout_s: float = 180.0) -> tuple[
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
                       max_partition_fetch_bytes=1 << 20, request_timeout_ms=30_000, client_id="soak-reader")
     try:
-        starts = {(tp.topic, tp.partition): o for tp, o in c.beginning_offsets(list(want)).items()}
         c.assign(list(want))
         for tp, (s, _) in want.items():
             c.seek(tp, s)
@@ -58,6 +57,7 @@ def read_range(bootstrap: str, ranges: dict, timeout_s: float = 180.0) -> tuple[
                 if tp not in done and c.position(tp) >= end:
                     done.add(tp)
                     c.pause(tp)
+        starts = {(tp.topic, tp.partition): o for tp, o in c.beginning_offsets(list(want)).items()}
     finally:
         c.close()
     return out, starts
@@ -173,9 +173,7 @@ class LookupWorker(Worker):
                                           request_timeout_ms=15_000, client_id="soak-lookups")
                     lso0 = c.beginning_offsets([tp])[tp]
                     end0 = c.end_offsets([tp])[tp]
-                    t0 = time.monotonic()
                     ans = c.offsets_for_times({tp: target})[tp]
-                    dt = time.monotonic() - t0
                     lso1 = c.beginning_offsets([tp])[tp]
                 except Exception as exc:  # noqa: BLE001
                     if self.ctx.epoch() != epoch or not self.ctx.daemon_up():
@@ -187,7 +185,6 @@ class LookupWorker(Worker):
                     self.interrupted += 1
                     continue
                 self.done += 1
-                self.ctx.latency.record("lookup", dt)
                 self.pending.append(Lookup(tpi, target, None if ans is None else (ans.offset, ans.timestamp),
                                            lso0, lso1, end0, time.monotonic() + VERIFY_WITHIN_S))
         finally:
@@ -195,103 +192,176 @@ class LookupWorker(Worker):
                 c.close()
 
 
-class Prober(Worker):
-    """Raw-socket ApiVersions (lag stand-in) and Fetch (read latency) round trips."""
+class RawClient:
+    """One blocking Kafka connection speaking the project's own codec."""
 
-    def __init__(self, ctx) -> None:
-        super().__init__("prober", ctx)
-        self.rng = random.Random(ctx.rng.random())
-        self.fetch_errors: dict[int, int] = {}
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.s = socket.create_connection((host, int(port)), timeout=10)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.cid = 0
 
-    def call(self, s: socket.socket, api_key: int, version: int, request) -> bytes:
+    def call(self, api_key: int, version: int, request) -> tuple[float, object]:
+        """(round-trip seconds, decoded response body)."""
         from protocol import encode_request
+        from protocol.codec import decode_response
 
         self.cid += 1
-        s.sendall(encode_request(api_key, version, self.cid, "soak-probe", request))
-        size = struct.unpack(">i", self.recv(s, 4))[0]
-        frame = self.recv(s, size)
-        if struct.unpack_from(">i", frame)[0] != self.cid:
-            raise RuntimeError("response correlation id does not match")
-        return frame
+        data = encode_request(api_key, version, self.cid, "soak-probe", request)
+        t0 = time.monotonic()
+        self.s.sendall(data)
+        size = struct.unpack(">i", self._recv(4))[0]
+        frame = self._recv(size)
+        dt = time.monotonic() - t0
+        cid, body = decode_response(api_key, version, frame, has_size_prefix=False)
+        if cid != self.cid:
+            raise ConnectionError(f"correlation id {cid}, expected {self.cid}")
+        return dt, body
 
-    @staticmethod
-    def recv(s: socket.socket, n: int) -> bytes:
+    def _recv(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
-            chunk = s.recv(n - len(buf))
+            chunk = self.s.recv(n - len(buf))
             if not chunk:
-                raise ConnectionError("closed")
+                raise ConnectionError("closed by the daemon")
             buf += chunk
         return bytes(buf)
 
-    def fetch_request(self) -> dict | None:
-        tpi = self.rng.randrange(len(TPS))
-        span = self.ctx.offsets.get(TPS[tpi])
-        if not span or span[1] <= span[0]:
-            return None
-        topic, p = TPS[tpi]
-        low = span[0] + min(500, (span[1] - span[0]) // 2)    # clear of a log start that retention may move
-        return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 65536, "isolation_level": 0,
-                "topics": [{"topic": topic, "partitions": [{"partition": p,
-                                                            "fetch_offset": self.rng.randrange(low, span[1]),
-                                                            "partition_max_bytes": 65536}]}]}
+    def close(self) -> None:
+        self.s.close()
+
+
+def _get(obj, name):
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def _list_offsets(tps, timestamp_of) -> object:
+    from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+    by_topic: dict[str, list] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(ListOffsetsPartition(p, -1, timestamp_of(t, p), 1))
+    return ListOffsetsRequest(-1, 0, tuple(ListOffsetsTopic(t, tuple(ps)) for t, ps in by_topic.items()))
+
+
+def probe_main(bootstrap: str, tps: list, out, stop) -> None:
+    """Body of the probe process (a separate process, so the harness's own threads and GIL do
+    not add to what it measures). Every 0.2 s an ApiVersions v0 round trip ("probe": the
+    daemon exports no event-loop lag, this stands in for it); every second a Fetch v11
+    (max_wait_ms 0, 64 KiB, random offset in the upper half of a random partition's log) and
+    a ListOffsets v1 by timestamp (random target in the last minute); every 5 s the log
+    start and end offsets (ListOffsets -2/-1). A thread measures how late a 20 ms sleep wakes
+    up ("host": the host's own scheduling delay, for context). Puts a list of (kind, seconds)
+    on ``out`` every second, and ("errors", {code: count}) at the end."""
+    import threading
+
+    from protocol.api_keys import ApiKey
+
+    rng = random.Random()
+    samples: list = []
+    lock = threading.Lock()
+
+    def host_stall() -> None:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            time.sleep(0.02)
+            with lock:
+                samples.append(("host", time.monotonic() - t0 - 0.02))
+
+    threading.Thread(target=host_stall, daemon=True).start()
+    errors: dict[int, int] = {}
+    spans: dict = {}
+    client = None
+    n = 0
+    last_flush = time.monotonic()
+    while not stop.wait(0.2):
+        n += 1
+        try:
+            if client is None:
+                client = RawClient(bootstrap)
+                n = 0
+            dt, _ = client.call(ApiKey.API_VERSIONS, 0, {})
+            got = [("probe", dt)]
+            if n % 25 == 0 or not spans:
+                _, lo = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets(tps, lambda t, p: -2))
+                _, hi = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets(tps, lambda t, p: -1))
+                for a, b in zip(_partitions(lo), _partitions(hi)):
+                    spans[a[0]] = (a[1], b[1])
+            if n % 5 == 0:
+                tp = rng.choice(tps)
+                lso, leo = spans.get(tp, (0, 0))
+                if leo > lso:
+                    offset = rng.randrange(lso + (leo - lso) // 2, leo)
+                    dt, body = client.call(ApiKey.FETCH, 11, {
+                        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 65536, "isolation_level": 0,
+                        "topics": [{"topic": tp[0], "partitions": [{"partition": tp[1], "fetch_offset": offset,
+                                                                    "partition_max_bytes": 65536}]}]})
+                    got.append(("fetch", dt))
+                    err = _get(body, "error_code") or next(
+                        (_get(p, "error_code") for t in _get(body, "responses") for p in _get(t, "partitions")
+                         if _get(p, "error_code")), 0)
+                    if err:
+                        errors[err] = errors.get(err, 0) + 1
+                tp = rng.choice(tps)
+                target = int(time.time() * 1000) - rng.randint(0, 60_000)
+                dt, _ = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets([tp], lambda t, p: target))
+                got.append(("lookup", dt))
+            with lock:
+                samples.extend(got)
+        except (OSError, ConnectionError, struct.error):
+            if client is not None:
+                client.close()
+            client = None
+        if time.monotonic() - last_flush >= 1.0:
+            with lock:
+                batch, samples[:] = list(samples), []
+            out.put(batch)
+            last_flush = time.monotonic()
+    out.put(("errors", errors))
+
+
+def _partitions(body):
+    """[((topic, partition), offset)] of a decoded ListOffsets v1 response."""
+    return [((_get(t, "name"), _get(p, "partition_index")), _get(p, "offset"))
+            for t in _get(body, "topics") for p in _get(t, "partitions")]
+
+
+class Prober(Worker):
+    """Runs :func:`probe_main` in a child process and moves its samples into ``ctx.latency``."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__("prober", ctx)
+        self.fetch_errors: dict[int, int] = {}
 
     def body(self) -> None:
-        from protocol.api_keys import ApiKey
-        from protocol.codec import decode_response
+        import multiprocessing
+        import queue
 
-        host, port = self.ctx.bootstrap.rsplit(":", 1)
-        s = None
-        n = 0
-        while not self.stopping.wait(0.2):
-            if not self.ctx.daemon_up():
-                if s is not None:
-                    s.close()
-                    s = None
-                continue
-            epoch = self.ctx.epoch()
-            try:
-                if s is None:
-                    s = socket.create_connection((host, int(port)), timeout=10)
-                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                t0 = time.monotonic()
-                self.call(s, ApiKey.API_VERSIONS, 0, {})
-                dt = time.monotonic() - t0
-                if self.ctx.epoch() == epoch:
-                    self.ctx.latency.record("probe", dt)
-                n += 1
-                req = self.fetch_request() if n % 5 == 0 else None
-                if req is not None:
-                    t0 = time.monotonic()
-                    frame = self.call(s, ApiKey.FETCH, 11, req)
-                    dt = time.monotonic() - t0
-                    if self.ctx.epoch() == epoch:
-                        self.ctx.latency.record("fetch", dt)
-                    _, body = decode_response(ApiKey.FETCH, 11, frame, has_size_prefix=False)
-                    err = _fetch_error(body)
-                    if err:
-                        self.fetch_errors[err] = self.fetch_errors.get(err, 0) + 1
-            except (OSError, RuntimeError, ConnectionError):
-                if s is not None:
-                    s.close()
-                s = None
-        if s is not None:
-            s.close()
-
-
-def _fetch_error(body) -> int:
-    """The first non-zero error code of a decoded Fetch response (kafka-python object or dict)."""
-    def get(obj, name):
-        return obj[name] if isinstance(obj, dict) else getattr(obj, name)
-
-    if get(body, "error_code"):
-        return get(body, "error_code")
-    for t in get(body, "responses"):
-        for p in get(t, "partitions"):
-            if get(p, "error_code"):
-                return get(p, "error_code")
-    return 0
+        mp = multiprocessing.get_context("spawn")
+        out, stop = mp.Queue(), mp.Event()
+        proc = mp.Process(target=probe_main, args=(self.ctx.bootstrap, list(TPS), out, stop), daemon=True,
+                          name="soak-probe")
+        proc.start()
+        try:
+            while True:
+                if self.stopping.is_set():
+                    stop.set()
+                try:
+                    item = out.get(timeout=0.5)
+                except queue.Empty:
+                    if not proc.is_alive():
+                        raise RuntimeError(f"the probe process exited with {proc.exitcode}")
+                    continue
+                if isinstance(item, tuple) and item[0] == "errors":
+                    self.fetch_errors = item[1]
+                    break
+                for kind, seconds in item:
+                    self.ctx.latency.record(kind, seconds)
+        finally:
+            stop.set()
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
 
 
 class ChurnWorker(Worker):
