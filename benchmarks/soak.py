@@ -69,22 +69,24 @@ import threading
 import time
 
 from bench_daemon import cpu_seconds, free_port, start_sundial
-from soak_checks import RULES_TEXT, check_restart, final_check, proc_stats, scrape, steady_rules
+from soak_checks import RULES_TEXT, check_restart, final_check, loop_stalls, proc_stats, scrape, steady_rules
 from soak_load import (GROUPS, TOPICS, TPS, AioProducer, ConfluentProducer, KafkaPythonProducer, Latency, Ledger,
                        MembershipController, percentile)
 from soak_probes import ChurnWorker, LookupWorker, Prober
 
+WATCHDOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loop_watchdog")
 COLUMNS = ["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct",
            "probe_p50_ms", "probe_p99_ms", "produce_p50_ms", "produce_p99_ms", "fetch_p50_ms", "fetch_p99_ms",
            "lookup_p50_ms", "lookup_p99_ms", "host_p50_ms", "host_p99_ms", "sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS] + [
-           "group_lag", "segments", "deleted_retention_ms", "deleted_consumed"]
+           "group_lag", "segments", "deleted_retention_ms", "deleted_consumed", "loop_stalls", "loop_stall_max_ms"]
 
 
 class Daemon:
     """The daemon under test: same port, metrics port and data directory across restarts."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, env: dict | None = None) -> None:
         self.workdir = workdir
+        self.env = env or {}
         self.port, self.metrics_port = free_port(), free_port()
         self.proc = None
         self.epoch = 0
@@ -99,10 +101,10 @@ class Daemon:
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "sundial.metrics.listener": f"127.0.0.1:{self.metrics_port}",
             "log.retention.check.interval.ms": "5000", "log.initial.task.delay.ms": "5000",
-            "log.segment.delete.delay.ms": "5000", "log.retention.commitoffset.enable": "true",
+            "log.retention.commitoffset.enable": "true",
             "group.initial.rebalance.delay.ms": "500", "auto.create.topics.enable": "false"},
-            log_path=os.path.join(self.workdir, f"sundial-{self.epoch + 1}.log"), cwd=self.workdir,
-            timeout_s=120, port=self.port)
+            log_path=self.log_path(self.epoch + 1), cwd=self.workdir,
+            timeout_s=120, port=self.port, env=self.env)
         with self.lock:
             self.proc, self.epoch, self.up, self.started_at = proc, self.epoch + 1, True, time.monotonic()
         return time.monotonic() - t0
@@ -121,6 +123,9 @@ class Daemon:
             code = f"killed after 120 s (was {code})"
         self.stops.append((code, time.monotonic() - t0))
         return code, time.monotonic() - t0
+
+    def log_path(self, epoch: int) -> str:
+        return os.path.join(self.workdir, f"sundial-{epoch}.log")
 
     @property
     def bootstrap(self) -> str:
@@ -156,9 +161,11 @@ class Ctx:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, ctx: Ctx, every_s: float, warmup_s: float, t0: float) -> None:
+    def __init__(self, ctx: Ctx, every_s: float, warmup_s: float, t0: float, watchdog: bool) -> None:
         super().__init__(name="sampler", daemon=True)
         self.ctx, self.every_s, self.warmup_s, self.t0 = ctx, every_s, warmup_s, t0
+        self.watchdog = watchdog
+        self.log_pos: dict[int, int] = {}
         self.rows: list[dict] = []
         self.lso_obs: dict[int, list[tuple[int, int]]] = {}
         self.deleted: dict[int, dict] = {}           # epoch -> last retention-deletion counters
@@ -200,10 +207,15 @@ class Sampler(threading.Thread):
                         obs.append((wall, m["lso"][tp]))
         row["deleted_retention_ms"] = sum(d.get("retention_ms", 0) for d in self.deleted.values())
         row["deleted_consumed"] = sum(d.get("consumed", 0) for d in self.deleted.values())
-        for kind, values in self.ctx.latency.drain().items():
+        row["_latency"] = self.ctx.latency.drain()
+        for kind, values in row["_latency"].items():
             for q in (50, 99):
                 v = percentile(values, q)
                 row[f"{kind}_p{q}_ms"] = None if v is None else round(v * 1000, 2)
+        if self.watchdog:
+            stalls = self.new_stalls(epoch)
+            row["loop_stalls"] = len(stalls)
+            row["loop_stall_max_ms"] = max(stalls, default=None)
         sent, acked, failed, consumed = self.ctx.ledger.counts()
         row.update(sent=sent, acked=acked, failed=failed, **{f"consumed_{g}": n for g, n in consumed.items()})
         self.rows.append(row)
@@ -215,6 +227,24 @@ class Sampler(threading.Thread):
                   f"probe {_f(row['probe_p99_ms'])}; acked {acked}, consumed "
                   f"{'/'.join(str(n) for n in consumed.values())}, group lag {_f(row['group_lag'])}", flush=True)
         return row
+
+
+    def new_stalls(self, epoch: int) -> list[float]:
+        """Durations (ms) of the LOOP_STALL lines the daemon logs wrote since the last sample."""
+        out = []
+        for e in range(1, epoch + 1):
+            try:
+                with open(self.ctx.daemon.log_path(e), "rb") as fh:
+                    fh.seek(self.log_pos.get(e, 0))
+                    data = fh.read()
+            except OSError:
+                continue
+            end = data.rfind(b"\n") + 1
+            self.log_pos[e] = self.log_pos.get(e, 0) + end
+            for line in data[:end].splitlines():
+                if line.startswith(b"LOOP_STALL ms="):
+                    out.append(float(line.split()[1][3:]))
+        return out
 
 
 def _error_name(code: int) -> str:
@@ -239,7 +269,11 @@ def create_topics(bootstrap: str) -> None:
 
 
 def run(args, seed: int, workdir: str) -> int:
-    daemon = Daemon(workdir)
+    env = dict(kv.split("=", 1) for kv in args.daemon_env)
+    if args.loop_watchdog:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (WATCHDOG_DIR, env.get("PYTHONPATH", os.environ.get(
+            "PYTHONPATH", ""))) if p)
+    daemon = Daemon(workdir, env)
     try:
         return soak(args, seed, workdir, daemon)
     finally:
@@ -264,7 +298,7 @@ def soak(args, seed: int, workdir: str, daemon: Daemon) -> int:
     membership.start()
     for w in probes:
         w.start()
-    sampler = Sampler(ctx, args.sample_every_s, args.warmup_s, t0)
+    sampler = Sampler(ctx, args.sample_every_s, args.warmup_s, t0, args.loop_watchdog)
     sampler.start()
     restarts: list[dict] = []
     end = t0 + args.duration_s
@@ -337,7 +371,7 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
     rules = steady_rules(rows, args.duration_s)
     for col, m2, m4, limit, ok in rules:
         if not ok:
-            ctx.problem(f"{col}: last quarter's median {_f(m4)} vs second quarter's {_f(m2)}, limit {limit}")
+            ctx.problem(f"{col}: last quarter {_f(m4)} vs second quarter {_f(m2)}, limit {limit}")
     write_csv(args.csv, rows)
     print()
     print("summary")
@@ -380,10 +414,16 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
     for k, v in table:
         print(f"  {k:<{width}}  {v}")
     print()
-    print(f"  {'series':<16} {'Q2 median':>10} {'Q4 median':>10}  limit")
+    print(f"  {'series':<16} {'Q2':>8} {'Q4':>8}  limit")
     for col, m2, m4, limit, ok in rules:
-        print(f"  {col:<16} {_f(m2):>10} {_f(m4):>10}  {limit}  {'ok' if ok else 'FAILED'}")
+        print(f"  {col:<16} {_f(m2):>8} {_f(m4):>8}  {limit}  {'ok' if ok else 'FAILED'}")
+    host = [[v for r in rows if r["steady"] and lo <= r["t_s"] < hi for v in r["_latency"].get("host", ())]
+            for lo, hi in ((args.duration_s / 4, args.duration_s / 2), (3 * args.duration_s / 4, args.duration_s + 1))]
+    print(f"  {'host p99 ms':<16} {_f(_ms(percentile(host[0], 99))):>8} {_f(_ms(percentile(host[1], 99))):>8}  "
+          f"(no rule: how late a 20 ms sleep woke up in the probe process - the host's own scheduling delay)")
     print(f"  rules: {RULES_TEXT}")
+    if args.loop_watchdog:
+        print_stalls(ctx.daemon, rows[-1]["t_s"])
     notes = lookups.steady_errors[:3] + churn.steady_errors[:3]
     if notes:
         print("  client errors while the daemon was up (not failures): " + " | ".join(notes))
@@ -397,6 +437,28 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
         return 1
     print("all checks passed")
     return 0
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else round(v * 1000, 1)
+
+
+def print_stalls(daemon: Daemon, run_s: float) -> None:
+    stalls = loop_stalls([daemon.log_path(e) for e in range(1, daemon.epoch + 1)])
+    if not stalls:
+        print("  event-loop stalls >= 50 ms (--loop-watchdog): none")
+        return
+    total = sum(ms for ms, _, _ in stalls)
+    print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
+          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(ms for ms, _, _ in stalls):.0f} ms; by stack:")
+    by_stack: dict[str, list] = {}
+    for ms, cpu, stack in stalls:
+        by_stack.setdefault(stack, []).append((ms, cpu))
+    for stack, items in sorted(by_stack.items(), key=lambda kv: -sum(ms for ms, _ in kv[1]))[:5]:
+        ms_all = sorted(ms for ms, _ in items)
+        cpu_share = sum(c for _, c in items) / max(1.0, sum(ms_all))
+        print(f"    {len(items)} x, median {ms_all[len(ms_all) // 2]:.0f} ms, max {ms_all[-1]:.0f} ms, loop thread on "
+              f"CPU {100 * cpu_share:.0f}% of it: {stack}")
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
@@ -453,6 +515,11 @@ def main() -> int:
     ap.add_argument("--workdir", default=None, help="kept afterwards (default: a temporary directory, removed "
                                                     "unless a check fails)")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--loop-watchdog", action="store_true",
+                    help="load benchmarks/loop_watchdog into the daemon: event-loop stalls >= 50 ms with the "
+                         "stack that caused them, counted per sample and summarised")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment of the daemon, for diagnosis (e.g. PYTHONASYNCIODEBUG=1)")
     args = ap.parse_args()
     for name in ("kafka", "aiokafka"):   # the clients log every refused connection while the daemon restarts
         logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -20,7 +20,7 @@ import urllib.request
 from collections import Counter
 
 from soak_load import (CONSUMED_RETENTION_MS, GROUPS, KIND, TIME_RETENTION_MS, TPS, Book, make_value,
-                       parse_value)
+                       parse_value, percentile)
 from soak_probes import read_range
 
 # -- sampling -----------------------------------------------------------------------------------------------
@@ -254,36 +254,56 @@ FLAT_RULES = [  # (column, relative growth allowed, absolute slack)
     ("fds", 0.10, 5.0),
     ("threads", 0.10, 2.0),
 ]
-LATENCY_RULES = [  # (column, factor, absolute slack in ms)
-    ("produce_p99_ms", 2.0, 5.0),
-    ("fetch_p99_ms", 2.0, 5.0),
-    ("lookup_p99_ms", 2.0, 5.0),
-    ("probe_p99_ms", 2.0, 5.0),
+LATENCY_RULES = [  # (kind, factor, absolute slack in ms)
+    ("produce", 2.0, 5.0),
+    ("fetch", 2.0, 5.0),
+    ("lookup", 2.0, 5.0),
+    ("probe", 2.0, 5.0),
 ]
 RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which began at least the warm-up "
               "after its (re)start; Q2 = steady samples in [D/4, D/2), Q4 = in [3D/4, D]. "
               "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2); a drop passes. "
-              "Steady latency: median over Q4 of the interval p99 <= 2 x the same over Q2 + 5 ms.")
+              "Steady latency: the p99 of all of Q4's latencies <= 2 x the p99 of Q2's + 5 ms.")
 
 
 def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float | None, float | None, str, bool]]:
-    """(column, Q2 median, Q4 median, limit text, passed) for every rule; a rule whose quarters hold no
-    steady sample with a value fails (it could not be checked)."""
+    """(series, Q2 figure, Q4 figure, limit text, passed) for every rule; a rule whose quarters hold no
+    steady sample with a value fails (it could not be checked). Rows carry their interval's raw
+    latencies (seconds) under ``"_latency"``."""
     q2 = [r for r in rows if r["steady"] and duration_s / 4 <= r["t_s"] < duration_s / 2]
     q4 = [r for r in rows if r["steady"] and r["t_s"] >= 3 * duration_s / 4]
     out = []
     for col, rel, slack in FLAT_RULES:
-        out.append(_rule(col, q2, q4, lambda m2, rel=rel, slack=slack: m2 * (1 + rel) + slack,
+        v2 = [r[col] for r in q2 if r.get(col) is not None]
+        v4 = [r[col] for r in q4 if r.get(col) is not None]
+        out.append(_rule(col + " median", statistics.median(v2) if v2 else None, statistics.median(v4) if v4 else None,
+                         lambda m2, rel=rel, slack=slack: m2 * (1 + rel) + slack,
                          f"<= Q2 x {1 + rel:.2f} + {slack:g}"))
-    for col, factor, slack in LATENCY_RULES:
-        out.append(_rule(col, q2, q4, lambda m2, f=factor, s=slack: m2 * f + s, f"<= Q2 x {factor:g} + {slack:g} ms"))
+    for kind, factor, slack in LATENCY_RULES:
+        p2 = percentile([v for r in q2 for v in r.get("_latency", {}).get(kind, ())], 99)
+        p4 = percentile([v for r in q4 for v in r.get("_latency", {}).get(kind, ())], 99)
+        out.append(_rule(f"{kind} p99 ms", None if p2 is None else p2 * 1000, None if p4 is None else p4 * 1000,
+                         lambda m2, f=factor, s=slack: m2 * f + s, f"<= Q2 x {factor:g} + {slack:g} ms"))
     return out
 
 
-def _rule(col, q2, q4, limit, text):
-    v2 = [r[col] for r in q2 if r.get(col) is not None]
-    v4 = [r[col] for r in q4 if r.get(col) is not None]
-    if not v2 or not v4:
-        return (col, None, None, text + " (no steady samples)", False)
-    m2, m4 = statistics.median(v2), statistics.median(v4)
-    return (col, m2, m4, f"{text} = {limit(m2):.1f}", m4 <= limit(m2))
+def _rule(name, m2, m4, limit, text):
+    if m2 is None or m4 is None:
+        return (name, None, None, text + " (no steady samples)", False)
+    return (name, m2, m4, f"{text} = {limit(m2):.1f}", m4 <= limit(m2))
+
+
+def loop_stalls(log_paths: list[str]) -> list[tuple[float, float, str]]:
+    """(stall ms, loop-thread CPU ms, stack) of every LOOP_STALL line (``--loop-watchdog``)."""
+    out = []
+    for path in log_paths:
+        try:
+            with open(path, errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("LOOP_STALL "):
+                        head, _, stack = line.rstrip("\n").partition(" stack=")
+                        kv = dict(x.split("=", 1) for x in head.split()[1:])
+                        out.append((float(kv["ms"]), float(kv["cpu_ms"]), stack))
+        except OSError:
+            pass
+    return out
