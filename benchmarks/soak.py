@@ -101,7 +101,7 @@ class Daemon:
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "sundial.metrics.listener": f"127.0.0.1:{self.metrics_port}",
             "log.retention.check.interval.ms": "5000", "log.initial.task.delay.ms": "5000",
-            "log.retention.commitoffset.enable": "true",
+            "log.segment.delete.delay.ms": "5000", "log.retention.commitoffset.enable": "true",
             "group.initial.rebalance.delay.ms": "500", "auto.create.topics.enable": "false"},
             log_path=self.log_path(self.epoch + 1), cwd=self.workdir,
             timeout_s=120, port=self.port, env=self.env)

@@ -260,16 +260,19 @@ LATENCY_RULES = [  # (kind, factor, absolute slack in ms)
     ("lookup", 2.0, 5.0),
     ("probe", 2.0, 5.0),
 ]
+MIN_LATENCY_SAMPLES = 200
 RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which began at least the warm-up "
               "after its (re)start; Q2 = steady samples in [D/4, D/2), Q4 = in [3D/4, D]. "
               "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2); a drop passes. "
-              "Steady latency: the p99 of all of Q4's latencies <= 2 x the p99 of Q2's + 5 ms.")
+              "Steady latency: the p98 of all Q4 latencies <= 2 x the p99 of all Q2 latencies + 5 ms, i.e. at "
+              "most 2% of Q4 above that line, so the tail may grow neither twice as high nor twice as heavy; "
+              f"not judged with fewer than {MIN_LATENCY_SAMPLES} latencies in a quarter.")
 
 
 def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float | None, float | None, str, bool]]:
-    """(series, Q2 figure, Q4 figure, limit text, passed) for every rule; a rule whose quarters hold no
-    steady sample with a value fails (it could not be checked). Rows carry their interval's raw
-    latencies (seconds) under ``"_latency"``."""
+    """(series, Q2 figure, Q4 figure, limit text, passed) for every rule; a flatness rule whose quarters
+    hold no steady sample fails (it could not be checked). Rows carry their interval's raw latencies
+    (seconds) under ``"_latency"``."""
     q2 = [r for r in rows if r["steady"] and duration_s / 4 <= r["t_s"] < duration_s / 2]
     q4 = [r for r in rows if r["steady"] and r["t_s"] >= 3 * duration_s / 4]
     out = []
@@ -280,10 +283,15 @@ def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float |
                          lambda m2, rel=rel, slack=slack: m2 * (1 + rel) + slack,
                          f"<= Q2 x {1 + rel:.2f} + {slack:g}"))
     for kind, factor, slack in LATENCY_RULES:
-        p2 = percentile([v for r in q2 for v in r.get("_latency", {}).get(kind, ())], 99)
-        p4 = percentile([v for r in q4 for v in r.get("_latency", {}).get(kind, ())], 99)
-        out.append(_rule(f"{kind} p99 ms", None if p2 is None else p2 * 1000, None if p4 is None else p4 * 1000,
-                         lambda m2, f=factor, s=slack: m2 * f + s, f"<= Q2 x {factor:g} + {slack:g} ms"))
+        l2 = [v * 1000 for r in q2 for v in r.get("_latency", {}).get(kind, ())]
+        l4 = [v * 1000 for r in q4 for v in r.get("_latency", {}).get(kind, ())]
+        name = f"{kind} ms p99/p98"
+        if min(len(l2), len(l4)) < MIN_LATENCY_SAMPLES:
+            out.append((name, percentile(l2, 99), percentile(l4, 98),
+                        f"not judged: {len(l2)} and {len(l4)} latencies (< {MIN_LATENCY_SAMPLES})", True))
+            continue
+        out.append(_rule(name, percentile(l2, 99), percentile(l4, 98), lambda m2, f=factor, s=slack: m2 * f + s,
+                         f"Q4 p98 <= Q2 p99 x {factor:g} + {slack:g} ms"))
     return out
 
 

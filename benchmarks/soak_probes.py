@@ -247,9 +247,9 @@ def _list_offsets(tps, timestamp_of) -> object:
 def probe_main(bootstrap: str, tps: list, out, stop) -> None:
     """Body of the probe process (a separate process, so the harness's own threads and GIL do
     not add to what it measures). Every 0.2 s an ApiVersions v0 round trip ("probe": the
-    daemon exports no event-loop lag, this stands in for it); every second a Fetch v11
-    (max_wait_ms 0, 64 KiB, random offset in the upper half of a random partition's log) and
-    a ListOffsets v1 by timestamp (random target in the last minute); every 5 s the log
+    daemon exports no event-loop lag, this stands in for it), a Fetch v11 (max_wait_ms 0,
+    64 KiB, random offset in the upper half of a random partition's log) and a ListOffsets
+    v1 by timestamp (random target in the last minute); every 5 s the log
     start and end offsets (ListOffsets -2/-1). A thread measures how late a 20 ms sleep wakes
     up ("host": the host's own scheduling delay, for context). Puts a list of (kind, seconds)
     on ``out`` every second, and ("errors", {code: count}) at the end."""
@@ -287,25 +287,24 @@ def probe_main(bootstrap: str, tps: list, out, stop) -> None:
                 _, hi = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets(tps, lambda t, p: -1))
                 for a, b in zip(_partitions(lo), _partitions(hi)):
                     spans[a[0]] = (a[1], b[1])
-            if n % 5 == 0:
-                tp = rng.choice(tps)
-                lso, leo = spans.get(tp, (0, 0))
-                if leo > lso:
-                    offset = rng.randrange(lso + (leo - lso) // 2, leo)
-                    dt, body = client.call(ApiKey.FETCH, 11, {
-                        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 65536, "isolation_level": 0,
-                        "topics": [{"topic": tp[0], "partitions": [{"partition": tp[1], "fetch_offset": offset,
-                                                                    "partition_max_bytes": 65536}]}]})
-                    got.append(("fetch", dt))
-                    err = _get(body, "error_code") or next(
-                        (_get(p, "error_code") for t in _get(body, "responses") for p in _get(t, "partitions")
-                         if _get(p, "error_code")), 0)
-                    if err:
-                        errors[err] = errors.get(err, 0) + 1
-                tp = rng.choice(tps)
-                target = int(time.time() * 1000) - rng.randint(0, 60_000)
-                dt, _ = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets([tp], lambda t, p: target))
-                got.append(("lookup", dt))
+            tp = rng.choice(tps)
+            lso, leo = spans.get(tp, (0, 0))
+            if leo > lso:
+                offset = rng.randrange(lso + (leo - lso) // 2, leo)
+                dt, body = client.call(ApiKey.FETCH, 11, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 65536, "isolation_level": 0,
+                    "topics": [{"topic": tp[0], "partitions": [{"partition": tp[1], "fetch_offset": offset,
+                                                                "partition_max_bytes": 65536}]}]})
+                got.append(("fetch", dt))
+                err = _get(body, "error_code") or next(
+                    (_get(p, "error_code") for t in _get(body, "responses") for p in _get(t, "partitions")
+                     if _get(p, "error_code")), 0)
+                if err:
+                    errors[err] = errors.get(err, 0) + 1
+            tp = rng.choice(tps)
+            target = int(time.time() * 1000) - rng.randint(0, 60_000)
+            dt, _ = client.call(ApiKey.LIST_OFFSETS, 1, _list_offsets([tp], lambda t, p: target))
+            got.append(("lookup", dt))
             with lock:
                 samples.extend(got)
         except (OSError, ConnectionError, struct.error):

@@ -12,7 +12,7 @@ one line to stderr (the daemon's log)::
 
 ``cpu_ms`` well below ``ms`` means the thread was blocked (a system call, or not
 scheduled), close to it means it was computing. The stack is the innermost frames, oldest
-first, separated by " > ".
+first, separated by " > " (the import machinery's frozen frames left out).
 """
 
 import asyncio
@@ -45,7 +45,7 @@ def _thread_cpu_s(tid: int) -> float:
 
 
 def _stack(frame) -> str:
-    frames = traceback.extract_stack(frame)[-7:]
+    frames = [f for f in traceback.extract_stack(frame) if not f.filename.startswith("<frozen")][-7:]
     return " > ".join(f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in frames)
 
 
