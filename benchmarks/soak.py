@@ -16,22 +16,35 @@ fixed rate (``--rate`` records/s in total, default 200) so it never saturates th
   ``soak-consumed`` (consumed-log retention: ``log.retention.commitoffset.enable`` with
   ``retention.commitoffset.ms`` 15 s, 64 KiB / 10 s segments) and ``soak-keep`` (nothing
   deleted). CreateTime is now minus up to 5 s, so timestamps are not monotonic;
-* consumer groups committing after every poll: ``soak-g1`` (kafka-python, 2-3 members,
-  all three topics) and ``soak-g2`` (confluent-kafka, 1-2 members, two topics); every
-  ``--rebalance-every-s`` one group gains or loses a member;
+* two consumer groups on ``soak-consumed`` and ``soak-keep``, committing synchronously at
+  most once a second: ``soak-g1`` (kafka-python, 2-3 members, round-robin assignor) and
+  ``soak-g2`` (confluent-kafka, 1-2 members); every ``--rebalance-every-s`` one group gains
+  or loses a member;
 * offsetsForTimes at random targets about every ``--lookup-every-s`` (see ``soak_probes``);
 * topic churn every ``--churn-every-s``: create, produce, read back, lookup, delete (two
   names reused, so a topic is re-created under a name just deleted);
-* a raw connection timing ApiVersions (every 0.2 s) and Fetch (every 1 s) round trips;
+* a probe process (outside this one, so that the harness's threads do not add to what it
+  measures) timing, every 0.2 s, an ApiVersions, a Fetch (max_wait_ms 0) and a
+  ListOffsets by timestamp round trip on a raw connection;
 * every ``--restart-every-s``: SIGTERM, wait for the exit (code 0 expected), start again
   on the same data directory and port.
+
+Segments of ``soak-time`` and ``soak-consumed`` roll every 10 s (or 64 KiB) and their files
+are removed 5 s after retention deletes them (``log.segment.delete.delay.ms``), so the whole
+delete path runs many times a minute. No group reads ``soak-time``: a group's commits would
+let consumed retention delete its segments before time retention could.
 
 Every ``--sample-every-s`` it records (CSV, ``--csv``): the daemon's RSS, open fds, socket
 fds, threads (/proc), connections (the daemon's ``sundial_connections`` gauge; its
 Prometheus endpoint is on), CPU, consumer-group lag, segments and retention deletions; the
-p50/p99 over the interval of produce latency (send to acknowledgement), Fetch and
-lookup round trips and of the ApiVersions round trip, which stands in for event-loop lag
-(the daemon exports none); records sent, acknowledged, consumed by each group.
+p50/p99 over the interval of produce latency (confluent-kafka's own produce()-to-report
+time, ``Message.latency()``), of the probe's Fetch, ListOffsets and ApiVersions round
+trips - the ApiVersions one stands in for event-loop lag, which the daemon does not export -
+and of how late a 20 ms sleep wakes up in the probe process (the host's own scheduling
+delay, for context); records sent, acknowledged, consumed by each group.
+``--loop-watchdog`` also loads ``benchmarks/loop_watchdog`` into the daemon (through its
+``PYTHONPATH``; nothing in the broker changes), which logs every event-loop stall of
+50 ms or more with the stack that caused it; they are counted per sample and summarised.
 
 Checks (exit status 1 if any fails):
 
@@ -51,7 +64,17 @@ Checks (exit status 1 if any fails):
 5. topic churn: a re-created topic holds exactly what was written to it, from offset 0;
 6. every SIGTERM ends with exit code 0; no load thread died; retention really deleted
    segments for both reasons;
-7. flat and steady, by the rules in ``soak_checks.RULES_TEXT`` (printed with the table).
+7. flat and steady (``soak_checks.RULES_TEXT``, printed with the table). A sample is
+   steady when the daemon was up for its whole interval and the interval began at least
+   ``--warmup-s`` after the daemon's (re)start; Q2 is the steady samples in [D/4, D/2), Q4
+   those in [3D/4, D] for a run of D seconds (the first quarter is warm-up).
+   RSS, fds, threads: median(Q4) <= median(Q2) x 1.10 + slack (0 MB, 5 fds, 2 threads);
+   a drop passes. Latency (produce, fetch, lookup, ApiVersions): the p98 of all of Q4's
+   latencies <= 2 x the p99 of all of Q2's + 5 ms, i.e. at most 2% of Q4 above that line -
+   the tail may grow neither twice as high nor twice as heavy. Pooled quarters, not
+   medians of per-interval p99s: a rare stall makes an interval's p99 jump between two
+   modes. A quarter with fewer than 200 latencies of a kind is not judged (short runs).
+   The drift of RSS and fds within each daemon lifetime is printed too, without a rule.
 """
 
 from __future__ import annotations
@@ -422,6 +445,9 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
     print(f"  {'host p99 ms':<16} {_f(_ms(percentile(host[0], 99))):>8} {_f(_ms(percentile(host[1], 99))):>8}  "
           f"(no rule: how late a 20 ms sleep woke up in the probe process - the host's own scheduling delay)")
     print(f"  rules: {RULES_TEXT}")
+    print("  drift within each daemon lifetime, first -> last steady sample (no rule): " + "; ".join(
+        f"daemon {e}: RSS {a['rss_mb']}->{b['rss_mb']} MB, fds {a['fds']}->{b['fds']} in {b['t_s'] - a['t_s']:.0f} s"
+        for e, (a, b) in lifetimes(rows).items()))
     if args.loop_watchdog:
         print_stalls(ctx.daemon, rows[-1]["t_s"])
     notes = lookups.steady_errors[:3] + churn.steady_errors[:3]
@@ -437,6 +463,15 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
         return 1
     print("all checks passed")
     return 0
+
+
+def lifetimes(rows: list[dict]) -> dict[int, tuple[dict, dict]]:
+    """Daemon epoch -> (first, last) steady sample with an RSS, for epochs with two or more."""
+    by_epoch: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["steady"] and r["rss_mb"] is not None:
+            by_epoch.setdefault(r["epoch"], []).append(r)
+    return {e: (rs[0], rs[-1]) for e, rs in by_epoch.items() if len(rs) >= 2}
 
 
 def _ms(v: float | None) -> float | None:
@@ -482,8 +517,10 @@ def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
     fig, axes = plt.subplots(4, 1, figsize=(11, 12), sharex=True)
     panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds / sockets / threads / connections",
                                                         ["fds", "sockets", "threads", "connections"], False),
-              ("p99 latency per interval (ms)", ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms"],
-               True), ("records", ["acked"] + [f"consumed_{g.name}" for g in GROUPS], False)]
+              ("p99 latency per interval (ms); x: longest event-loop stall (--loop-watchdog)",
+               ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms", "host_p99_ms"], True),
+              ("records: acknowledged, and distinct ones consumed by each group (4 of the 7 partitions)",
+               ["acked"] + [f"consumed_{g.name}" for g in GROUPS], False)]
     for ax, (title, cols, log) in zip(axes, panels):
         for col in cols:
             ax.plot(t, [r[col] if r[col] is not None else float("nan") for r in rows], label=col, linewidth=1)
@@ -491,6 +528,11 @@ def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
             ax.axvline(r["t_s"], color="grey", linestyle=":", linewidth=0.8)
         if log:
             ax.set_yscale("log")
+            stalls = [(r["t_s"], r["loop_stall_max_ms"]) for r in rows if r.get("loop_stall_max_ms")]
+            if stalls:
+                ax.scatter(*zip(*stalls), marker="x", color="black", s=18, label="loop stall max", zorder=3)
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8, loc="upper left")
         ax.grid(alpha=0.3)
