@@ -90,6 +90,7 @@ import sys
 import tempfile
 import threading
 import time
+from array import array
 
 from bench_daemon import cpu_seconds, free_port, start_sundial
 from soak_checks import RULES_TEXT, check_restart, final_check, loop_stalls, proc_stats, scrape, steady_rules
@@ -230,7 +231,7 @@ class Sampler(threading.Thread):
                         obs.append((wall, m["lso"][tp]))
         row["deleted_retention_ms"] = sum(d.get("retention_ms", 0) for d in self.deleted.values())
         row["deleted_consumed"] = sum(d.get("consumed", 0) for d in self.deleted.values())
-        row["_latency"] = self.ctx.latency.drain()
+        row["_latency"] = {k: array("d", v) for k, v in self.ctx.latency.drain().items()}
         for kind, values in row["_latency"].items():
             for q in (50, 99):
                 v = percentile(values, q)
@@ -483,17 +484,17 @@ def print_stalls(daemon: Daemon, run_s: float) -> None:
     if not stalls:
         print("  event-loop stalls >= 50 ms (--loop-watchdog): none")
         return
-    total = sum(ms for ms, _, _ in stalls)
+    total = sum(s[0] for s in stalls)
     print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
-          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(ms for ms, _, _ in stalls):.0f} ms; by stack:")
-    by_stack: dict[str, list] = {}
-    for ms, cpu, stack in stalls:
-        by_stack.setdefault(stack, []).append((ms, cpu))
-    for stack, items in sorted(by_stack.items(), key=lambda kv: -sum(ms for ms, _ in kv[1]))[:5]:
+          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s[0] for s in stalls):.0f} ms; by cause:")
+    by_cause: dict[tuple[str, str], list] = {}
+    for ms, cpu, kernel, stack in stalls:
+        by_cause.setdefault((kernel, stack), []).append((ms, cpu))
+    for (kernel, stack), items in sorted(by_cause.items(), key=lambda kv: -sum(ms for ms, _ in kv[1]))[:6]:
         ms_all = sorted(ms for ms, _ in items)
         cpu_share = sum(c for _, c in items) / max(1.0, sum(ms_all))
-        print(f"    {len(items)} x, median {ms_all[len(ms_all) // 2]:.0f} ms, max {ms_all[-1]:.0f} ms, loop thread on "
-              f"CPU {100 * cpu_share:.0f}% of it: {stack}")
+        print(f"    {len(items)} x, median {ms_all[len(ms_all) // 2]:.0f} ms, max {ms_all[-1]:.0f} ms, on CPU "
+              f"{100 * cpu_share:.0f}%, in {kernel}: {stack}")
 
 
 def write_csv(path: str, rows: list[dict]) -> None:

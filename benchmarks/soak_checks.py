@@ -301,8 +301,8 @@ def _rule(name, m2, m4, limit, text):
     return (name, m2, m4, f"{text} = {limit(m2):.1f}", m4 <= limit(m2))
 
 
-def loop_stalls(log_paths: list[str]) -> list[tuple[float, float, str]]:
-    """(stall ms, loop-thread CPU ms, stack) of every LOOP_STALL line (``--loop-watchdog``)."""
+def loop_stalls(log_paths: list[str]) -> list[tuple[float, float, str, str]]:
+    """(stall ms, loop-thread CPU ms, kernel state, stack) of every LOOP_STALL line (``--loop-watchdog``)."""
     out = []
     for path in log_paths:
         try:
@@ -311,7 +311,7 @@ def loop_stalls(log_paths: list[str]) -> list[tuple[float, float, str]]:
                     if line.startswith("LOOP_STALL "):
                         head, _, stack = line.rstrip("\n").partition(" stack=")
                         kv = dict(x.split("=", 1) for x in head.split()[1:])
-                        out.append((float(kv["ms"]), float(kv["cpu_ms"]), stack))
+                        out.append((float(kv["ms"]), float(kv["cpu_ms"]), kv.get("kernel", "?"), stack))
         except OSError:
             pass
     return out

@@ -8,11 +8,15 @@ Python imports this module at start-up. It wraps ``uvloop.new_event_loop`` and
 thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then writes
 one line to stderr (the daemon's log)::
 
-    LOOP_STALL ms=<stall> cpu_ms=<loop thread CPU during it> samples=<n> stack=<most common stack>
+    LOOP_STALL ms=<stall> cpu_ms=<loop thread CPU> samples=<n> kernel=<syscall>/<wchan> stack=<frames>
 
-``cpu_ms`` well below ``ms`` means the thread was blocked (a system call, or not
-scheduled), close to it means it was computing. The stack is the innermost frames, oldest
-first, separated by " > " (the import machinery's frozen frames left out).
+``cpu_ms`` well below ``ms`` means the thread was blocked (a system call, a lock, or not
+scheduled), close to it means it was computing. ``kernel`` is the most common system call
+the thread was in (``running`` when on a CPU; from /proc/self/task/<tid>/syscall, x86-64
+numbers) with the kernel function it waited in (``wchan``). The stack is the most common
+Python stack, innermost frames, oldest first, separated by " > " (the import machinery's
+frozen frames left out); a stack ending in the event loop's own frame means the time went
+inside the loop's C code (a callback of its own, or a system call it made).
 """
 
 import asyncio
@@ -44,6 +48,31 @@ def _thread_cpu_s(tid: int) -> float:
         return 0.0
 
 
+_SYSCALLS = {0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 7: "poll", 8: "lseek",
+             9: "mmap", 11: "munmap", 17: "pread64", 18: "pwrite64", 20: "writev", 23: "select",
+             26: "msync", 28: "madvise", 40: "sendfile", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+             47: "recvmsg", 74: "fsync", 75: "fdatasync", 76: "truncate", 77: "ftruncate", 82: "rename",
+             83: "mkdir", 84: "rmdir", 87: "unlink", 202: "futex", 217: "getdents64", 230: "clock_nanosleep",
+             232: "epoll_wait", 257: "openat", 262: "newfstatat", 263: "unlinkat", 264: "renameat",
+             281: "epoll_pwait", 285: "fallocate", 316: "renameat2", 332: "statx"}
+
+
+def _kernel_state(tid: int) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as fh:
+            head = fh.read().split()[0]
+        with open(f"/proc/self/task/{tid}/wchan") as fh:
+            wchan = fh.read().strip() or "-"
+    except (OSError, IndexError):
+        return "?"
+    if head == "running":
+        return "running"
+    try:
+        return f"{_SYSCALLS.get(int(head), 'syscall' + head)}/{wchan}"
+    except ValueError:
+        return f"{head}/{wchan}"
+
+
 def _stack(frame) -> str:
     frames = [f for f in traceback.extract_stack(frame) if not f.filename.startswith("<frozen")][-7:]
     return " > ".join(f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in frames)
@@ -57,16 +86,19 @@ def _watch(ident: int, tid: int) -> None:
             continue
         cpu0 = _thread_cpu_s(tid)
         stacks = collections.Counter()
+        kernel = collections.Counter()
         while _beat[0] == beat:
             frame = sys._current_frames().get(ident)
             if frame is None:
                 return
             stacks[_stack(frame)] += 1
+            kernel[_kernel_state(tid)] += 1
             time.sleep(HEARTBEAT_S)
         stall_ms = (_beat[0] - beat - HEARTBEAT_S) * 1000
         top = stacks.most_common(1)[0][0] if stacks else "?"
+        state = kernel.most_common(1)[0][0] if kernel else "?"
         sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={(_thread_cpu_s(tid) - cpu0) * 1000:.0f} "
-                         f"samples={sum(stacks.values())} stack={top}\n")
+                         f"samples={sum(stacks.values())} kernel={state} stack={top}\n")
         sys.stderr.flush()
 
 
