@@ -99,10 +99,10 @@ from soak_load import (GROUPS, TOPICS, TPS, AioProducer, ConfluentProducer, Kafk
 from soak_probes import ChurnWorker, LookupWorker, Prober
 
 WATCHDOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loop_watchdog")
-COLUMNS = ["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct",
-           "probe_p50_ms", "probe_p99_ms", "produce_p50_ms", "produce_p99_ms", "fetch_p50_ms", "fetch_p99_ms",
-           "lookup_p50_ms", "lookup_p99_ms", "host_p50_ms", "host_p99_ms", "sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS] + [
-           "group_lag", "segments", "deleted_retention_ms", "deleted_consumed", "loop_stalls", "loop_stall_max_ms"]
+COLUMNS = (["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct"]
+           + [f"{kind}_p{q}_ms" for kind in ("probe", "produce", "fetch", "lookup", "host") for q in (50, 99)]
+           + ["sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS]
+           + ["group_lag", "segments", "deleted_retention_ms", "deleted_consumed", "loop_stalls", "loop_stall_max_ms"])
 
 
 class Daemon:
@@ -117,7 +117,6 @@ class Daemon:
         self.up = False
         self.started_at = 0.0
         self.lock = threading.Lock()
-        self.stops: list[tuple[int, float]] = []       # (exit code, seconds from SIGTERM to exit)
 
     def start(self) -> float:
         t0 = time.monotonic()
@@ -133,7 +132,7 @@ class Daemon:
             self.proc, self.epoch, self.up, self.started_at = proc, self.epoch + 1, True, time.monotonic()
         return time.monotonic() - t0
 
-    def stop(self) -> tuple[int, float]:
+    def stop(self) -> tuple[int | str, float]:
         with self.lock:
             self.up = False
             proc = self.proc
@@ -145,7 +144,6 @@ class Daemon:
             proc.kill()
             code = proc.wait()
             code = f"killed after 120 s (was {code})"
-        self.stops.append((code, time.monotonic() - t0))
         return code, time.monotonic() - t0
 
     def log_path(self, epoch: int) -> str:
@@ -251,7 +249,6 @@ class Sampler(threading.Thread):
                   f"probe {_f(row['probe_p99_ms'])}; acked {acked}, consumed "
                   f"{'/'.join(str(n) for n in consumed.values())}, group lag {_f(row['group_lag'])}", flush=True)
         return row
-
 
     def new_stalls(self, epoch: int) -> list[float]:
         """Durations (ms) of the LOOP_STALL lines the daemon logs wrote since the last sample."""

@@ -22,7 +22,7 @@ import time
 import traceback
 from array import array
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 JITTER_MS = 5_000              # CreateTime = now - uniform(0, JITTER_MS): not monotonic within a partition
 VALUE_BYTES = 120
