@@ -274,6 +274,10 @@ def _error_name(code: int) -> str:
     return kafka.errors.for_code(code).__name__
 
 
+def _n(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
 def _f(v) -> str:
     return "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
 
@@ -391,7 +395,7 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
         ctx.problem("no topic churn cycle completed")
     rules = steady_rules(rows, args.duration_s)
     for col, m2, m4, limit, ok in rules:
-        if not ok:
+        if ok is False:
             ctx.problem(f"{col}: last quarter {_f(m4)} vs second quarter {_f(m2)}, limit {limit}")
     write_csv(args.csv, rows)
     print()
@@ -435,12 +439,12 @@ def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop
     for k, v in table:
         print(f"  {k:<{width}}  {v}")
     print()
-    print(f"  {'series':<16} {'Q2':>8} {'Q4':>8}  limit")
+    print(f"  {'series':<18} {'Q2':>7} {'Q4':>7}  limit")
     for col, m2, m4, limit, ok in rules:
-        print(f"  {col:<16} {_f(m2):>8} {_f(m4):>8}  {limit}  {'ok' if ok else 'FAILED'}")
+        print(f"  {col:<18} {_n(m2):>7} {_n(m4):>7}  {limit}  {'-' if ok is None else 'ok' if ok else 'FAILED'}")
     host = [[v for r in rows if r["steady"] and lo <= r["t_s"] < hi for v in r["_latency"].get("host", ())]
             for lo, hi in ((args.duration_s / 4, args.duration_s / 2), (3 * args.duration_s / 4, args.duration_s + 1))]
-    print(f"  {'host p99 ms':<16} {_f(_ms(percentile(host[0], 99))):>8} {_f(_ms(percentile(host[1], 99))):>8}  "
+    print(f"  {'host ms p99':<18} {_n(_ms(percentile(host[0], 99))):>7} {_n(_ms(percentile(host[1], 99))):>7}  "
           f"(no rule: how late a 20 ms sleep woke up in the probe process - the host's own scheduling delay)")
     print(f"  rules: {RULES_TEXT}")
     print("  drift within each daemon lifetime, first -> last steady sample (no rule): " + "; ".join(

@@ -269,9 +269,10 @@ RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which b
               f"not judged with fewer than {MIN_LATENCY_SAMPLES} latencies in a quarter.")
 
 
-def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float | None, float | None, str, bool]]:
+def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float | None, float | None, str, bool | None]]:
     """(series, Q2 figure, Q4 figure, limit text, passed) for every rule; a flatness rule whose quarters
-    hold no steady sample fails (it could not be checked). Rows carry their interval's raw latencies
+    hold no steady sample fails (it could not be checked), a latency rule with too few latencies is not
+    judged (passed None). Rows carry their interval's raw latencies
     (seconds) under ``"_latency"``."""
     q2 = [r for r in rows if r["steady"] and duration_s / 4 <= r["t_s"] < duration_s / 2]
     q4 = [r for r in rows if r["steady"] and r["t_s"] >= 3 * duration_s / 4]
@@ -288,7 +289,7 @@ def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float |
         name = f"{kind} ms p99/p98"
         if min(len(l2), len(l4)) < MIN_LATENCY_SAMPLES:
             out.append((name, percentile(l2, 99), percentile(l4, 98),
-                        f"not judged: {len(l2)} and {len(l4)} latencies (< {MIN_LATENCY_SAMPLES})", True))
+                        f"not judged: {len(l2)} and {len(l4)} latencies (< {MIN_LATENCY_SAMPLES})", None))
             continue
         out.append(_rule(name, percentile(l2, 99), percentile(l4, 98), lambda m2, f=factor, s=slack: m2 * f + s,
                          f"Q4 p98 <= Q2 p99 x {factor:g} + {slack:g} ms"))
