@@ -35,11 +35,12 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 def start_sundial(data_dir: str, overrides: dict | None = None, *, env: dict | None = None,
                   log_path: str | None = None, cwd: str | None = None,
-                  timeout_s: float = 30.0) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m broker serve`` on a free loopback port with ``log.dirs=data_dir``
-    (plus ``overrides``, Kafka's dotted names) and wait until it accepts connections.
-    Returns the process and its bootstrap address; exits the script if it does not start."""
-    port = free_port()
+                  timeout_s: float = 30.0, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Start ``python -m broker serve`` on a loopback port (``port``, or a free one) with
+    ``log.dirs=data_dir`` (plus ``overrides``, Kafka's dotted names) and wait until it accepts
+    connections. Returns the process and its bootstrap address; exits the script if it does
+    not start."""
+    port = port or free_port()
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": data_dir, **(overrides or {})}
     cmd = [sys.executable, "-m", "broker", "serve", "--log-level", "warning"]
     for key, value in settings.items():
