@@ -3,10 +3,14 @@
 The public surface (what ``broker/`` and the tools import) is re-exported here; the
 contract is described in docs/architecture.md. Modules, bottom-up:
 
-* :mod:`storage.errors` — exceptions named after the Kafka errors they map to.
-* :mod:`storage.records`, :mod:`storage.codecs`, :mod:`storage.builder` — record batches
-  (v0/v1/v2) read in place, codecs, builders; :mod:`storage.validator` — append-time
-  validation (LogValidator); :mod:`storage.convert` — down-conversion for old fetchers.
+The record format itself (batch framing and views, records of every magic, codecs,
+builders, in-batch search, index entry layouts) is the package :mod:`records`, below
+storage; its names listed in ``__all__`` are re-exported here.
+
+* :mod:`storage.errors` — exceptions named after the Kafka errors they map to (the
+  record-format ones come from :mod:`records.errors`).
+* :mod:`storage.validator` — append-time validation (LogValidator);
+  :mod:`storage.convert` — down-conversion for old fetchers.
 * :mod:`storage.files` — file names, atomic writes, :class:`FileSlice`.
 * :mod:`storage.index`, :mod:`storage.offset_index`, :mod:`storage.time_index` — the
   mmap'd ``.index`` / ``.timeindex`` files.
@@ -44,7 +48,7 @@ from .errors import (
 from .files import FileSlice
 from .log import AppendResult, FetchDataInfo, FlushJob, PartitionLog, SegmentInfo
 from .log_manager import LogManager
-from .records import (
+from records import (
     BatchView,
     Record,
     find_first_at_or_after,

@@ -29,7 +29,7 @@ largest timestamps makes that a ``bisect`` instead of a walk over every segment;
 rebuilt lazily after deletions or truncation and the active segment is looked at
 separately (its mtime and max move with appends). Only that segment is searched: time
 index floor → offset index → forward scan of batch headers → the first record with
-timestamp >= T and offset >= LSO (:func:`storage.records.find_first_at_or_after`).
+timestamp >= T and offset >= LSO (:func:`records.search.find_first_at_or_after`).
 
 Flushing
 --------
@@ -55,6 +55,10 @@ from typing import Callable, NamedTuple
 import structlog
 
 from config.topic import TopicConfig
+from records.batch import BatchView
+from records.framing import iter_batches, iter_records, walk_headers
+from records.layout import CONTROL_FLAG_MASK, MAGIC_V2
+from records.search import BatchTimestampIndex, find_first_at_or_after, first_record_with_timestamp
 
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
@@ -73,7 +77,7 @@ from .retention import (
     size_rule,
     time_rule,
 )
-from .segment import LogSegment, walk_headers
+from .segment import LogSegment
 from .time_index import NO_TIMESTAMP, TimestampOffset
 from .validator import validate_records
 
@@ -180,18 +184,12 @@ class _SearchCache(NamedTuple):
     prefix_argmax_ts: list[int]       # index of the first segment reaching prefix_max_ts
 
 
-def _find_in_batch(data: memoryview, position: int, target_ms: int, min_offset: int):
-    from .records import BatchView, find_first_at_or_after
-
-    return find_first_at_or_after(BatchView(data, 0, position), target_ms, min_offset)
-
-
 class _BatchIndexCache:
     """Running-max timestamp indexes of big batches, shared by every log (LRU, bounded bytes).
 
     A timestamp search ends with a linear walk inside one batch; with 1 MiB batches of
     small records that walk is ~10^4 records. The second time a search lands in the same
-    batch, its :class:`~storage.records.BatchTimestampIndex` (16 bytes per record) is
+    batch, its :class:`~records.search.BatchTimestampIndex` (16 bytes per record) is
     built, and later searches there are a bisect. The first visit only walks, so a cold
     lookup never pays for building an index that may not be used again. Keys carry the
     log's cache token, which changes when the log is truncated or replaced, so an index
@@ -209,8 +207,6 @@ class _BatchIndexCache:
         self._seen: "OrderedDict[tuple, None]" = OrderedDict()
 
     def find(self, key: tuple, data: memoryview, position: int, target_ms: int, min_offset: int):
-        from .records import MAGIC_V2, BatchTimestampIndex, BatchView, find_first_at_or_after
-
         index = self._indexes.get(key)
         if index is not None:
             self._indexes.move_to_end(key)
@@ -378,7 +374,7 @@ class PartitionLog:
                 if h.last_offset < start:
                     continue
                 scanned += 1
-                if h.magic >= 2 and h.producer_id >= 0 and not (h.attributes & 0x20):
+                if h.magic >= MAGIC_V2 and h.producer_id >= 0 and not (h.attributes & CONTROL_FLAG_MASK):
                     last_seq = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset - h.first_field) % (1 << 31)
                     psm.update([BatchInfo(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
                                           h.first_field, h.last_offset, h.last_offset - h.first_field + 1, False,
@@ -427,7 +423,6 @@ class PartitionLog:
 
     def append_as_follower(self, records, *, now_ms: int) -> AppendResult:
         """Append batches that already carry offsets (tests, tools): no validation, shallow info only."""
-        from .records import iter_batches
         from .validator import BatchInfo, ValidatedRecords
 
         self._check_open()
@@ -614,8 +609,6 @@ class PartitionLog:
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""
-        from .records import BatchView, first_record_with_timestamp
-
         self._check_open()
         cache = self._search_cache()
         seg = self._segments[-1]
@@ -654,8 +647,6 @@ class PartitionLog:
 
     def record_timestamp_at(self, offset: int) -> int | None:
         """Timestamp of the record at ``offset`` (None outside [LSO, LEO) or without one)."""
-        from .records import BatchView, iter_records
-
         self._check_open()
         if offset < self.log_start_offset or offset >= self._leo:
             return None

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from config.topic import TopicConfig
+from records.framing import walk_headers
 
 from . import files
 from .errors import InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
@@ -110,8 +111,6 @@ def clean_leftovers(dir_path: str) -> tuple[list[int], list[int]]:
 
 
 def _scan_next_offset(path: str, base: int) -> int:
-    from .segment import walk_headers
-
     fd = os.open(path, os.O_RDONLY)
     try:
         last = base - 1

@@ -35,7 +35,8 @@ Reads (§9.1) return a :class:`FileSlice` starting at the first batch whose **la
 offset is >= the wanted offset (found with the offset index and a forward scan of batch
 headers), so a slice may begin with records below the fetch offset, as Kafka's does.
 
-Recovery (§8.2) rebuilds both indexes from the batches, validating each (CRC, sizes,
+Batch headers are walked with :func:`records.framing.walk_headers`. Recovery (§8.2)
+rebuilds both indexes from the batches, validating each (CRC, sizes,
 offset range), truncates the file after the last valid batch and writes the final time
 entry. ``truncate_to`` (§8.4) is batch-granular and reloads the max timestamp from the
 last time entry plus a scan of the batches after it.
@@ -48,10 +49,14 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 import structlog
+
+from records.batch import BatchView
+from records.framing import BatchHeader, walk_headers
+from records.index_entries import OFFSET_ENTRY, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from records.layout import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, MAGIC_V2, MIN_ENTRY_SIZE, OFFSET_SIZE
 
 from . import files
 from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogSegmentOffsetOverflowError
@@ -61,107 +66,10 @@ from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 logger = structlog.get_logger(__name__)
 
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14
-V2_HEADER_BYTES = 61
-V1_MIN_MESSAGE_SIZE = 22          # crc..end of a v1 message with null key and value
-INT32_MAX = 0x7FFFFFFF
+_unpack_offset_size = OFFSET_SIZE.unpack_from
 
-_OFFSET_SIZE = struct.Struct(">qi")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_unpack_offset_size = _OFFSET_SIZE.unpack_from
-_OFFSET_ENTRY = struct.Struct(">ii")
-_unpack_i32 = _I32.unpack_from
-_unpack_i64 = _I64.unpack_from
-_V2_PRODUCER = struct.Struct(">qhi")
-_unpack_v2_producer = _V2_PRODUCER.unpack_from
-_I16 = struct.Struct(">h")
-_unpack_i16 = _I16.unpack_from
-
-#: Bytes read per pread while walking batch headers from an index position.
-HEADER_SCAN_CHUNK_BYTES = 16 * 1024
 #: Bytes read per pread while recovering (validating whole batches).
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class BatchHeader(NamedTuple):
-    """What a header walk tells about one entry of a ``.log`` file (no record parsing)."""
-
-    position: int          # file position of the entry
-    size_bytes: int        # including the 12-byte log overhead
-    magic: int
-    first_field: int       # v2: base offset; legacy: offset of the (last) message
-    last_offset: int
-    max_timestamp: int     # -1 for magic 0
-    leader_epoch: int      # v2 partition leader epoch, else -1
-    attributes: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-
-
-def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCAN_CHUNK_BYTES, *,
-                 with_producer: bool = False) -> Iterator[BatchHeader]:
-    """Headers of the complete entries of ``fd`` in ``[position, end)``.
-
-    Stops silently at a partial trailing entry or when 17 bytes or fewer remain;
-    raises :class:`CorruptRecordError` for ``size < 14``, a magic outside 0..2 or an
-    entry smaller than its magic's header — the rules of Kafka's ``FileLogInputStream``.
-    ``with_producer`` also fills the v2 attributes and producer fields.
-    """
-    chunk_bytes = max(chunk_bytes, V2_HEADER_BYTES)
-    buf = b""
-    buf_pos = position
-    pos = position
-    while end - pos > HEADER_SIZE_UP_TO_MAGIC:
-        need = min(V2_HEADER_BYTES, end - pos)
-        i = pos - buf_pos
-        if i < 0 or i + need > len(buf):
-            buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
-            buf_pos = pos
-            i = 0
-            if len(buf) <= HEADER_SIZE_UP_TO_MAGIC:
-                return
-            need = min(need, len(buf))
-        first, size = _unpack_offset_size(buf, i)
-        if size < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"record size {size} at position {pos} is smaller than the minimum record overhead "
-                f"({MIN_ENTRY_SIZE})")
-        entry_bytes = size + LOG_OVERHEAD
-        if pos + entry_bytes > end:
-            return
-        magic = buf[i + 16]
-        if magic == 2:
-            if entry_bytes < V2_HEADER_BYTES or i + 43 > len(buf):
-                raise CorruptRecordError(
-                    f"record batch at position {pos} has size {entry_bytes}, below the {V2_HEADER_BYTES}-byte "
-                    "v2 header")
-            last = first + _unpack_i32(buf, i + 23)[0]
-            max_ts = _unpack_i64(buf, i + 35)[0]
-            epoch = _unpack_i32(buf, i + 12)[0]
-            if with_producer and i + V2_HEADER_BYTES <= len(buf):
-                pid, pepoch, bseq = _unpack_v2_producer(buf, i + 43)
-                yield BatchHeader(pos, entry_bytes, 2, first, last, max_ts, epoch,
-                                  _unpack_i16(buf, i + 21)[0], pid, pepoch, bseq)
-                pos += entry_bytes
-                continue
-        elif magic == 1:
-            if size < V1_MIN_MESSAGE_SIZE or i + 26 > len(buf):
-                raise CorruptRecordError(f"v1 message at position {pos} has size {size}, below the minimum")
-            last = first
-            max_ts = _unpack_i64(buf, i + 18)[0]
-            epoch = -1
-        elif magic == 0:
-            last = first
-            max_ts = NO_TIMESTAMP
-            epoch = -1
-        else:
-            raise CorruptRecordError(f"invalid magic byte {magic} in record entry at position {pos}")
-        yield BatchHeader(pos, entry_bytes, magic, first, last, max_ts, epoch)
-        pos += entry_bytes
 
 
 class SegmentRead(NamedTuple):
@@ -638,8 +546,6 @@ class LogSegment:
         only the indexes are rebuilt (repair of a segment below the recovery point).
         ``on_batch(view)`` sees every valid batch (producer state).
         """
-        from .records import BatchView  # the other half of storage; imported late to keep startup light
-
         self.offset_index.reset()
         self.time_index.reset()
         fd = self.fd
@@ -762,20 +668,20 @@ class LogSegment:
         if not os.path.exists(oi.path):
             if size > 0:
                 problems.append("offset index missing")
-        elif oi_len % 8:
-            problems.append(f"offset index length {oi_len} is not a multiple of 8")
+        elif oi_len % OFFSET_ENTRY_SIZE:
+            problems.append(f"offset index length {oi_len} is not a multiple of {OFFSET_ENTRY_SIZE}")
         if not os.path.exists(ti.path):
             if size > 0:
                 problems.append("time index missing")
-        elif ti_len % 12:
-            problems.append(f"time index length {ti_len} is not a multiple of 12")
+        elif ti_len % TIME_ENTRY_SIZE:
+            problems.append(f"time index length {ti_len} is not a multiple of {TIME_ENTRY_SIZE}")
         if problems:
             return problems
         if size == 0:
             if oi_len or ti_len:
-                if oi.peek_entries([0])[0] and any(e != b"\0" * 8 for e in oi.peek_entries([0, -1])[1]):
+                if oi.peek_entries([0])[0] and any(e != b"\0" * OFFSET_ENTRY_SIZE for e in oi.peek_entries([0, -1])[1]):
                     problems.append("offset index has entries but the log is empty")
-                if ti.peek_entries([0])[0] and any(e != b"\0" * 12 for e in ti.peek_entries([0, -1])[1]):
+                if ti.peek_entries([0])[0] and any(e != b"\0" * TIME_ENTRY_SIZE for e in ti.peek_entries([0, -1])[1]):
                     problems.append("time index has entries but the log is empty")
             return problems
         own_fd = self._fd < 0
@@ -792,8 +698,8 @@ class LogSegment:
     def _check_index_entries(self, fd: int, size: int, problems: list[str]) -> list[str]:
         oi, ti = self.offset_index, self.time_index
         base = self.base_offset
-        n_oi = oi.file_length() // 8
-        n_ti = ti.file_length() // 12
+        n_oi = oi.file_length() // OFFSET_ENTRY_SIZE
+        n_ti = ti.file_length() // TIME_ENTRY_SIZE
         first_header: BatchHeader | None = None
         try:
             for h in walk_headers(fd, 0, size):
@@ -821,7 +727,7 @@ class LogSegment:
                 if h is None or h.first_field > last.offset or h.last_offset > last.offset:
                     problems.append(f"offset index last entry {tuple(last)} does not point at its append")
             oi_ok = not problems
-        elif first_header is not None and first_header.magic == 2 and size > first_header.size_bytes \
+        elif first_header is not None and first_header.magic == MAGIC_V2 and size > first_header.size_bytes \
                 and first_header.size_bytes > self.index_interval_bytes:
             # A second append after a first one larger than the interval is always indexed.
             problems.append("offset index empty although the log needs entries")
@@ -873,7 +779,7 @@ class LogSegment:
                     lo, hi = 0, n_oi - 1
                     while lo <= hi:
                         mid = (lo + hi) >> 1
-                        rel, pos = _OFFSET_ENTRY.unpack(os.pread(ifd, 8, mid * 8))
+                        rel, pos = OFFSET_ENTRY.unpack(os.pread(ifd, OFFSET_ENTRY_SIZE, mid * OFFSET_ENTRY_SIZE))
                         if self.base_offset + rel <= offset:
                             position = pos
                             lo = mid + 1

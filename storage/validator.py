@@ -8,7 +8,7 @@ assigned from ``next_offset``. Any failure raises and nothing of the append is k
 
 Order of checks (§3.1)
 ----------------------
-1. Shallow scan of every entry (:func:`storage.records.iter_batches`: ``size < 14`` or a
+1. Shallow scan of every entry (:func:`records.framing.iter_batches`: ``size < 14`` or a
    bad magic -> ``CorruptRecordError``; a partial trailing entry is ignored): v2 client
    batches must have base offset 0 (``InvalidRecordError``); each entry, 12-byte
    overhead included, must fit ``max.message.bytes`` (``RecordTooLargeError``); its CRC
@@ -38,7 +38,7 @@ Paths (§3.2): target magic = ``config.record_version``; target codec =
   offsets (and v1 timestamps) rewritten.
 * **in place, compressed** (same codec, same magic, magic > 0, v1 inner offsets
   0..n-1): only the batch/wrapper header changes.
-* **rebuild** otherwise: records are decoded and re-encoded by ``storage.builder`` with
+* **rebuild** otherwise: records are decoded and re-encoded by ``records.builder`` with
   the target magic and codec (``converted`` is True). A codec change of one canonical
   v2 batch (CreateTime flag, offset deltas 0..n-1, base timestamp = first record's)
   skips the decoding: its records section is recompressed under a new header, which
@@ -61,22 +61,48 @@ Legacy input is always parsed.
 Max timestamp and its offset (§3.6): per path as ``LogValidator``; the offset is the
 *shallow* one (last offset of the batch holding the max; v0/v1 uncompressed: the
 message). The record-level offset of the max timestamp is found at search time with
-``records.first_record_with_timestamp`` (KAFKA-16310). Magic 0 output has no
+``records.search.first_record_with_timestamp`` (KAFKA-16310). Magic 0 output has no
 timestamps: (-1, -1).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from crc32c import crc32c
 
 from config.topic import TopicConfig
+from records import codecs
+from records.batch import BatchView
+from records.builder import build_records, v2_header
+from records.framing import iter_batches, iter_records
+from records.layout import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    CRC_OFFSET,
+    CREATE_TIME,
+    INT16,
+    INT32,
+    INT64,
+    LOG_APPEND_TIME,
+    MAGIC_V0,
+    MAGIC_V1,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    UINT32,
+    v2_attributes,
+)
+from records.legacy import legacy_inner_messages
+from records.record import Record
+from records.v2 import iter_v2_records, scan_v2_records
+from records.walks import crc32c_extend, first_record_header
 
-from . import codecs
-from .builder import build_records, v2_header
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -86,37 +112,11 @@ from .errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from . import records as _records
-from .records import (
-    ATTRIBUTES_OFFSET,
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    MAGIC_V0,
-    MAGIC_V1,
-    MAGIC_V2,
-    NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-    BatchView,
-    Record,
-    iter_batches,
-    iter_records,
-    iter_v2_records,
-    legacy_inner_messages,
-    scan_v2_records,
-    v2_attributes,
-)
 
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
 ORIGIN_REPLICATION = "replication"
 
-crc32c_extend = _records.crc32c_extend
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_U32 = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,12 +388,12 @@ def _patched_v2_header(view: BatchView, last_offset: int, ctx: _Ctx, timestamp_t
     """(new 61-byte header, records-section view) for an in-place v2 batch."""
     header = bytearray(view.buf[view.start:view.start + RECORD_BATCH_OVERHEAD])
     payload = view.buf[view.start + RECORD_BATCH_OVERHEAD:view.start + view.size_bytes]
-    _I64.pack_into(header, 0, last_offset - view.last_offset_delta)
-    _I32.pack_into(header, 12, ctx.leader_epoch)
+    INT64.pack_into(header, BASE_OFFSET_OFFSET, last_offset - view.last_offset_delta)
+    INT32.pack_into(header, PARTITION_LEADER_EPOCH_OFFSET, ctx.leader_epoch)
     if view.timestamp_type != timestamp_type or view.max_timestamp != max_ts:
         attributes = v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control)
-        _I16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
-        _I64.pack_into(header, 35, max_ts)
+        INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
+        INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, max_ts)
         covered = memoryview(header)[ATTRIBUTES_OFFSET:]
         if crc32c_extend is not None:
             # CRC-32C is linear: patch the (already verified) CRC for the changed header bytes
@@ -402,7 +402,7 @@ def _patched_v2_header(view: BatchView, last_offset: int, ctx: _Ctx, timestamp_t
             crc = view.crc ^ crc32c_extend(crc32c(covered) ^ crc32c(old), len(payload))
         else:
             crc = crc32c(payload, crc32c(covered))
-        _U32.pack_into(header, 17, crc)
+        UINT32.pack_into(header, CRC_OFFSET, crc)
     return bytes(header), payload
 
 
@@ -548,7 +548,7 @@ def _v2_recompress(view: BatchView, ctx: _Ctx, next_offset: int) -> ValidatedRec
     scan = scan_v2_records(view, payload=payload)
     if not scan.sequential_offsets or count <= 0:
         return None
-    if _records._first_record_header(payload, 0, len(payload))[0] != 0:
+    if first_record_header(payload, 0, len(payload))[0] != 0:
         return None
     if scan.min_timestamp is not None and scan.min_timestamp < NO_TIMESTAMP:
         return None                      # the slow path reports these records

@@ -127,7 +127,7 @@ def new_events(proc, since: int) -> set[str]:
     return {e.get("event") for e in proc.log_lines()[since:]}
 
 
-# -- record batch construction (written out independently of storage.builder) -------------------------------
+# -- record batch construction (written out independently of records.builder) -------------------------------
 def varint(n: int) -> bytes:
     z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF  # zigzag, 64-bit
     out = bytearray()

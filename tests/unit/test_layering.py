@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -11,12 +12,17 @@ STDLIB_NETWORK = {"socket", "asyncio", "uvloop", "ssl", "selectors", "http", "ur
 
 RULES = {
     # package: (forbidden top-level imports, extra third-party allowed)
-    "config": ({"protocol", "storage", "broker", "pipeline", "kafka", "structlog"} | STDLIB_NETWORK, set()),
+    "config": ({"protocol", "storage", "broker", "pipeline", "records", "kafka", "structlog"} | STDLIB_NETWORK,
+               set()),
     "protocol": ({"storage", "broker", "pipeline", "structlog"} | STDLIB_NETWORK, set()),
     "storage": ({"protocol", "broker", "pipeline", "kafka"} | STDLIB_NETWORK, set()),
     # the Spark source is a wire client: it never reaches into the broker's packages
+    # (the record format package is shared with it, as Kafka's clients share theirs)
     "pipeline": ({"broker", "storage", "protocol", "config"}, set()),
 }
+
+#: The record format package sits at the bottom: the standard library and these only.
+RECORDS_ALLOWED = {"crc32c", "cramjam"}
 
 
 def test_broker_never_imports_the_spark_pipeline():
@@ -63,5 +69,32 @@ def test_only_schema_codec_imports_kafka_protocol():
             elif isinstance(node, ast.Import):
                 mod = ",".join(a.name for a in node.names)
             if mod and "kafka.protocol" in mod:
+                offenders.append(str(module.relative_to(ROOT)))
+    assert not offenders, offenders
+
+
+# -- the record format package -----------------------------------------------------------------
+
+
+def test_record_package_imports_only_the_standard_library_crc32c_and_cramjam():
+    offenders = {}
+    for module in _modules("records"):
+        bad = {name for name in _imports(module)
+               if name not in sys.stdlib_module_names and name not in RECORDS_ALLOWED and name != "records"}
+        if bad:
+            offenders[str(module.relative_to(ROOT))] = sorted(bad)
+    assert not offenders, f"records/ must import nothing of Sundial or other third parties: {offenders}"
+
+
+def test_the_v2_header_layout_is_written_in_one_python_module():
+    """Only records/layout.py packs or unpacks a v2 batch header (the C accelerator walks records only)."""
+    header_formats = (">qiib", ">hiqqqhii", ">qhi\"")
+    offenders = []
+    for package in ("records", "storage", "protocol", "broker", "pipeline"):
+        for module in _modules(package):
+            if module == ROOT / "records" / "layout.py":
+                continue
+            text = module.read_text(encoding="utf-8")
+            if any(fmt in text for fmt in header_formats):
                 offenders.append(str(module.relative_to(ROOT)))
     assert not offenders, offenders

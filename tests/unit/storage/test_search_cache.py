@@ -11,7 +11,7 @@ import random
 import pytest
 from log_helpers import NOW_MS, topic_config
 
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 from storage.log import _BATCH_INDEXES, PartitionLog
 
 
