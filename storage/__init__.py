@@ -11,14 +11,17 @@ storage; its names listed in ``__all__`` are re-exported here.
   record-format ones come from :mod:`records.errors`).
 * :mod:`storage.validator` — append-time validation (LogValidator);
   :mod:`storage.convert` — down-conversion for old fetchers.
-* :mod:`storage.files` — file names, atomic writes, :class:`FileSlice`.
+* :mod:`storage.files` — file names, atomic writes, positional writes, :class:`FileSlice`.
 * :mod:`storage.index`, :mod:`storage.offset_index`, :mod:`storage.time_index` — the
   mmap'd ``.index`` / ``.timeindex`` files.
-* :mod:`storage.segment` — one ``.log`` with its indexes.
+* :mod:`storage.segment` — one ``.log`` with its indexes (LogSegment);
+  :mod:`storage.segment_recovery` — its recovery and the index checks run at load.
 * :mod:`storage.producer_state` — idempotent producers and ``.snapshot`` files.
 * :mod:`storage.retention` — which segments retention may delete (incl. consumed retention).
-* :mod:`storage.recovery` — loading a partition directory, clean or unclean.
-* :mod:`storage.log` — :class:`PartitionLog`: append, read, ListOffsets, retention, flush.
+* :mod:`storage.recovery` — loading a partition directory, clean or unclean (LogLoader).
+* :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; with
+  :mod:`storage.log_search` (ListOffsets and its caches), :mod:`storage.log_retention`
+  (deleting old segments) and :mod:`storage.log_flush` (flush jobs) as its bases.
 * :mod:`storage.checkpoints` — checkpoint files and the clean-shutdown marker.
 * :mod:`storage.topics` — topic metadata persistence and name rules.
 * :mod:`storage.log_manager` — :class:`LogManager`: every partition across ``log.dirs``.

@@ -12,7 +12,8 @@ import pytest
 from log_helpers import NOW_MS, topic_config
 
 from records.builder import SimpleRecord, build_records
-from storage.log import _BATCH_INDEXES, PartitionLog
+from storage.log import PartitionLog
+from storage.log_search import _BATCH_INDEXES
 
 
 def big_batch(stamps):
