@@ -112,7 +112,8 @@ def v2_header(*, base_offset: int, batch_bytes: int, partition_leader_epoch: int
     after_crc = V2_HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
                                           producer_id, producer_epoch, base_sequence, record_count)
     crc = crc32c(payload, crc32c(after_crc))
-    return V2_HEADER_BEFORE_CRC.pack(base_offset, batch_bytes - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, crc) + after_crc
+    before_crc = V2_HEADER_BEFORE_CRC.pack(base_offset, batch_bytes - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, crc)
+    return before_crc + after_crc
 
 
 def encode_legacy_message(magic: int, offset: int, timestamp: int, key, value, attributes: int) -> bytes:

@@ -367,8 +367,8 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing):
             active.on_become_inactive()
         cfg = self.config
         seg = LogSegment.create(self.dir, new_base, index_interval_bytes=cfg.index_interval_bytes,
-                                max_index_size=cfg.segment_index_bytes, roll_jitter_ms=random_segment_jitter(cfg, self._rng),
-                                created_ms=now_ms,
+                                max_index_size=cfg.segment_index_bytes,
+                                roll_jitter_ms=random_segment_jitter(cfg, self._rng), created_ms=now_ms,
                                 preallocate_bytes=cfg.segment_bytes if cfg.preallocate else 0)
         seg.is_active = True
         self._segments.append(seg)
@@ -470,8 +470,9 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing):
             if seg.base_offset == offset:
                 seg.rename_suffix(files.DELETED_SUFFIX)
         seg = LogSegment.create(self.dir, offset, index_interval_bytes=cfg.index_interval_bytes,
-                                max_index_size=cfg.segment_index_bytes, roll_jitter_ms=random_segment_jitter(cfg, self._rng),
-                                created_ms=now_ms, preallocate_bytes=cfg.segment_bytes if cfg.preallocate else 0)
+                                max_index_size=cfg.segment_index_bytes,
+                                roll_jitter_ms=random_segment_jitter(cfg, self._rng), created_ms=now_ms,
+                                preallocate_bytes=cfg.segment_bytes if cfg.preallocate else 0)
         self._schedule_delete(doomed, now_ms or 0)
         seg.is_active = True
         self._segments = [seg]

@@ -133,7 +133,8 @@ class RecordToCheck:
 
 def records_of(view: BatchView) -> list[RecordToCheck]:
     if view.magic == MAGIC_V2:
-        return [RecordToCheck(r.offset, r.timestamp, r.key, r.value, r.headers, MAGIC_V2) for r in iter_v2_records(view)]
+        return [RecordToCheck(r.offset, r.timestamp, r.key, r.value, r.headers, MAGIC_V2)
+                for r in iter_v2_records(view)]
     if view.compression == codecs.NONE:
         (r,) = _legacy_as_records(view)
         return [RecordToCheck(r.offset, r.timestamp, r.key, r.value, (), view.magic)]
