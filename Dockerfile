@@ -5,7 +5,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .
-# gcc builds the optional C accelerator (storage._speedups); without it storage falls back to Python.
+# gcc builds the optional C accelerator (records._speedups); without it the record walks fall back to Python.
 RUN pip install --no-cache-dir --config-settings editable_mode=compat -e '.[test]' \
  && (cd tests/integration/js && npm install --no-audit --no-fund || true)
 EXPOSE 9092
