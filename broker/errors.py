@@ -13,6 +13,10 @@ import storage.errors as se
 import storage.topics as st
 from protocol.errors import ErrorCode
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without answering (e.g. acks=0 failures)."""
+
+
 _CODES: dict[type, ErrorCode] = {
     se.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
     se.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,

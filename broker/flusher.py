@@ -2,9 +2,9 @@
 
 A Produce with ``acks=-1`` is answered only after its data is on disk. Each
 partition has a :class:`PartitionFlusher`: callers ``await wait_flushed(offset)``;
-at most one flush runs per partition at a time, and it covers everything appended
-up to the moment it starts, so concurrent producers share fsyncs instead of queueing
-one each. The fsync itself (``FlushJob.run``) runs on a small thread pool so the
+a flush covers everything appended up to the moment it starts, so concurrent
+producers share fsyncs instead of queueing one each; at most two run per partition
+at a time (see the class). The fsync itself (``FlushJob.run``) runs on a small thread pool so the
 event loop keeps serving; ``prepare_flush``/``mark_flushed`` run on the loop thread
 because storage is not thread-safe.
 """
@@ -26,12 +26,22 @@ _EXECUTOR: ThreadPoolExecutor | None = None
 def flush_executor() -> ThreadPoolExecutor:
     global _EXECUTOR
     if _EXECUTOR is None:
-        _EXECUTOR = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sundial-fsync")
+        _EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sundial-fsync")
     return _EXECUTOR
 
 
 class PartitionFlusher:
-    """Serialises and batches fsyncs of one partition log."""
+    """Batches the fsyncs of one partition log, with up to two in flight.
+
+    A waiter is covered by the first flush that starts after its data was appended.
+    While one fsync runs, appends that arrive after it started need another: that one
+    starts at once (a second thread) instead of waiting for the first to finish, so a
+    request waits about one fsync, not up to two. Concurrent fdatasync calls are safe:
+    each makes durable everything written to the file before it began, so a flush that
+    finishes first may advance the recovery point past one still running.
+    """
+
+    MAX_IN_FLIGHT = 2
 
     def __init__(self, log, topic: str, partition: int) -> None:
         self._log = log
@@ -39,7 +49,10 @@ class PartitionFlusher:
         self._partition = partition
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._seq = itertools.count()
-        self._task: asyncio.Task | None = None
+        self._running = 0
+        self._covered_below = -1    # target offset (exclusive) of the newest flush started
+        self._highest_waiting = -1  # largest last_offset among waiters
+        self._jobs: set[asyncio.Task] = set()
         self.flushes = 0
 
     def flushed_offset(self) -> int:
@@ -57,40 +70,60 @@ class PartitionFlusher:
         failed), or None when that is already so. Cancelling it only drops this waiter."""
         if self._log.recovery_point > last_offset:
             return None
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (last_offset, next(self._seq), fut))
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
+        if last_offset > self._highest_waiting:
+            self._highest_waiting = last_offset
+        self._start_flush()
         return fut
 
-    async def _run(self) -> None:
+    def _start_flush(self) -> None:
+        """Start a flush if some waiter is not covered by one running and a slot is free."""
+        if self._running >= self.MAX_IN_FLIGHT or not self._waiters:
+            return
+        if self._running and self._highest_waiting < self._covered_below:
+            return  # everybody waiting is covered by a flush already running
+        try:
+            job = self._log.prepare_flush()
+        except Exception as exc:
+            logger.error("flush_failed", topic=self._topic, partition=self._partition, error=str(exc))
+            self._release_below(None, exc)
+            return
+        if job is None:
+            if not self._running:
+                # Nothing to flush yet waiters are not covered: the log moved (truncation
+                # or deletion). Release them rather than spin.
+                self._release_below(None, None)
+            return
+        self._covered_below = job.target_offset
+        self._running += 1
+        task = asyncio.get_running_loop().create_task(self._run_job(job))
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    async def _run_job(self, job) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while self._waiters:
-                job = self._log.prepare_flush()
-                if job is not None:
-                    await loop.run_in_executor(flush_executor(), job.run)
-                    self._log.mark_flushed(job)
-                    self.flushes += 1
-                done_below = self._log.recovery_point
-                while self._waiters and self._waiters[0][0] < done_below:
-                    _, _, fut = heapq.heappop(self._waiters)
-                    if not fut.done():
-                        fut.set_result(None)
-                if job is None and self._waiters:
-                    # Nothing to flush yet everybody is not covered: the log moved
-                    # (truncation or deletion). Release the waiters rather than spin.
-                    self._fail_all(None)
-        except Exception as exc:  # an fsync failure must reach every waiting producer
+            await loop.run_in_executor(flush_executor(), job.run)
+            self._log.mark_flushed(job)
+            self.flushes += 1
+        except Exception as exc:  # an fsync failure must reach every producer it was to cover
             logger.error("flush_failed", topic=self._topic, partition=self._partition, error=str(exc))
-            self._fail_all(exc)
+            self._release_below(job.target_offset, exc)
+        finally:
+            self._running -= 1
+        self._release_below(self._log.recovery_point, None)
+        self._start_flush()
 
-    def _fail_all(self, exc: BaseException | None) -> None:
-        while self._waiters:
-            _, _, fut = heapq.heappop(self._waiters)
+    def _release_below(self, end_offset: int | None, exc: BaseException | None) -> None:
+        """Complete waiters whose last offset is below ``end_offset`` (None: all of them)."""
+        waiters = self._waiters
+        while waiters and (end_offset is None or waiters[0][0] < end_offset):
+            _, _, fut = heapq.heappop(waiters)
             if not fut.done():
                 if exc is None:
                     fut.set_result(None)
                 else:
                     fut.set_exception(exc)
+        if not waiters:
+            self._highest_waiting = -1

@@ -17,6 +17,18 @@ Consumer-group lag is collected at scrape time too, from the coordinator's
 offset, the lag in offsets (log end offset minus committed offset) and the lag in
 time (now minus the timestamp of the oldest unconsumed record; 0 when caught up).
 
+Per partition the scrape also reports the oldest retained timestamp: the timestamp of
+the record at the log start offset, i.e. how far back a replay by time can go (records
+with older CreateTimes may follow it; -1 when the partition holds no record or its first
+record has no timestamp). Reading it costs one batch read, so it is kept per partition
+until the log start offset moves (:class:`PartitionRows`).
+
+Process figures come from ``prometheus_client``'s own collectors: resident and virtual
+memory, CPU seconds, open and maximum file descriptors, start time (``process_*``), the
+garbage collector (``python_gc_*``) and ``python_info``. Counters carry no ``_created``
+series (one more sample per label set, holding the time the label set first appeared,
+which no dashboard of this broker uses).
+
 Scrapes are served by ``prometheus_client``'s HTTP thread, but storage and the
 coordinator belong to the event loop thread (``storage/`` is not thread-safe): the
 scrape-time collectors therefore run their snapshot functions on the loop through
@@ -31,7 +43,15 @@ import bisect
 import concurrent.futures
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from protocol.api_keys import ApiKey
@@ -49,8 +69,12 @@ def _api_name(api_key: int) -> str:
 
 class BrokerMetrics:
     def __init__(self) -> None:
+        disable_created_metrics()  # no *_created series (module doc)
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         # request path: plain counters, exported by _HotCollector
         self._requests: dict[tuple[int, int], list] = {}   # (key, version) -> [count, errors, sum_s, buckets]
         self._bad_frames = 0
@@ -107,7 +131,7 @@ class BrokerMetrics:
         """Register gauges read at scrape time from ``snapshot()`` rows.
 
         Each row: topic, partition, log_start_offset, log_end_offset, segment_count, size_bytes,
-        max_timestamp_ms.
+        max_timestamp_ms, oldest_timestamp_ms (:class:`PartitionRows` makes them).
         """
         self.registry.register(_PartitionCollector(snapshot))
 
@@ -153,6 +177,46 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: 
             return []
 
     return call
+
+
+class PartitionRows:
+    """Rows of the per-partition gauges for the open partitions of a log manager (call on the loop).
+
+    ``oldest_timestamp_ms`` is the timestamp of the record at the log start offset; it is
+    read once and kept until that offset moves, the partition empties or fills, or the
+    log is replaced (a topic deleted and created again).
+    """
+
+    def __init__(self, logs: Callable[[], object]) -> None:
+        self._logs = logs
+        self._oldest: dict[tuple[str, int], tuple[tuple, int]] = {}
+
+    def __call__(self) -> list[dict]:
+        logs = self._logs()
+        rows: list[dict] = []
+        if logs is None:
+            return rows
+        seen = set()
+        for meta in logs.topics():
+            for p in range(meta.partitions):
+                if not logs.is_open(meta.name, p):
+                    continue
+                plog = logs.get_log(meta.name, p)
+                if plog is None:
+                    continue
+                info = plog.summary()
+                key = (meta.name, p)
+                seen.add(key)
+                lso = info["log_start_offset"]
+                stamp = (id(plog), lso, lso < info["log_end_offset"])
+                cached = self._oldest.get(key)
+                if cached is None or cached[0] != stamp:
+                    ts = plog.record_timestamp_at(lso) if stamp[2] else None
+                    cached = self._oldest[key] = (stamp, -1 if ts is None else ts)
+                rows.append({"topic": meta.name, "partition": p, **info, "oldest_timestamp_ms": cached[1]})
+        for key in [k for k in self._oldest if k not in seen]:
+            del self._oldest[key]
+        return rows
 
 
 def group_lag_rows(coordinator) -> list[dict]:
@@ -229,6 +293,10 @@ class _PartitionCollector:
             "max_timestamp_ms": GaugeMetricFamily("sundial_log_max_timestamp_ms",
                                                   "Largest record timestamp in the partition (-1 if none)",
                                                   labels=["topic", "partition"]),
+            "oldest_timestamp_ms": GaugeMetricFamily(
+                "sundial_log_oldest_timestamp_ms",
+                "Timestamp of the first retained record, at the log start offset: how far back a replay by "
+                "time can go (-1 if none)", labels=["topic", "partition"]),
         }
         for row in self._snapshot():
             labels = [row["topic"], str(row["partition"])]

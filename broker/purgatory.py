@@ -6,6 +6,11 @@ waiter, and the fetch then re-reads and decides again. A waiter completes exactl
 once; waiters that time out are unregistered by their owner, so the registry only
 holds live waiters (bounded by the number of connections, since each connection
 runs one request at a time).
+
+Shutdown (:meth:`FetchPurgatory.wake_all`) ends every long poll: a parked waiter's
+``wait`` returns False as on a timeout, and so does any waiter parked afterwards, so
+the fetch answers at once with what it has instead of parking again until
+``max_wait_ms`` (which would hold the clean shutdown for up to its grace period).
 """
 
 from __future__ import annotations
@@ -20,24 +25,29 @@ TopicPartition = tuple[str, int]
 class FetchWaiter:
     """One parked fetch: an event set by the first append to a watched partition."""
 
-    __slots__ = ("_event", "partitions")
+    __slots__ = ("_event", "partitions", "_ended")
 
     def __init__(self, partitions: Iterable[TopicPartition]) -> None:
         self._event = asyncio.Event()
         self.partitions = tuple(partitions)
+        self._ended = False
 
     def wake(self) -> None:
         self._event.set()
 
+    def end(self) -> None:
+        """Shutdown: the wait is over, answer with what there is."""
+        self._ended = True
+        self._event.set()
+
     async def wait(self, timeout_s: float) -> bool:
-        """True when woken by an append, False on timeout."""
-        if self._event.is_set():
-            return True
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        """True when woken by an append; False on timeout or when the broker is shutting down."""
+        if not self._event.is_set():
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                return False
+        return not self._ended
 
 
 class FetchPurgatory:
@@ -45,9 +55,12 @@ class FetchPurgatory:
 
     def __init__(self) -> None:
         self._waiters: dict[TopicPartition, set[FetchWaiter]] = defaultdict(set)
+        self._shutting_down = False
 
     def park(self, partitions: Iterable[TopicPartition]) -> FetchWaiter:
         waiter = FetchWaiter(partitions)
+        if self._shutting_down:
+            waiter.end()
         for tp in waiter.partitions:
             self._waiters[tp].add(waiter)
         return waiter
@@ -68,10 +81,11 @@ class FetchPurgatory:
                 waiter.wake()
 
     def wake_all(self) -> None:
-        """Shutdown: let every parked fetch answer now with what it has."""
+        """Shutdown: let every parked fetch answer now with what it has (and none park again)."""
+        self._shutting_down = True
         for bucket in self._waiters.values():
             for waiter in bucket:
-                waiter.wake()
+                waiter.end()
 
     def __len__(self) -> int:
         return len({w for bucket in self._waiters.values() for w in bucket})

@@ -93,6 +93,7 @@ class ReplicaManager:
     def __init__(self, broker) -> None:
         self.broker = broker
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
+        self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
 
     # -- helpers ----------------------------------------------------------------------------
     def log_for(self, topic: str, partition: int):
@@ -365,21 +366,33 @@ class ReplicaManager:
             return answer.offset
 
         outcomes = logs.run_retention(now, consumed_upto)
+        held_now: set[tuple[str, int]] = set()
         for outcome in outcomes:
-            self._report_retention(outcome, holders)
+            self._report_retention(outcome, holders, held_now)
+        # A hold is logged when it starts or changes, and once when it ends (not on every pass).
+        previous = self._consumed_holds
+        for key in [k for k in previous if k not in held_now]:
+            base_offset, group = previous.pop(key)
+            if logs.topic(key[0]) is not None:
+                logger.info("consumed_retention_released", topic=key[0], partition=key[1], base_offset=base_offset,
+                            group=group)
 
-    def _report_retention(self, outcome, holders) -> None:
+    def _report_retention(self, outcome, holders, held_now: set) -> None:
         metrics = self.broker.metrics
         topic, partition = outcome.topic, outcome.partition
         for seg in outcome.deleted:
             metrics.retention_deleted_segments.labels(topic, str(partition), seg.reason).inc()
+        previous = self._consumed_holds
         for hold in outcome.held:
             if hold.reason == "not_consumed":
                 group, offset = holders.get((topic, partition), (None, None))
                 metrics.consumed_retention_holds.labels(topic, str(partition), group or "?").inc()
-                logger.info("consumed_retention_held", topic=topic, partition=partition,
-                            base_offset=hold.base_offset, last_offset=hold.last_offset, group=group,
-                            committed_offset=offset)
+                held_now.add((topic, partition))
+                if previous.get((topic, partition)) != (hold.base_offset, group):
+                    previous[(topic, partition)] = (hold.base_offset, group)
+                    logger.info("consumed_retention_held", topic=topic, partition=partition,
+                                base_offset=hold.base_offset, last_offset=hold.last_offset, group=group,
+                                committed_offset=offset)
 
     async def flush_due(self) -> None:
         now = self.broker.now_ms()

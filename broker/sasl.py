@@ -68,6 +68,8 @@ import structlog
 
 from storage.files import write_file_atomically
 
+from .store_lock import update_lock
+
 logger = structlog.get_logger(__name__)
 
 PLAIN = "PLAIN"
@@ -149,6 +151,17 @@ def make_credential(mechanism: str, password: str, *, iterations: int = DEFAULT_
     sp = salted_password(mechanism, password, salt, iterations)
     client_key = _hmac(hash_fn, sp, b"Client Key")
     return ScramCredential(salt, iterations, hash_fn(client_key).digest(), _hmac(hash_fn, sp, b"Server Key"))
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
+                                    iterations: int) -> ScramCredential:
+    """What AlterUserScramCredentials sends (salt, SaltedPassword) → the stored credential
+    (Kafka's ``ScramFormatter``: StoredKey = H(HMAC(SaltedPassword, "Client Key")),
+    ServerKey = HMAC(SaltedPassword, "Server Key")); the password itself never reaches us."""
+    hash_fn = SCRAM_MECHANISMS[mechanism]
+    client_key = _hmac(hash_fn, salted_password, b"Client Key")
+    return ScramCredential(bytes(salt), iterations, hash_fn(client_key).digest(),
+                           _hmac(hash_fn, salted_password, b"Server Key"))
 
 
 def password_matches(mechanism: str, credential: ScramCredential, password: str) -> bool:
@@ -453,6 +466,25 @@ class CredentialStore:
         write_file_atomically(self.path, data, mode=0o600)
         self._stamp = None
 
+    def update(self, change):
+        """Read-modify-write under the store's update lock (:mod:`broker.store_lock`).
+
+        ``change(users)`` gets the parsed store, ``{user: {mechanism: ScramCredential}}``,
+        may change it in place and returns ``(result, changed)``; when ``changed`` the file
+        is replaced atomically (users left without credentials are dropped). Returns
+        ``result``. The CLI and the broker's AlterUserScramCredentials both write this way,
+        so neither loses the other's change.
+        """
+        with update_lock(self.path):
+            doc = self._load_for_update()
+            users, _secret = self._parse(doc)
+            result, changed = change(users)
+            if changed:
+                doc["users"] = {u: {m: c.to_json() for m, c in sorted(mechs.items())}
+                                for u, mechs in sorted(users.items()) if mechs}
+                self._save(doc)
+        return result
+
     def set_user(self, user: str, password: str, mechanisms=(SCRAM_SHA_256, SCRAM_SHA_512),
                  iterations: int = DEFAULT_ITERATIONS) -> None:
         if not user or any(ch in user for ch in "\0"):
@@ -462,23 +494,24 @@ class CredentialStore:
         for m in mechanisms:
             if m not in SCRAM_MECHANISMS:
                 raise CredentialsError(f"unknown SCRAM mechanism {m!r} (choose from {', '.join(SCRAM_MECHANISMS)})")
-        doc = self._load_for_update()
-        entry = doc["users"].setdefault(user, {})
-        for m in mechanisms:
-            entry[m] = make_credential(m, password, iterations=iterations).to_json()
-        self._save(doc)
+        new = {m: make_credential(m, password, iterations=iterations) for m in mechanisms}
+
+        def change(users):
+            users.setdefault(user, {}).update(new)
+            return None, True
+
+        self.update(change)
 
     def delete_user(self, user: str, mechanisms=None) -> bool:
-        doc = self._load_for_update()
-        entry = doc["users"].get(user)
-        if entry is None:
-            return False
-        if mechanisms:
-            for m in mechanisms:
-                entry.pop(m, None)
-            if not entry:
-                del doc["users"][user]
-        else:
-            del doc["users"][user]
-        self._save(doc)
-        return True
+        def change(users):
+            entry = users.get(user)
+            if entry is None:
+                return False, False
+            if mechanisms:
+                for m in mechanisms:
+                    entry.pop(m, None)
+            else:
+                entry.clear()
+            return True, True
+
+        return self.update(change)

@@ -1,9 +1,14 @@
 """The daemon's lifecycle: recover logs, listen, serve, and stop cleanly.
 
-Start-up: lock every data directory (``.lock``, as Kafka does, so two daemons never
-share one), read or create ``meta.properties`` (cluster id, node id), open the logs
-(recovery after an unclean shutdown happens here and logs its progress), start the
-group coordinator, then bind the listeners with a large listen backlog.
+Start-up: load the TLS certificates, **bind every listener first** (and the metrics
+endpoint) so a busy port or a bad address fails before anything is written; then lock
+every data directory (``.lock``, as Kafka does, so two daemons never share one), read or
+create ``meta.properties`` (cluster id, node id), open the logs (recovery after an
+unclean shutdown happens here and logs its progress), start the group coordinator, and
+only then start listening (``listen()`` with a large backlog) on the bound sockets.
+A start that cannot succeed raises :class:`StartupError` with one line an operator can
+act on (``cannot listen on 127.0.0.1:9092: address already in use``); the command prints
+it as ``sundial: error: ...`` and exits 1.
 
 Shutdown (SIGTERM/SIGINT, uvicorn's sequence): stop accepting; wake parked fetches
 so they answer with what they have; let each connection finish the request it is
@@ -21,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import fcntl
 import gc
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -35,18 +42,89 @@ from config import BrokerConfig
 from storage import LogManager
 from storage.files import write_file_atomically
 
+from . import __version__
 from .connection import Connection
 from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, group_lag_rows, on_loop
+from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
 
 logger = structlog.get_logger(__name__)
 
-SUNDIAL_VERSION = "0.1.0"
+SUNDIAL_VERSION = __version__
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message is one line saying what and where (no errno codes)."""
+
+
+def os_reason(exc: BaseException) -> str:
+    """``[Errno 98] Address already in use`` → ``address already in use``."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def _same_node_id(text: str, node_id: int) -> bool:
+    try:
+        return int(text) == node_id
+    except ValueError:
+        return False
+
+
+def _address(host: str, port: int) -> str:
+    host = host or "0.0.0.0"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_sockets(host: str, port: int, what: str = "") -> list[socket.socket]:
+    """Bound, not yet listening, TCP sockets for ``host:port`` (every address of a wildcard host).
+
+    Binding before the data directories are touched is what makes a busy port fail
+    first; ``listen()`` happens later, when the broker can answer. Raises
+    :class:`StartupError` naming the address (``what`` says which setting it came from).
+    """
+    shown = _address(host, port) + (f" ({what})" if what else "")
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {shown}: {os_reason(exc)}") from None
+    socks: list[socket.socket] = []
+    seen = set()
+    bound_port = port
+    try:
+        for family, type_, proto, _name, addr in infos:
+            if (family, addr) in seen:
+                continue
+            seen.add((family, addr))
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError:
+                continue  # e.g. no IPv6 in this kernel: asyncio skips the address too
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                # Port 0 on a wildcard host: every address gets the port the first one drew.
+                sock.bind((addr[0], bound_port, *addr[2:]))
+            except OSError as exc:
+                if (not host and family == socket.AF_INET6 and len(socks) > 1
+                        and exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)):
+                    socks.pop().close()  # a container without IPv6: IPv4 is bound
+                    continue
+                raise
+            bound_port = sock.getsockname()[1]
+            sock.setblocking(False)
+        if not socks:
+            raise OSError(errno.EAFNOSUPPORT, "no usable address")
+    except OSError as exc:
+        for sock in socks:
+            sock.close()
+        raise StartupError(f"cannot listen on {shown}: {os_reason(exc)}") from None
+    return socks
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,15 +151,22 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.security = None  # SecurityManager when a listener is not PLAINTEXT (broker.security)
         self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
+        self.credentials = None  # SCRAM credential store (broker.sasl), shared with the SASL listeners
         self.advertised = {l.name: l for l in config.advertised_listeners}
         self.started_monotonic = time.monotonic()
+        self._host_name: str | None = None
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
-        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator)."""
+        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
+
+        An empty advertised host is the host's canonical name, as Kafka advertises it; the
+        configuration refuses the wildcards 0.0.0.0 and :: (config.broker)."""
         adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
-        host = adv.host or "127.0.0.1"
-        if host in ("0.0.0.0", "::"):
-            host = "127.0.0.1"
+        host = adv.host
+        if not host:
+            if self._host_name is None:
+                self._host_name = socket.getfqdn() or "localhost"
+            host = self._host_name
         return NodeEndpoint(self.node_id, host, adv.port)
 
     @property
@@ -102,7 +187,9 @@ class BrokerServer:
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: list[asyncio.Task] = []
         self._lock_fds: list[int] = []
+        self._bound: list[tuple[object, list[socket.socket]]] = []  # (listener, sockets) not yet serving
         self._stopping = False
+        self._started = False
         self.bound_ports: dict[str, int] = {}
         self.sendfile_enabled = os.environ.get("SUNDIAL_SENDFILE", "1") != "0"
         self.security = None
@@ -154,19 +241,34 @@ class BrokerServer:
 
     # -- start ----------------------------------------------------------------------------
     async def start(self) -> None:
+        """Bind, load, serve; raises :class:`StartupError` (or ``ConfigError``) when it cannot."""
         cfg = self.config
         broker = self.broker
+        loop = asyncio.get_running_loop()
+        # Nothing is written before every address is ours: certificates, listeners, metrics.
+        ssl_contexts = {}
+        for listener in cfg.listeners:
+            if listener.security_protocol in ("SSL", "SASL_SSL"):
+                from .security import build_server_ssl_context
+                ssl_contexts[listener.name] = build_server_ssl_context(cfg)
+        for listener in cfg.listeners:
+            self._bound.append((listener, bind_sockets(listener.host, listener.port)))
+        if cfg.metrics_listener is not None:
+            self._start_metrics_endpoint(*cfg.metrics_listener)
         log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
         for d in log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._lock_dir(d)
+            self._prepare_dir(d)
         broker.cluster_id = self._read_or_create_meta(log_dirs)
         for key in sorted(self.unknown_keys):
             logger.warning("config_key_ignored", key=key)
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
                           producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
-        await asyncio.to_thread(logs.startup)
+        try:
+            await asyncio.to_thread(logs.startup)
+        except OSError as exc:
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise StartupError(f"cannot load the logs in {', '.join(log_dirs)}: {os_reason(exc)}{where}") from None
         broker.logs = logs
         logger.info("logs_loaded", log_dirs=log_dirs, topics=len(logs.topics()),
                     seconds=round(time.monotonic() - t0, 3))
@@ -176,6 +278,11 @@ class BrokerServer:
         if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
             from .security import SecurityManager
             self.security = broker.security = SecurityManager(cfg, log_dirs[0])
+            broker.credentials = self.security.credentials
+        else:
+            from .sasl import CredentialStore
+            broker.credentials = CredentialStore(cfg["sundial.credentials.file"]
+                                                 or os.path.join(log_dirs[0], "credentials.json"))
         if cfg["authorizer.class.name"]:
             from .authorizer import Authorizer
             broker.authorizer = Authorizer.from_config(cfg, log_dirs[0])
@@ -186,20 +293,17 @@ class BrokerServer:
         if GroupCoordinator is not None:
             broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
             await broker.groups.start()
-        loop = asyncio.get_running_loop()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, self._partition_rows))
+        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: broker.logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
-        for listener in cfg.listeners:
-            ssl_ctx = None
-            if listener.security_protocol in ("SSL", "SASL_SSL"):
-                from .security import build_server_ssl_context
-                ssl_ctx = build_server_ssl_context(cfg)
-            srv = await loop.create_server(
-                lambda l=listener: Connection(self, l), host=listener.host or None, port=listener.port,
-                backlog=cfg["socket.listen.backlog.size"], reuse_address=True, ssl=ssl_ctx)
-            self._servers.append(srv)
-            port = srv.sockets[0].getsockname()[1]
+        while self._bound:
+            listener, socks = self._bound.pop(0)
+            for sock in socks:
+                srv = await loop.create_server(
+                    lambda l=listener: Connection(self, l), sock=sock,
+                    backlog=cfg["socket.listen.backlog.size"], ssl=ssl_contexts.get(listener.name))
+                self._servers.append(srv)
+            port = socks[0].getsockname()[1]
             self.bound_ports[listener.name] = port
             if listener.port == 0:
                 # An ephemeral port: advertise what was bound unless advertised.listeners says otherwise.
@@ -207,14 +311,12 @@ class BrokerServer:
                 if adv is not None and adv.port == 0:
                     broker.advertised[listener.name] = type(adv)(adv.name, adv.host, port,
                                                                  adv.security_protocol)
-        metrics_listener = cfg["sundial.metrics.listener"]
-        if metrics_listener:
-            self._start_metrics_endpoint(metrics_listener)
         self._start_periodic_tasks()
         # Everything built so far (modules, configs, the log manager) lives as long as the
         # process: move it out of the collector's reach so full collections stay short.
         gc.collect()
         gc.freeze()
+        self._started = True
         logger.info("broker_started", version=SUNDIAL_VERSION, node_id=broker.node_id,
                     cluster_id=broker.cluster_id,
                     listeners=[f"{l.name}://{l.host or '0.0.0.0'}:{self.bound_ports[l.name]}"
@@ -223,13 +325,26 @@ class BrokerServer:
                     event_loop=type(loop).__module__.split(".")[0],
                     apis=len(broker.dispatcher.advertised))
 
+    def _prepare_dir(self, d: str) -> None:
+        """Create and lock one data directory (StartupError when it is not usable)."""
+        if os.path.exists(d) and not os.path.isdir(d):
+            raise StartupError(f"data directory {d} is not a directory")
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as exc:
+            raise StartupError(f"cannot create data directory {d}: {os_reason(exc)}") from None
+        self._lock_dir(d)
+
     def _lock_dir(self, d: str) -> None:
-        fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StartupError(f"cannot lock data directory {d}: {os_reason(exc)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise RuntimeError(f"data directory {d} is locked by another Sundial or Kafka process") from None
+            raise StartupError(f"data directory {d} is locked by another Sundial or Kafka process") from None
         self._lock_fds.append(fd)
 
     def _read_or_create_meta(self, log_dirs: list[str]) -> str:
@@ -239,15 +354,18 @@ class BrokerServer:
             path = os.path.join(d, "meta.properties")
             if os.path.exists(path):
                 props = {}
-                with open(path, encoding="utf-8") as fh:
-                    for line in fh:
-                        line = line.strip()
-                        if line and not line.startswith("#") and "=" in line:
-                            k, v = line.split("=", 1)
-                            props[k.strip()] = v.strip()
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        for line in fh:
+                            line = line.strip()
+                            if line and not line.startswith("#") and "=" in line:
+                                k, v = line.split("=", 1)
+                                props[k.strip()] = v.strip()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise StartupError(f"cannot read {path}: {os_reason(exc)}") from None
                 node = props.get("node.id") or props.get("broker.id")
-                if node is not None and int(node) != self.config.node_id:
-                    raise RuntimeError(f"{path} belongs to node.id {node}, but this broker is node.id "
+                if node is not None and not _same_node_id(node, self.config.node_id):
+                    raise StartupError(f"{path} belongs to node.id {node}, but this broker is node.id "
                                        f"{self.config.node_id}")
                 if cluster_id is None:
                     cluster_id = props.get("cluster.id")
@@ -256,31 +374,22 @@ class BrokerServer:
         for d in log_dirs:
             path = os.path.join(d, "meta.properties")
             if not os.path.exists(path):
-                write_file_atomically(path, (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
-                                             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\n"
-                                             "version=1\n").encode("utf-8"))
+                try:
+                    write_file_atomically(path, (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+                                                 f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\n"
+                                                 "version=1\n").encode("utf-8"))
+                except OSError as exc:
+                    raise StartupError(f"cannot write {path}: {os_reason(exc)}") from None
         return cluster_id
 
-    def _partition_rows(self) -> list[dict]:
-        logs = self.broker.logs
-        rows = []
-        if logs is None:
-            return rows
-        for meta in logs.topics():
-            for p in range(meta.partitions):
-                plog = logs.get_log(meta.name, p) if logs.is_open(meta.name, p) else None
-                if plog is None:
-                    continue
-                info = plog.summary()
-                rows.append({"topic": meta.name, "partition": p, **info})
-        return rows
-
-    def _start_metrics_endpoint(self, listener: str) -> None:
+    def _start_metrics_endpoint(self, host: str, port: int) -> None:
         from prometheus_client import start_http_server
 
-        host, _, port = listener.rpartition(":")
-        host = host.replace("http://", "").strip("[]") or "127.0.0.1"
-        server, _thread = start_http_server(int(port), addr=host, registry=self.metrics.registry)
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {_address(host, port)} (sundial.metrics.listener): "
+                               f"{os_reason(exc)}") from None
         self._metrics_server = server
         self.metrics_port = server.server_address[1]
         logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")
@@ -349,9 +458,14 @@ class BrokerServer:
         if self._stopping:
             return
         self._stopping = True
-        logger.info("broker_stopping", connections=len(self.connections),
-                    request_pool_peak_bytes=self.request_pool.peak_bytes,
-                    request_pool_limit_bytes=self.request_pool.limit_bytes)
+        if self._started:  # after a failed start the one error line says it all
+            logger.info("broker_stopping", connections=len(self.connections),
+                        request_pool_peak_bytes=self.request_pool.peak_bytes,
+                        request_pool_limit_bytes=self.request_pool.limit_bytes)
+        for _listener, socks in self._bound:
+            for sock in socks:
+                sock.close()
+        self._bound.clear()
         for srv in self._servers:
             srv.close()
         self.broker.purgatory.wake_all()
@@ -386,4 +500,5 @@ class BrokerServer:
                 os.close(fd)
             except OSError:
                 pass
-        logger.info("broker_stopped")
+        if self._started:
+            logger.info("broker_stopped")

@@ -11,6 +11,7 @@ error code and a message, so callers can answer per topic.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 
 import structlog
@@ -59,8 +60,12 @@ class CreatedTopic:
 
 def create_topic(broker, name: str, num_partitions: int, replication_factor: int = -1,
                  configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-                 assignments: dict[int, list[int]] | None = None) -> CreatedTopic:
-    """Create a topic (or only validate the request); raises TopicError with Kafka's code."""
+                 assignments: dict[int, list[int]] | None = None, via: str = "CreateTopics",
+                 client_id: str | None = None) -> CreatedTopic:
+    """Create a topic (or only validate the request); raises TopicError with Kafka's code.
+
+    A created topic is logged once (``topic_created``: name, id, partitions, the configs
+    set on it, ``via`` CreateTopics or auto-creation, and the asking client's id)."""
     logs = broker.logs
     validate_topic_name(name)
     if logs.topic(name) is not None:
@@ -91,7 +96,8 @@ def create_topic(broker, name: str, num_partitions: int, replication_factor: int
     if validate_only:
         return CreatedTopic(name, b"\0" * 16, num_partitions, 1)
     meta = logs.create_topic(name, num_partitions, overrides)
-    logger.info("topic_created", topic=name, partitions=num_partitions, configs=overrides)
+    logger.info("topic_created", topic=name, topic_id=str(uuid.UUID(bytes=bytes(meta.topic_id))),
+                partitions=num_partitions, configs=overrides, via=via, client_id=client_id)
     return CreatedTopic(name, meta.topic_id, num_partitions, 1)
 
 

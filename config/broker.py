@@ -52,7 +52,9 @@ _def(ConfigDef("listeners", S, "PLAINTEXT://127.0.0.1:9092",
                "Comma-separated listener URIs NAME://host:port (Sundial binds loopback by default; "
                "an empty host binds all interfaces)."))
 _def(ConfigDef("advertised.listeners", S, None,
-               "Listener URIs given to clients in Metadata; defaults to listeners."))
+               "Listener URIs given to clients in Metadata; defaults to listeners. Needed when a listener "
+               "binds 0.0.0.0 or :: (clients cannot connect to those); an empty host advertises the host's "
+               "name."))
 _def(ConfigDef("listener.security.protocol.map", S,
                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
                "Listener name to security protocol."))
@@ -115,7 +117,9 @@ _def(ConfigDef("unclean.leader.election.enable", B, False, "Default unclean.lead
 
 # --- consumed-log retention (seed 004) --------------------------------------------
 _def(ConfigDef("log.retention.commitoffset.enable", B, False,
-               "Delete segments early once every consumer group has committed past them (seed 004)."))
+               "Consumed-log retention: delete a segment early once every consumer group that reads the "
+               "topic has committed past it and it is older than retention.commitoffset.ms "
+               "(docs/retention.md)."))
 _def(ConfigDef("log.retention.commitoffset.ms", L, None, "Default retention.commitoffset.ms.", at_least(0)))
 _def(ConfigDef("log.retention.commitoffset.minutes", I, None, "Default retention.commitoffset.ms in minutes.",
                at_least(0)))
@@ -177,18 +181,51 @@ _def(ConfigDef("allow.everyone.if.no.acl.found", B, False, "Allow access to reso
 _def(ConfigDef("sundial.event.loop", S, "auto", "auto (uvloop when installed), uvloop, or asyncio.",
                one_of("auto", "uvloop", "asyncio")))
 _def(ConfigDef("sundial.metrics.listener", S, None,
-               "host:port of the Prometheus metrics endpoint; unset means off."))
+               "host:port (or [ipv6]:port) of the Prometheus metrics endpoint; port 0 picks a free one; "
+               "unset or empty means off.", lambda v: v and parse_host_port(v) and None))
 _def(ConfigDef("sundial.shutdown.grace.ms", L, 10_000, "How long a clean shutdown waits for in-flight requests.",
                at_least(0)))
 _def(ConfigDef("sundial.credentials.file", S, None,
                "SCRAM/PLAIN credentials store; default <first log dir>/credentials.json."))
 _def(ConfigDef("sundial.acls.file", S, None, "ACL rules file; default <first log dir>/acls.json."))
+_def(ConfigDef("sundial.connection.max.queued.bytes", L, 16 * 1024 * 1024,
+               "Bytes of request frames queued on one connection before reading from it pauses.", at_least(1)))
 _def(ConfigDef("sundial.connection.max.pending.produce.requests", I, 100,
                "Produce requests (acks 1 or all) one connection may have appended but not yet answered "
                "while it goes on reading the requests behind them; 1 turns pipelining off.", at_least(1)))
 _def(ConfigDef("sundial.connection.max.pending.produce.bytes", L, 16 * 1024 * 1024,
                "Bytes of Produce requests one connection may have appended but not yet answered.",
                at_least(1)))
+
+def parse_host_port(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``host:port``, ``[ipv6]:port`` or ``:port`` (``default_host``) → (host, port).
+
+    An ``http://`` prefix is accepted (a URL pasted from a scrape config). Raises
+    ValueError with a message a user can act on; ``ConfigDef.parse`` names the key.
+    """
+    value = text.strip()
+    if value.lower().startswith("http://"):
+        value = value[len("http://"):].rstrip("/")
+    if value.startswith("["):
+        host, sep, port_text = value[1:].partition("]")
+        if not sep or not port_text.startswith(":") or not host:
+            raise ValueError("expected host:port, e.g. 127.0.0.1:9404 or [::1]:9404")
+        port_text = port_text[1:]
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep:
+            raise ValueError("expected host:port, e.g. 127.0.0.1:9404")
+        if ":" in host:
+            raise ValueError("write an IPv6 address in brackets, e.g. [::1]:9404")
+    if not port_text.isdigit():
+        raise ValueError(f"the port {port_text!r} is not a number" if port_text else "the port is missing")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"the port {port} is above 65535")
+    if any(c.isspace() or c in "/?#@" for c in host):
+        raise ValueError(f"{host!r} is not a host name or address")
+    return host or default_host, port
+
 
 #: Keys of Kafka's server.properties that a single node ignores (warned, not refused).
 IGNORED_KAFKA_KEYS = frozenset({
@@ -199,6 +236,10 @@ IGNORED_KAFKA_KEYS = frozenset({
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "inter.broker.protocol.version", "num.replica.fetchers", "metadata.log.dir",
 })
+
+
+#: Addresses a listener may bind but a client cannot connect to (Kafka refuses to advertise 0.0.0.0).
+WILDCARD_HOSTS = ("0.0.0.0", "::")
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,15 +320,42 @@ class BrokerConfig:
         self._check()
 
     def _check(self) -> None:
-        self.listeners  # parse errors surface at load time
-        self.advertised_listeners
-        defaults = self.topic_defaults()
+        self._check_advertised(self.listeners, self.advertised_listeners)
+        try:
+            defaults = self.topic_defaults()
+        except ConfigError as exc:
+            if exc.name != "retention.commitoffset.ms":
+                raise
+            # Name the broker keys the user set, not the topic keys they stand in for.
+            raise ConfigError("log.retention.commitoffset.ms",
+                              exc.message.replace("retention.ms", "log.retention.ms|minutes|hours")) from None
         if defaults.retention_ms >= 0 and any(
                 k in self.explicit for k in ("log.retention.commitoffset.ms", "log.retention.commitoffset.minutes",
                                              "log.retention.commitoffset.hours")):
             if defaults.retention_commitoffset_ms > defaults.retention_ms:
                 raise ConfigError("log.retention.commitoffset.ms",
                                   "consumed retention cannot be longer than log.retention.*")
+
+    def _check_advertised(self, listeners: list[Listener], advertised: list[Listener]) -> None:
+        """Kafka's checks of what clients are told: every advertised name is a listener, and no
+        advertised host is the wildcard 0.0.0.0 or :: (clients cannot connect to it). When
+        advertised.listeners is unset the listeners are advertised, so a listener bound to a
+        wildcard needs advertised.listeners (an empty host advertises the host's name, as Kafka)."""
+        names = {l.name for l in listeners}
+        explicit = bool(self.values["advertised.listeners"])
+        for adv in advertised:
+            if adv.name not in names:
+                raise ConfigError("advertised.listeners", f"listener name {adv.name} is not in listeners "
+                                  f"({', '.join(sorted(names))})")
+            if adv.host in WILDCARD_HOSTS:
+                shown = f"[{adv.host}]" if ":" in adv.host else adv.host
+                if explicit:
+                    raise ConfigError("advertised.listeners", f"{adv.name}://{shown}:{adv.port} uses the "
+                                      f"non-routable address {adv.host}; advertise a host name or address "
+                                      f"clients can reach")
+                raise ConfigError("advertised.listeners", f"listener {adv.name} binds {adv.host}, which clients "
+                                  f"cannot connect to; set advertised.listeners={adv.name}://HOST:{adv.port} "
+                                  f"with a host name or address clients can reach")
 
     def __getitem__(self, name: str) -> Any:
         canon = BROKER_CONFIGS.canonical(name)
@@ -314,6 +382,12 @@ class BrokerConfig:
         if not text:
             return self.listeners
         return parse_listeners(text, self.values["listener.security.protocol.map"], "advertised.listeners")
+
+    @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the Prometheus endpoint, or None when it is off."""
+        text = self.values["sundial.metrics.listener"]
+        return parse_host_port(text) if text else None
 
     @property
     def log_dirs(self) -> list[str]:

@@ -199,7 +199,8 @@ UNCLEAN_LEADER_ELECTION_ENABLE = _def(ConfigDef(
     None, (Synonym("unclean.leader.election.enable"),)))
 RETENTION_COMMITOFFSET_MS = _def(ConfigDef(
     "retention.commitoffset.ms", L, None,
-    "Sundial (seed 004): age a fully consumed segment must reach before consumed retention deletes it.",
+    "Consumed-log retention (Sundial): how old a segment must be (its largest timestamp) before it is "
+    "deleted once every consumer group has committed past it; at most retention.ms.",
     at_least(0),
     (Synonym("log.retention.commitoffset.ms"), Synonym("log.retention.commitoffset.minutes", MINUTES_TO_MS),
      Synonym("log.retention.commitoffset.hours", HOURS_TO_MS))))

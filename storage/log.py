@@ -125,6 +125,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing):
         self._dir_dirty = False
         self._last_flush_ms: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
+        self._future_hold_logged: int | None = None   # base offset of the future-timestamp hold last warned
         self._closed = False
         # some rolled (or rebuilt) segment's index files are not fsynced yet
         self._index_sync_needed = False

@@ -219,8 +219,7 @@ class LogManager:
         self._persist_metadata()
         for p in range(partitions):
             self._create_partition_dir(meta, p)
-        logger.info("topic_created", topic=name, partitions=partitions, overrides=stored)
-        return meta
+        return meta  # the broker logs the creation once, with who asked for it
 
     def create_partitions(self, name: str, total: int) -> TopicMetadata:
         self._check_started()

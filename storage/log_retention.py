@@ -18,6 +18,7 @@ import structlog
 
 from . import files
 from .retention import (
+    HOLD_FUTURE_TIMESTAMP,
     REASON_CONSUMED,
     REASON_LOG_START,
     REASON_SIZE,
@@ -66,20 +67,29 @@ class LogRetention:
             decision = rule(facts)
             if decision.hold is not None:
                 outcome.held.append(decision.hold)
-                self._log_hold(decision.hold)
             if decision.count:
                 self._delete_prefix(decision.count, facts, reason, now_ms, outcome)
+        self._log_future_hold(next((h for h in outcome.held if h.reason == HOLD_FUTURE_TIMESTAMP), None))
         outcome.log_start_offset = self.log_start_offset
         return outcome
 
-    def _log_hold(self, hold) -> None:
-        if hold.reason == "future_timestamp":
-            logger.warning("retention_held_by_future_timestamp", topic=self.topic, partition=self.partition,
-                           base_offset=hold.base_offset, last_offset=hold.last_offset,
-                           largest_timestamp_ms=hold.largest_timestamp_ms, detail=hold.detail)
-        else:
-            logger.info("retention_held", topic=self.topic, partition=self.partition, reason=hold.reason,
-                        base_offset=hold.base_offset, last_offset=hold.last_offset, detail=hold.detail)
+    def _log_future_hold(self, hold) -> None:
+        """Warn when a future timestamp starts (or moves to another segment) holding time retention,
+        note when it stops: once per change, not on every pass. Consumed-retention holds are
+        logged by the broker, which knows the group."""
+        logged = self._future_hold_logged
+        if hold is None:
+            if logged is not None:
+                self._future_hold_logged = None
+                logger.info("retention_hold_released", topic=self.topic, partition=self.partition,
+                            reason=HOLD_FUTURE_TIMESTAMP, base_offset=logged)
+            return
+        if logged == hold.base_offset:
+            return
+        self._future_hold_logged = hold.base_offset
+        logger.warning("retention_held_by_future_timestamp", topic=self.topic, partition=self.partition,
+                       base_offset=hold.base_offset, last_offset=hold.last_offset,
+                       largest_timestamp_ms=hold.largest_timestamp_ms, detail=hold.detail)
 
     def _delete_prefix(self, count: int, facts: list[SegmentFacts], reason: str, now_ms: int,
                        outcome: RetentionOutcome) -> None:

@@ -32,7 +32,10 @@ Holds: when a rule stops at a segment for a reason an operator should know, a
 :class:`HeldSegment` says so — ``future_timestamp`` (its largest timestamp is ahead of
 the clock, so time retention cannot pass it and everything behind it waits: KAFKA-6482,
 Redpanda #9820) and ``not_consumed`` (old enough for consumed retention but a group has
-not committed past it). Ordinary "not old enough yet" is not a hold.
+not committed past it). Ordinary "not old enough yet" is not a hold, nor is a segment
+retention could never delete anyway: the empty last segment (a retention roll has just
+created it, and its mtime may be a moment ahead of the pass's clock) or the last
+segment whose time is its mtime.
 
 The caller (:meth:`storage.log.PartitionLog.delete_old_segments`) rolls first when a
 rule would delete every segment, advances the log start offset to the first surviving
@@ -155,6 +158,22 @@ def _hold(seg: SegmentFacts, reason: str, detail: str) -> HeldSegment:
     return HeldSegment(seg.base_offset, seg.upper_offset - 1, seg.largest_timestamp_ms, reason, detail)
 
 
+def _time_could_delete(segments: Sequence[SegmentFacts], index: int, high_watermark: int) -> bool:
+    """Whether only its timestamp keeps time retention from ``segments[index]``.
+
+    Not the last segment when it is empty (never deleted: the one a retention roll just
+    created) or when its time comes from the file's mtime (the active segment of a log
+    without record timestamps is written to after the pass read the clock), and not a
+    segment above the high watermark.
+    """
+    seg = segments[index]
+    if high_watermark < seg.upper_offset:
+        return False
+    if index == len(segments) - 1 and (seg.upper_offset <= seg.base_offset or seg.timestamp_source != "records"):
+        return False
+    return True
+
+
 def time_rule(segments: Sequence[SegmentFacts], high_watermark: int, retention_ms: int, now_ms: int) -> Decision:
     if retention_ms < 0:
         return Decision(0, None)
@@ -163,7 +182,7 @@ def time_rule(segments: Sequence[SegmentFacts], high_watermark: int, retention_m
     hold = None
     if count < len(segments):
         blocker = segments[count]
-        if blocker.largest_timestamp_ms > now_ms:
+        if blocker.largest_timestamp_ms > now_ms and _time_could_delete(segments, count, high_watermark):
             behind = sum(1 for s in segments[count + 1:] if now_ms - s.largest_timestamp_ms > retention_ms)
             hold = _hold(blocker, HOLD_FUTURE_TIMESTAMP,
                          f"largest timestamp is {blocker.largest_timestamp_ms - now_ms} ms in the future "

@@ -36,6 +36,7 @@ from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..errors import error_code_for
+from ..refusals import refuse
 from ..topics import INTERNAL_TOPICS, TopicError, create_topic
 
 logger = structlog.get_logger(__name__)
@@ -78,7 +79,8 @@ async def handle_create_topics(ctx, request):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "give either assignments or partitions/replication factor, not both")
             created = create_topic(broker, t.name, t.num_partitions, t.replication_factor, configs,
-                                   validate_only=validate_only, assignments=assignments or None)
+                                   validate_only=validate_only, assignments=assignments or None,
+                                   client_id=ctx.client_id)
         except TopicError as exc:
             entry["error_code"] = exc.error_code
             entry["error_message"] = exc.message
@@ -225,6 +227,8 @@ async def handle_describe_configs(ctx, request):
         else:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
             entry["error_message"] = f"resource type {res.resource_type} is not supported"
+            refuse(ctx, f"config_resource:DESCRIBE_CONFIGS:{res.resource_type}", entry["error_message"],
+                   api="DESCRIBE_CONFIGS", error="INVALID_REQUEST", resource=res.resource_name)
             results.append(entry)
             continue
         keys = res.configuration_keys
@@ -235,6 +239,13 @@ async def handle_describe_configs(ctx, request):
                                         include_documentation=include_documentation) for r in rows]
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _api_name(ctx) -> str:
+    try:
+        return ApiKey(ctx.api_key).name
+    except (ValueError, AttributeError):
+        return "?"
 
 
 def _config_access_denied(ctx, res, operation):
@@ -275,10 +286,17 @@ def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None
             overrides = new_overrides_fn(dict(meta.overrides))
             _apply_topic_overrides(broker, res.resource_name, overrides, validate_only)
         elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-            raise TopicError(ErrorCode.INVALID_REQUEST,
-                             "broker settings are static in Sundial: edit server.properties and restart")
+            reason = "broker settings are static in Sundial: edit server.properties and restart"
+            if ctx is not None:
+                refuse(ctx, "alter_broker_config", reason, api=_api_name(ctx), error="INVALID_REQUEST",
+                       resource=res.resource_name)
+            raise TopicError(ErrorCode.INVALID_REQUEST, reason)
         else:
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
+            reason = f"resource type {res.resource_type} is not supported"
+            if ctx is not None:
+                refuse(ctx, f"config_resource:{_api_name(ctx)}:{res.resource_type}", reason, api=_api_name(ctx),
+                       error="INVALID_REQUEST", resource=res.resource_name)
+            raise TopicError(ErrorCode.INVALID_REQUEST, reason)
     except TopicError as exc:
         entry["error_code"] = exc.error_code
         entry["error_message"] = exc.message

@@ -39,6 +39,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
+from ..refusals import refuse
 from ..groups.coordinator import CommitRequest
 
 logger = structlog.get_logger(__name__)
@@ -78,12 +79,13 @@ def _endpoint(ctx):
 
 def _find_one(ctx, key: str, key_type: int) -> dict:
     coord = _coordinator(ctx)
-    if key_type == KEY_TYPE_TRANSACTION:
-        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "Sundial has no transaction coordinator",
-                "node_id": -1, "host": "", "port": -1}
     if key_type != KEY_TYPE_GROUP:
-        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}",
-                "node_id": -1, "host": "", "port": -1}
+        reason = ("Sundial has no transaction coordinator" if key_type == KEY_TYPE_TRANSACTION
+                  else f"unknown key type {key_type}")
+        refuse(ctx, f"find_coordinator:key_type:{key_type}", reason, api="FIND_COORDINATOR",
+               error="INVALID_REQUEST", key=key)
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": reason, "node_id": -1, "host": "",
+                "port": -1}
     if not _group_ok(ctx, AclOperation.DESCRIBE, key):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None,
                 "node_id": -1, "host": "", "port": -1}

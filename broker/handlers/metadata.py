@@ -107,7 +107,7 @@ async def handle_metadata(ctx, request):
                         is_authorized(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
                         or is_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
                     try:
-                        create_topic(broker, name, -1)
+                        create_topic(broker, name, -1, via="auto-create (Metadata)", client_id=ctx.client_id)
                         meta = logs.topic(name)
                     except TopicError as exc:
                         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:

@@ -26,7 +26,7 @@ from records.codecs import ZSTD
 from records.layout import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, V2_HEADER
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
-from ..connection import CloseConnection
+from ..errors import CloseConnection
 from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
 

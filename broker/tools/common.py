@@ -13,7 +13,11 @@ Exit codes (every tool):
 * ``130`` – interrupted (Ctrl-C).
 
 Wire tools use kafka-python 3.0.12 (``KafkaAdminClient``, ``KafkaConsumer``,
-``KafkaProducer``) and therefore work against any Kafka-compatible broker. Security
+``KafkaProducer``) and therefore work against any Kafka-compatible broker. Bootstrap
+addresses must be ``HOST:PORT`` (:func:`parse_bootstrap`, a usage error otherwise);
+before the first client is built, :func:`probe_bootstrap` connects to all of them at once
+and fails at once when every one refuses, instead of kafka-python retrying until the
+timeout. Security
 settings come from ``--command-config FILE`` (Kafka's properties names, see
 :data:`CLIENT_PROPERTY_NAMES`). The tools never print kafka-python's log lines unless
 ``SUNDIAL_TOOLS_DEBUG=1``; structlog (used by ``storage/``) is routed to stderr so
@@ -22,10 +26,13 @@ stdout carries only the tool's output.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
 import re
+import selectors
+import socket
 import sys
 import time
 from typing import Callable, Iterable, Sequence
@@ -155,9 +162,10 @@ def tool_command(command: str):
 
 
 def add_bootstrap_argument(parser, flag: str = "--bootstrap-server", *, required: bool = True,
-                           what: str = "the broker") -> None:
+                           what: str = "the broker to connect to") -> None:
+    """``what`` is a phrase naming the cluster; the help adds the address format."""
     parser.add_argument(flag, required=required, metavar="HOST:PORT[,HOST:PORT...]",
-                        help=f"{what} to connect to (any Kafka-compatible broker)")
+                        help=f"{what} (HOST:PORT, several comma-separated; any Kafka-compatible broker)")
 
 
 def add_client_arguments(parser) -> None:
@@ -300,23 +308,126 @@ def read_client_properties(path: str | None) -> dict:
     return kwargs
 
 
+def parse_bootstrap(text: str | None, flag: str = "--bootstrap-server") -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` → [(host, port)]; a malformed address is a usage error (exit 2).
+
+    The port is required (Kafka's tools require it too; kafka-python would quietly assume
+    9092); an IPv6 address goes in brackets: ``[::1]:9092``.
+    """
+    if not text or not text.strip():
+        raise ToolError(f"{flag}: no address given; use HOST:PORT, e.g. 127.0.0.1:9092", EXIT_USAGE)
+    out = []
+    for server in text.split(","):
+        server = server.strip()
+        host, port, why = _parse_address(server)
+        if why:
+            raise ToolError(f"{flag}: bad address {server!r}: {why}; use HOST:PORT, e.g. 127.0.0.1:9092",
+                            EXIT_USAGE)
+        out.append((host, port))
+    return out
+
+
+def _parse_address(server: str) -> tuple[str, int, str]:
+    """(host, port, "") or ("", 0, what is wrong)."""
+    if server.startswith("["):
+        host, sep, rest = server[1:].partition("]")
+        if not sep or not host or (rest and not rest.startswith(":")):
+            return "", 0, "expected [IPv6]:PORT"
+        port_text = rest[1:]
+        if not re.fullmatch(r"[0-9a-fA-F:.]+", host):
+            return "", 0, f"{host!r} is not an IPv6 address"
+    else:
+        host, sep, port_text = server.rpartition(":")
+        if not sep:
+            return "", 0, "the port is missing"
+        if ":" in host:
+            return "", 0, "write an IPv6 address in brackets, e.g. [::1]:9092"
+        if not host or not re.fullmatch(r"[A-Za-z0-9._-]+", host):
+            return "", 0, f"{host!r} is not a host name or address"
+    if not port_text:
+        return "", 0, "the port is missing"
+    if not port_text.isdigit():
+        return "", 0, f"the port {port_text!r} is not a number"
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        return "", 0, f"the port {port} is not in 1-65535"
+    return host, port, ""
+
+
+def probe_bootstrap(servers: Sequence[tuple[str, int]], timeout_ms: int, shown: str) -> None:
+    """Open a TCP connection to every bootstrap address at once; return as soon as one connects.
+
+    Raises a ToolError as soon as **every** address has failed (refused, unresolvable,
+    unreachable) instead of letting the client retry until its timeout, and after
+    ``timeout_ms`` when none answered. kafka-python would only find out the same thing
+    slowly: its bootstrap loop retries refused addresses until the timeout.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    failures: dict[str, str] = {}
+    selector = selectors.DefaultSelector()
+    sockets: list[socket.socket] = []
+    try:
+        for host, port in servers:
+            name = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as exc:
+                failures[name] = _reason(exc)
+                continue
+            for family, type_, proto, _canon, addr in infos:
+                try:
+                    sock = socket.socket(family, type_, proto)
+                except OSError as exc:
+                    failures.setdefault(name, _reason(exc))
+                    continue
+                sockets.append(sock)
+                sock.setblocking(False)
+                code = sock.connect_ex(addr)
+                if code == 0:
+                    return
+                if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+                    selector.register(sock, selectors.EVENT_WRITE, name)
+                else:
+                    failures.setdefault(name, _reason(OSError(code, os.strerror(code))))
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ToolError(f"cannot reach a broker at {shown} within {timeout_ms} ms (no answer to connect)")
+            for key, _events in selector.select(remaining):
+                sock = key.fileobj
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                selector.unregister(sock)
+                if code == 0:
+                    return
+                failures.setdefault(key.data, _reason(OSError(code, os.strerror(code))))
+    finally:
+        selector.close()
+        for sock in sockets:
+            sock.close()
+    if len(failures) == 1:
+        raise ToolError(f"cannot reach a broker at {shown}: {next(iter(failures.values()))}")
+    raise ToolError(f"cannot reach a broker at {shown} ("
+                    + "; ".join(f"{name}: {why}" for name, why in failures.items()) + ")")
+
+
+def _reason(exc: OSError) -> str:
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
 class ClientSettings:
     """Where and how to connect: bootstrap servers, timeout and security settings."""
 
     def __init__(self, bootstrap: str, *, timeout_ms: int = DEFAULT_TIMEOUT_MS, extra: dict | None = None,
-                 client_id: str = "sundial-tools") -> None:
-        if not bootstrap or not bootstrap.strip():
-            raise ToolError("no bootstrap server given; use HOST:PORT")
-        for server in bootstrap.split(","):
-            server = server.strip()
-            if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:\s\[\]]+)(:\d{1,5})?", server):
-                raise ToolError(f"bad bootstrap server {server!r}; use HOST:PORT")
+                 client_id: str = "sundial-tools", flag: str = "--bootstrap-server") -> None:
+        self.servers = parse_bootstrap(bootstrap, flag)
         if timeout_ms <= 0:
-            raise ToolError("--timeout-ms must be positive")
-        self.bootstrap = bootstrap.strip()
+            raise ToolError("--timeout-ms must be positive", EXIT_USAGE)
+        self.bootstrap = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.servers)
         self.timeout_ms = timeout_ms
         self.extra = dict(extra or {})
         self.extra.setdefault("client_id", client_id)
+        self._reachable = False
 
     @classmethod
     def from_args(cls, args, bootstrap: str | None = None) -> "ClientSettings":
@@ -325,6 +436,9 @@ class ClientSettings:
                    extra=read_client_properties(getattr(args, "command_config", None)))
 
     def _common(self) -> dict:
+        if not self._reachable:
+            probe_bootstrap(self.servers, self.timeout_ms, self.bootstrap)
+            self._reachable = True
         request_timeout = max(self.timeout_ms, 1000)
         return {"bootstrap_servers": self.bootstrap, "request_timeout_ms": request_timeout,
                 "bootstrap_timeout_ms": self.timeout_ms, **self.extra}

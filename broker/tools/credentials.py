@@ -27,6 +27,7 @@ DESCRIBE on the topic and READ on the group.
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import os
 import sys
@@ -38,56 +39,111 @@ from ..logsetup import configure_logging
 from ..sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS, CredentialsError, CredentialStore
 
 
+CREDENTIALS_EPILOG = """examples:
+  sundial credentials add alice --config server.properties          (prompts for the password twice)
+  printf '%s\\n' "$PW" | sundial credentials add app --data-dir ./sundial-data --mechanism SCRAM-SHA-512
+  sundial credentials list --data-dir ./sundial-data
+  sundial credentials delete alice --data-dir ./sundial-data
+
+The store is sundial.credentials.file (default <first log dir>/credentials.json). It holds
+SCRAM salts and derived keys, never passwords; a running broker uses a change at the next
+login. PLAIN logins are checked against the same SCRAM entries. Kafka admin clients change
+the same store over the wire (AlterUserScramCredentials).
+exit codes: 0 done, 1 error (one line on stderr), 2 bad command line."""
+
+ACLS_EPILOG = """examples:
+  sundial acls add --allow-principal User:alice --operation Read --operation Describe --topic orders \\
+      --data-dir ./sundial-data
+  sundial acls add --allow-principal User:app --producer --topic orders --data-dir ./sundial-data
+  sundial acls add --allow-principal User:app --consumer --topic orders --group billing --data-dir ./sundial-data
+  sundial acls add --allow-principal User:etl --operation Read --topic logs. --resource-pattern-type prefixed \\
+      --data-dir ./sundial-data
+  sundial acls list --principal User:alice --data-dir ./sundial-data
+  sundial acls remove --allow-principal User:alice --operation Read --topic orders --data-dir ./sundial-data
+
+Rules are enforced when the broker sets authorizer.class.name (any value); super.users
+bypass them and allow.everyone.if.no.acl.found opens resources without rules. The file is
+sundial.acls.file (default <first log dir>/acls.json); a running broker reloads it within
+a second. Kafka admin clients change the same rules over the wire (CreateAcls, DeleteAcls).
+exit codes: 0 done, 1 error or no matching rule (one line on stderr), 2 bad command line."""
+
+
 def _common(p) -> None:
     p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                    help="server.properties of the broker (to find its data directory)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker setting, as for sundial serve (repeatable)")
-    p.add_argument("--data-dir", default=None, help="data directory (default: the broker's first log dir)")
+    p.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="data directory (default: the broker's first log dir)")
 
 
 def add_parser(subparsers) -> None:
-    c = subparsers.add_parser("credentials", help="manage SASL/SCRAM users (offline)",
-                              description="Add, list and delete SASL users in the broker's credentials store.")
+    fmt = argparse.RawDescriptionHelpFormatter
+    c = subparsers.add_parser("credentials", help="manage SASL/SCRAM users (offline, no broker needed)",
+                              description="Add, list and delete SASL users in the broker's credentials store. "
+                                          "Works on the files; no running broker is needed.",
+                              epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
     csub = c.add_subparsers(dest="action", metavar="ACTION")
     csub.required = True
-    add = csub.add_parser("add", help="add a user or change its password")
-    add.add_argument("user")
-    add.add_argument("--password", default=None, help="the password (default: stdin or a prompt)")
-    add.add_argument("--password-file", default=None, help="read the password from the first line of this file")
+    add = csub.add_parser("add", help="add a user or change its password",
+                          description="Store SCRAM credentials for a user (a new user, or a new password).",
+                          epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
+    add.add_argument("user", help="the user name (the principal is User:<name>)")
+    add.add_argument("--password", default=None,
+                     help="the password (default: the first line of stdin, or a prompt on a terminal)")
+    add.add_argument("--password-file", default=None, metavar="FILE",
+                     help="read the password from the first line of this file")
     add.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS), default=None,
                      help="SCRAM mechanism to store (repeatable; default both); PLAIN logins use these too")
-    add.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="PBKDF2 iterations (4096-16384)")
+    add.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, metavar="N",
+                     help=f"PBKDF2 iterations, 4096-16384 (default {DEFAULT_ITERATIONS})")
     _common(add)
-    lst = csub.add_parser("list", help="list users and their mechanisms")
+    lst = csub.add_parser("list", help="list users and their mechanisms",
+                          description="List the users of the credentials store and their SCRAM mechanisms.",
+                          epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
     _common(lst)
-    dele = csub.add_parser("delete", help="delete a user (or only some of its mechanisms)")
-    dele.add_argument("user")
-    dele.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS), default=None)
+    dele = csub.add_parser("delete", help="delete a user (or only some of its mechanisms)",
+                           description="Delete a user, or only its credentials for the given mechanisms.",
+                           epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
+    dele.add_argument("user", help="the user name")
+    dele.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS), default=None,
+                      help="delete only this mechanism's credentials (repeatable; default: the whole user)")
     _common(dele)
     c.set_defaults(func=run)
 
-    a = subparsers.add_parser("acls", help="manage ACL rules (offline)",
-                              description="Add, list and remove ACL rules (Kafka's kafka-acls options).")
+    a = subparsers.add_parser("acls", help="manage ACL rules (offline, no broker needed)",
+                              description="Add, list and remove ACL rules, with kafka-acls.sh's options. Works on "
+                                          "the files; no running broker is needed.",
+                              epilog=ACLS_EPILOG, formatter_class=fmt)
     asub = a.add_subparsers(dest="action", metavar="ACTION")
     asub.required = True
     for name, helptext in (("add", "add rules"), ("list", "list rules"), ("remove", "remove rules")):
-        p = asub.add_parser(name, help=helptext)
-        p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
-        p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
-        p.add_argument("--principal", action="append", default=[], help="list: rules of this principal")
-        p.add_argument("--allow-host", action="append", default=[], metavar="HOST")
-        p.add_argument("--deny-host", action="append", default=[], metavar="HOST")
+        p = asub.add_parser(name, help=helptext, description=f"{helptext[0].upper()}{helptext[1:]} "
+                                                             f"(kafka-acls.sh --{name}).",
+                            epilog=ACLS_EPILOG, formatter_class=fmt)
+        p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL",
+                       help="principal allowed, e.g. User:alice (repeatable)")
+        p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL",
+                       help="principal denied; a DENY rule wins over any ALLOW (repeatable)")
+        p.add_argument("--principal", action="append", default=[], metavar="PRINCIPAL",
+                       help="list: only the rules of this principal (repeatable)")
+        p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="host the ALLOW rules apply to (default: * every host)")
+        p.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+                       help="host the DENY rules apply to (default: * every host)")
         p.add_argument("--operation", action="append", default=[],
                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
                             "AlterConfigs, IdempotentWrite, All (repeatable)")
-        p.add_argument("--topic", action="append", default=[])
-        p.add_argument("--group", action="append", default=[])
-        p.add_argument("--transactional-id", action="append", default=[])
-        p.add_argument("--cluster", action="store_true")
-        p.add_argument("--resource-pattern-type", default="literal", choices=["literal", "prefixed"])
-        p.add_argument("--producer", action="store_true", help="WRITE/DESCRIBE/CREATE on --topic")
-        p.add_argument("--consumer", action="store_true", help="READ/DESCRIBE on --topic, READ on --group")
+        p.add_argument("--topic", action="append", default=[], help="a topic resource (repeatable)")
+        p.add_argument("--group", action="append", default=[], help="a consumer group resource (repeatable)")
+        p.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+                       help="a transactional id resource (repeatable)")
+        p.add_argument("--cluster", action="store_true", help="the cluster resource")
+        p.add_argument("--resource-pattern-type", default="literal", choices=["literal", "prefixed"],
+                       help="literal (default): the exact name; prefixed: every name starting with it")
+        p.add_argument("--producer", action="store_true",
+                       help="WRITE, DESCRIBE and CREATE on --topic, IDEMPOTENT_WRITE on the cluster")
+        p.add_argument("--consumer", action="store_true", help="READ and DESCRIBE on --topic, READ on --group")
         _common(p)
     a.set_defaults(func=run)
 
@@ -122,8 +178,18 @@ def run(args) -> int:
             return _run_credentials(args)
         return _run_acls(args)
     except (CredentialsError, AclError, ConfigError, OSError) as exc:
-        print(f"sundial {args.command}: {exc}", file=sys.stderr)
+        print(f"sundial {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"sundial {args.command}: error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror[:1].lower()}{exc.strerror[1:]}{where}"
+    return " ".join(str(exc).split())
 
 
 def _run_credentials(args) -> int:
@@ -136,7 +202,7 @@ def _run_credentials(args) -> int:
         return 0
     if args.action == "delete":
         if not store.delete_user(args.user, args.mechanism):
-            print(f"sundial credentials: no user {args.user!r}", file=sys.stderr)
+            print(f"sundial credentials: error: no user {args.user!r}", file=sys.stderr)
             return 1
         print(f"deleted {args.user}" + (f" ({', '.join(args.mechanism)})" if args.mechanism else ""))
         return 0
@@ -208,7 +274,7 @@ def _run_acls(args) -> int:
         for r in removed:
             print(f"removed: {r.describe()}")
         if not removed:
-            print("sundial acls: no matching rule", file=sys.stderr)
+            print("sundial acls: error: no matching rule", file=sys.stderr)
             return 1
         return 0
     principals = set(args.principal) | set(args.allow_principal) | set(args.deny_principal)

@@ -48,13 +48,14 @@ EPILOG = """examples:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "failover", help="move a group from cluster A to cluster B at T − X (seed 001)",
+        "failover", help="move a consumer group to cluster B, resuming at the time it reached on A minus a safety "
+                         "margin",
         description="Commit offsets for a group on cluster B so that it resumes at T − X, where T is the "
                     "timestamp of the last record the group consumed on cluster A and X a safety margin. "
                     "Prints the plan; commits only with --execute.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap_argument(p, "--source-bootstrap", required=False,
-                           what="cluster A, where the group consumed until now (not needed with --at)")
+                           what="cluster A, where the group has consumed until now; not needed with --at")
     add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, where the group resumes")
     p.add_argument("--group", required=True, help="the consumer group to move")
     p.add_argument("--target-group", help="commit on B under this group id instead (default: --group)")
@@ -104,11 +105,11 @@ def run(args) -> int:
     if at_ms is not None and not topics:
         raise ToolError("--at needs --topics (the group's commits on A are not read)")
     target_group = args.target_group or args.group
-    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms,
+    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms, flag="--target-bootstrap",
                             extra=read_client_properties(args.target_command_config))
     source = None
     if at_ms is None:
-        source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms,
+        source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms, flag="--source-bootstrap",
                                 extra=read_client_properties(args.source_command_config))
 
     rows = _source_side(source, args.group, topics, at_ms) if source is not None else None

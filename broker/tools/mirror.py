@@ -16,7 +16,16 @@ committed offsets (partitions without one start at ``--from``); records produced
 after the last commit before a crash are copied again.
 
 Missing target topics are created with the source's partition count (``--no-create-topics``
-to refuse instead); a target topic with fewer partitions than the source is an error.
+to refuse instead) and with the source topic's settings that decide time on B
+(:data:`COPIED_TOPIC_CONFIGS`: ``message.timestamp.type``, retention, segment and
+compaction settings), where A sets them on the topic or its broker (DescribeConfigs
+source other than the default), as MirrorMaker 2 does; ``--no-copy-configs`` creates
+them with B's defaults instead. Not copied: the CreateTime bounds
+(``message.timestamp.*.max.ms``: a mirror replays old records by design, and a past bound
+would refuse a catch-up, which is why MirrorMaker 2 leaves them out too) and Sundial's
+consumed retention (``retention.commitoffset.*``: it depends on the groups of each
+cluster, and a Kafka cluster B would refuse the key). An existing target topic is left
+as it is. A target topic with fewer partitions than the source is an error.
 ``--target-prefix`` renames (``A.orders``).
 
 Reports end-to-end latency: target append time minus CreateTime. For a LogAppendTime
@@ -42,6 +51,15 @@ from .common import DEFAULT_TIMEOUT_MS, ClientSettings, ToolError, add_bootstrap
 from .timeparse import TimeFormatError, parse_time_spec
 from .wire import list_offsets, topic_partition_counts
 
+#: Settings a target topic created by the mirror takes from its source topic (see the module doc).
+COPIED_TOPIC_CONFIGS = (
+    "message.timestamp.type",
+    "retention.ms", "retention.bytes",
+    "segment.ms", "segment.bytes", "segment.jitter.ms", "segment.index.bytes", "index.interval.bytes",
+    "cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+)
+
 EPILOG = """examples:
   sundial mirror --source-bootstrap a:9092 --target-bootstrap b:9092 --topics orders,payments --group mirror-ab
   sundial mirror --source-bootstrap a:9092 --target-bootstrap b:9092 --topics orders --from now-1h --stop-at-end
@@ -55,8 +73,8 @@ def add_parser(subparsers) -> None:
                     "and timestamp (sent as CreateTime; a LogAppendTime topic on B re-stamps it). Resumable "
                     "through --group; reports end-to-end latency (target append time minus CreateTime).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_bootstrap_argument(p, "--source-bootstrap", what="cluster A, read from")
-    add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, written to")
+    add_bootstrap_argument(p, "--source-bootstrap", what="cluster A, which the records are copied from")
+    add_bootstrap_argument(p, "--target-bootstrap", what="cluster B, which the records are copied to")
     p.add_argument("--topics", action="append", required=True, metavar="TOPIC[,TOPIC...]",
                    help="topics to copy (repeatable, comma-separated)")
     p.add_argument("--group", help="consumer group on A keeping the mirror's position (resumable); without it "
@@ -66,6 +84,9 @@ def add_parser(subparsers) -> None:
                         "time (ms, ISO-8601 (no offset = UTC), now-DURATION)")
     p.add_argument("--target-prefix", default="", metavar="PREFIX", help="prefix for target topic names")
     p.add_argument("--no-create-topics", action="store_true", help="fail instead of creating missing target topics")
+    p.add_argument("--no-copy-configs", action="store_true",
+                   help="create missing target topics with B's defaults instead of the source topic's "
+                        "message.timestamp.type, retention, segment and compaction settings")
     p.add_argument("--stop-at-end", action="store_true",
                    help="stop once every partition reached the log end offset it had at start")
     p.add_argument("--max-records", type=int, default=None, metavar="N", help="stop after copying N records")
@@ -132,9 +153,9 @@ def run(args) -> int:
         raise ToolError(str(exc)) from None
     if start_spec.value == -3:
         raise ToolError("--from takes earliest, latest or a time")
-    source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms,
+    source = ClientSettings(args.source_bootstrap, timeout_ms=args.timeout_ms, flag="--source-bootstrap",
                             extra=read_client_properties(args.source_command_config), client_id="sundial-mirror")
-    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms,
+    target = ClientSettings(args.target_bootstrap, timeout_ms=args.timeout_ms, flag="--target-bootstrap",
                             extra=read_client_properties(args.target_command_config), client_id="sundial-mirror")
     mapping = {t: args.target_prefix + t for t in topics}
     admin_a = admin_b = consumer = producer = None
@@ -142,7 +163,8 @@ def run(args) -> int:
         admin_a = source.admin()
         admin_b = target.admin()
         counts = topic_partition_counts(admin_a, topics)
-        append_time_targets = _prepare_targets(admin_b, mapping, counts, create=not args.no_create_topics)
+        append_time_targets = _prepare_targets(admin_a, admin_b, mapping, counts, create=not args.no_create_topics,
+                                               copy_configs=not args.no_copy_configs)
         consumer = source.consumer(group_id=args.group, enable_auto_commit=False, auto_offset_reset="earliest",
                                    max_poll_records=1000)
         producer = target.producer(acks="all", linger_ms=5,
@@ -152,7 +174,17 @@ def run(args) -> int:
         close_quietly(producer, consumer, admin_a, admin_b)
 
 
-def _prepare_targets(admin_b, mapping: dict[str, str], counts: dict[str, int], *, create: bool) -> set[str]:
+def source_topic_configs(admin_a, topic: str) -> dict[str, str]:
+    """The :data:`COPIED_TOPIC_CONFIGS` that A sets for ``topic`` (on the topic or its broker)."""
+    from .topics import topic_configs
+
+    return {name: entry["value"] for name, entry in sorted(topic_configs(admin_a, topic).items())
+            if name in COPIED_TOPIC_CONFIGS and entry["source"] != "default" and entry["value"] is not None
+            and not entry.get("sensitive")}
+
+
+def _prepare_targets(admin_a, admin_b, mapping: dict[str, str], counts: dict[str, int], *, create: bool,
+                     copy_configs: bool = True) -> set[str]:
     """Create missing target topics; return the target topics that use LogAppendTime."""
     from kafka.admin import NewTopic
 
@@ -164,15 +196,23 @@ def _prepare_targets(admin_b, mapping: dict[str, str], counts: dict[str, int], *
         raise ToolError(f"target topic {mapping[missing[0]]!r} does not exist on B (drop --no-create-topics to "
                         f"create it)")
     if missing:
-        response = admin_b.create_topics([NewTopic(mapping[t], counts[t], -1) for t in missing], raise_errors=False)
+        configs = {t: source_topic_configs(admin_a, t) if copy_configs else {} for t in missing}
+        response = admin_b.create_topics([NewTopic(mapping[t], counts[t], -1, topic_configs=configs[t])
+                                          for t in missing], raise_errors=False)
         for result in response.get("topics", []):
             if result.get("error_code") not in (0, 36):    # 36: created meanwhile
                 from kafka.errors import for_code
 
-                raise ToolError(f"cannot create target topic {result.get('name')!r}: "
-                                f"{for_code(result['error_code']).__name__}: {result.get('error_message') or ''}")
+                name = result.get("name")
+                hint = (" (add --no-copy-configs to create it with B's defaults)"
+                        if any(configs.get(t) for t in missing if mapping[t] == name) else "")
+                raise ToolError(f"cannot create target topic {name!r}: "
+                                f"{for_code(result['error_code']).__name__}: {result.get('error_message') or ''}"
+                                f"{hint}")
         for t in missing:
-            print(f"Created target topic {mapping[t]} with {counts[t]} partitions.", file=sys.stderr)
+            copied = ", ".join(f"{k}={v}" for k, v in configs[t].items())
+            print(f"Created target topic {mapping[t]} with {counts[t]} partitions"
+                  + (f" and the source topic's configs {copied}." if copied else "."), file=sys.stderr)
     target_counts = topic_partition_counts(admin_b, mapping.values())
     for src, dst in mapping.items():
         if target_counts[dst] < counts[src]:

@@ -11,7 +11,10 @@ test, not by waiting. Every case asserts on ListOffsets earliest (kafka-python
 (b) no group: nothing is deleted before ``retention.ms``;
 (c) a live subscribed group that has not committed holds everything;
 (d) forced retention still deletes unconsumed segments after ``retention.ms``;
-(e) configuration errors (INVALID_CONFIG, a broker that refuses to start).
+(e) configuration errors (INVALID_CONFIG, a broker that refuses to start);
+(f) what the operator reads: a hold is logged once while it lasts (and once when it
+    ends), and the empty segment left by consuming everything raises no false
+    ``retention_held_by_future_timestamp`` warning.
 """
 
 from __future__ import annotations
@@ -244,3 +247,37 @@ def test_e_config_validation(retention_broker, tmp_path):
     with pytest.raises(RuntimeError, match="exited"):
         bad.start(timeout_s=20)
     assert "commitoffset" in bad.log_text()
+
+
+def _holds_counted(metrics_port: int, topic: str) -> float:
+    """sundial_consumed_retention_holds_total for the topic: one per retention pass that held it."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "sundial_consumed_retention_holds_total" and s.labels.get("topic") == topic)
+
+
+def test_f_holds_are_logged_on_change_and_a_full_roll_raises_no_false_warning(broker_factory):
+    metrics_port = free_port()
+    broker = broker_factory(**BROKER, **{"sundial.metrics.listener": f"127.0.0.1:{metrics_port}"}).start()
+    topic, bases = _topic(broker, [30 * MINUTE] * 60)
+    _commit(broker.bootstrap, "slow", topic, 3)
+    wait_until(lambda: _holds_counted(metrics_port, topic) >= 5, 60, "five retention passes that held the topic")
+
+    def events(name):
+        return [e for e in broker.log_lines() if e.get("event") == name and e.get("topic") == topic]
+
+    held = events("consumed_retention_held")
+    assert len(held) == 1, held                      # five passes held it, one line says so
+    assert held[0]["group"] == "slow" and held[0]["base_offset"] == _segment_of(bases, 3)
+    # Everything consumed: every segment goes, the log rolls and keeps one empty segment.
+    _commit(broker.bootstrap, "slow", topic, 60)
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention of everything")
+    assert _segment_bases(broker.data_dir, topic) == [60]
+    assert events("retention_held_by_future_timestamp") == []   # the fresh empty segment holds nothing
+    assert len(events("consumed_retention_released")) == 1
+    assert len(events("consumed_retention_held")) == 1

@@ -105,6 +105,41 @@ def test_unreachable_broker_is_one_line(name):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.parametrize("name", sorted(WIRE_COMMANDS))
+def test_refused_bootstrap_fails_fast(name):
+    """Every bootstrap address refuses: one line at once, not after --timeout-ms (default 15 s)."""
+    address = dead_address()
+    argv = [a.replace("{A}", address) for a in WIRE_COMMANDS[name]]
+    result = sundial(*argv, check=False, timeout_s=60)
+    assert_one_line_error(result, f"cannot reach a broker at {address}: connection refused")
+    assert result.code == 1
+
+
+def test_refused_bootstrap_returns_within_seconds():
+    # A generous bound on a busy host (interpreter start-up included); the default timeout is 15 s.
+    address = dead_address()
+    started = time.monotonic()
+    result = sundial("get-offsets", "--bootstrap-server", address, "--topic", "t", check=False, timeout_s=60)
+    assert_one_line_error(result, "cannot reach a broker", "connection refused")
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["get-offsets", "--bootstrap-server", "garbage", "--topic", "t"],
+     "--bootstrap-server: bad address 'garbage': the port is missing"),
+    (["topics", "list", "--bootstrap-server", "127.0.0.1:99999"], "the port 99999 is not in 1-65535"),
+    (["consumer-groups", "--bootstrap-server", "::1:9092", "--list"], "[::1]:9092"),
+    (["mirror", "--source-bootstrap", "127.0.0.1:1", "--target-bootstrap", "kafka", "--topics", "t"],
+     "--target-bootstrap: bad address 'kafka': the port is missing"),
+    (["failover", "--source-bootstrap", "a b:1", "--target-bootstrap", "127.0.0.1:1", "--group", "g",
+      "--safety", "15m"], "--source-bootstrap: bad address 'a b:1'"),
+])
+def test_malformed_bootstrap_is_a_usage_error(argv, fragment):
+    result = sundial(*argv, check=False, timeout_s=60)
+    assert_one_line_error(result, fragment)
+    assert result.code == 2
+
+
 def test_unknown_topic_group_and_bad_time_are_one_line(broker):
     b = broker.bootstrap
     missing = unique_topic("missing")
@@ -130,6 +165,31 @@ def test_unknown_topic_group_and_bad_time_are_one_line(broker):
                                   check=False), "no partition 5")
 
 
+def test_credentials_and_acls_work_offline_and_errors_are_one_line(tmp_path):
+    data = str(tmp_path / "data")
+    added = sundial("credentials", "add", "alice", "--password", "s3cret", "--data-dir", data)
+    assert "stored SCRAM-SHA-256, SCRAM-SHA-512 credentials for alice" in added.out
+    assert sundial("credentials", "list", "--data-dir", data).out.startswith("alice\t")
+    assert_one_line_error(sundial("credentials", "delete", "bob", "--data-dir", data, check=False),
+                          "sundial credentials: error: no user 'bob'")
+    rules = sundial("acls", "add", "--allow-principal", "User:app", "--producer", "--topic", "orders",
+                    "--data-dir", data)
+    assert "4 new rule(s)" in rules.out
+    assert "ALLOW User:app from host * to WRITE TOPIC LITERAL:orders" in sundial("acls", "list", "--data-dir",
+                                                                                   data).out
+    assert_one_line_error(sundial("acls", "remove", "--allow-principal", "User:bob", "--operation", "Read",
+                                  "--topic", "orders", "--data-dir", data, check=False),
+                          "sundial acls: error: no matching rule")
+    bad = sundial("acls", "add", "--allow-principal", "alice", "--operation", "Read", "--topic", "x",
+                  "--data-dir", data, check=False)
+    assert_one_line_error(bad, "sundial acls: error: principal 'alice' must look like User:<name>")
+    assert bad.code == 1
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert_one_line_error(sundial("credentials", "list", "--data-dir", str(blocker / "data"), check=False),
+                          "sundial credentials: error: ")
+
+
 def test_dump_log_missing_file_is_one_line(tmp_path):
     assert_one_line_error(sundial("dump-log", "--files", str(tmp_path / "00000000000000000000.log"), check=False),
                           "file not found")
@@ -137,10 +197,13 @@ def test_dump_log_missing_file_is_one_line(tmp_path):
 
 def test_help_of_every_command_runs():
     top = sundial("--help")
-    for name in ("serve", "topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror"):
+    for name in ("serve", "topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror",
+                 "credentials", "acls"):
         assert name in top.out
+    assert "exit codes:" in top.out and "seed 0" not in top.out
     for argv in (["topics", "--help"], ["get-offsets", "--help"], ["dump-log", "--help"],
                  ["consumer-groups", "--help"], ["failover", "--help"], ["mirror", "--help"],
+                 ["credentials", "--help"], ["acls", "--help"], ["serve", "--help"],
                  ["topics", "create", "--help"]):
         result = sundial(*argv)
         assert result.out.startswith("usage: sundial"), argv

@@ -105,3 +105,85 @@ def test_mirror_refuses_a_target_with_fewer_partitions(broker_factory, broker):
     missing = sundial("mirror", "--source-bootstrap", broker.bootstrap, "--target-bootstrap", b.bootstrap,
                       "--topics", topic, "--target-prefix", "x.", "--no-create-topics", check=False)
     assert missing.code == 1 and "does not exist on B" in missing.err
+
+
+TIME_CONFIGS = {"message.timestamp.type": "LogAppendTime", "retention.ms": "86400000", "segment.bytes": "1048576",
+                "segment.ms": "3600000", "cleanup.policy": "compact,delete", "min.compaction.lag.ms": "60000"}
+
+
+def _topic_overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """Configs set on the topic itself, as `sundial topics describe` shows them."""
+    out = sundial("topics", "describe", "--bootstrap-server", bootstrap, "--topic", topic)
+    configs = out.lines[0].split("Configs: ", 1)[1]
+    return dict(pair.split("=", 1) for pair in re.split(r",(?=[a-z.]+=)", configs) if pair)
+
+
+def test_mirror_creates_targets_with_the_source_time_configs_unless_told_not_to(broker_factory):
+    a = broker_factory(**{"log.retention.hours": "48"}).start()   # a broker-level setting counts too
+    b = broker_factory().start()
+    topic = unique_topic("tools-mirror-cfg")
+    create_topic(a.bootstrap, topic, PARTITIONS, {**TIME_CONFIGS, "message.timestamp.after.max.ms": "60000"})
+    bare = unique_topic("tools-mirror-bare")
+    create_topic(a.bootstrap, bare, 1)
+    now = int(time.time() * 1000)
+    produce_records(a.bootstrap, topic, [(i % PARTITIONS, now, f"k{i}".encode(), b"v", []) for i in range(9)])
+
+    out = sundial("mirror", "--source-bootstrap", a.bootstrap, "--target-bootstrap", b.bootstrap,
+                  "--topics", f"{topic},{bare}", "--stop-at-end", "--progress-interval-s", "0")
+    assert _topic_overrides(b.bootstrap, topic) == TIME_CONFIGS        # the bound is not copied
+    assert _topic_overrides(b.bootstrap, bare) == {"retention.ms": "172800000"}
+    assert f"Created target topic {topic} with {PARTITIONS} partitions and the source topic's configs " in out.err
+    assert f"{topic} -> {topic} (LogAppendTime)" in out.out            # B stamps its own append time
+    assert out.out.startswith("Mirrored 9 records")
+
+    off = sundial("mirror", "--source-bootstrap", a.bootstrap, "--target-bootstrap", b.bootstrap,
+                  "--topics", topic, "--target-prefix", "plain.", "--no-copy-configs", "--stop-at-end",
+                  "--progress-interval-s", "0")
+    assert _topic_overrides(b.bootstrap, "plain." + topic) == {}
+    assert f"Created target topic plain.{topic} with {PARTITIONS} partitions." in off.err
+    assert f"{topic} -> plain.{topic}" in off.out and "(LogAppendTime)" not in off.out
+
+
+def test_mirror_stopped_by_sigint_commits_and_exits_zero(broker_factory, tmp_path):
+    """Ctrl-C is how a continuous mirror ends: what B acknowledged is committed, the summary
+    says why it stopped, and the exit code is 0 (docs/tools.md, exit codes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from .groups_support import wait_until
+
+    a = broker_factory().start()
+    b = broker_factory().start()
+    topic = unique_topic("tools-mirror-int")
+    create_topic(a.bootstrap, topic, 1)
+    now = int(time.time() * 1000)
+    produce_records(a.bootstrap, topic, [(0, now, f"k{i}".encode(), b"v", []) for i in range(25)])
+    err_path = tmp_path / "mirror.err"
+    env = dict(os.environ)
+    env.pop("SUNDIAL_TOOLS_DEBUG", None)
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "mirror", "--source-bootstrap", a.bootstrap,
+                                 "--target-bootstrap", b.bootstrap, "--topics", topic, "--group", "mirror-int",
+                                 "--progress-interval-s", "0.2"], stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=env)
+        try:
+            # Copying: a progress line that counts all 25 records acknowledged by B.
+            wait_until(lambda: "mirror: copied 25 of 25" in err_path.read_text(), 120, "the mirror to copy")
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err_path.read_text()
+    assert out.startswith("Mirrored 25 records") and "(stopped by SIGINT)" in out, out
+    assert "Traceback" not in err_path.read_text()
+    admin = KafkaAdminClient(bootstrap_servers=a.bootstrap)
+    try:
+        committed = admin.list_group_offsets({"mirror-int": [TopicPartition(topic, 0)]})["mirror-int"]
+    finally:
+        admin.close()
+    assert committed[TopicPartition(topic, 0)].offset == 25

@@ -100,8 +100,10 @@ def test_consumed_retention_defaults_and_clamp():
     assert t.retention_commitoffset_ms == 120_000
     b = BrokerConfig({"log.retention.commitoffset.enable": "true", "log.retention.commitoffset.ms": "500"})
     assert b.topic_defaults().consumed_retention_enabled and b.topic_defaults().retention_commitoffset_ms == 500
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as info:
         BrokerConfig({"log.retention.hours": "1", "log.retention.commitoffset.hours": "2"})
+    assert info.value.name == "log.retention.commitoffset.ms"   # the broker's keys, not the topic's
+    assert "log.retention.ms|minutes|hours (3600000 ms)" in str(info.value)
 
 
 def test_describe_reports_sources():
@@ -143,3 +145,42 @@ def test_listeners():
     assert [(l.name, l.host, l.port, l.security_protocol) for l in cfg.listeners] == \
         [("PLAINTEXT", "", 9092, "PLAINTEXT"), ("SSL", "0.0.0.0", 9093, "SSL")]
     assert cfg.advertised_listeners[0].host == "kafka"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:9404", ("127.0.0.1", 9404)),
+    ("0.0.0.0:0", ("0.0.0.0", 0)),
+    (":9404", ("127.0.0.1", 9404)),
+    ("[::1]:9404", ("::1", 9404)),
+    ("metrics.example.com:9404", ("metrics.example.com", 9404)),
+    ("http://127.0.0.1:9404/", ("127.0.0.1", 9404)),
+    ("", None),
+])
+def test_metrics_listener_is_parsed_in_config(text, expected):
+    assert BrokerConfig({"sundial.metrics.listener": text}).metrics_listener == expected
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("garbage", "expected host:port"),
+    ("127.0.0.1:65536", "above 65535"),
+    ("127.0.0.1:99999999999999999999", "above 65535"),
+    ("127.0.0.1:", "port is missing"),
+    ("127.0.0.1:http", "not a number"),
+    ("127.0.0.1:-1", "not a number"),
+    ("::1:9404", "[::1]:9404"),
+    ("[::1]9404", "expected host:port"),
+    ("bad host:9404", "not a host name"),
+])
+def test_bad_metrics_listener_is_a_configuration_error(text, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, [f"sundial.metrics.listener={text}"])
+    assert info.value.name == "sundial.metrics.listener"
+    assert fragment in str(info.value)
+
+
+def test_config_docs_say_what_a_setting_does():
+    from config import BROKER_CONFIGS, TOPIC_CONFIGS
+
+    for d in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS):
+        assert d.doc.strip(), d.name
+        assert "seed 0" not in d.doc.lower(), (d.name, d.doc)   # DescribeConfigs shows these to users

@@ -165,7 +165,11 @@ def _collect_old_classes() -> dict:
     return {k: tuple(v) for k, v in table.items()}
 
 
-OLD_CLASSES = _collect_old_classes()
+#: Old structs that do not encode what Kafka sends: DescribeAcls v2 reuses the v1 schema,
+#: but Kafka's v2 is flexible (DescribeAclsRequest.json: flexibleVersions 2+).
+OLD_WRONG = {(29, 2)}
+
+OLD_CLASSES = {k: v for k, v in _collect_old_classes().items() if k not in OLD_WRONG}
 
 
 def _old_schema(old_schema, fields_iter, value: dict, version: int) -> tuple:

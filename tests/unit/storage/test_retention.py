@@ -221,3 +221,61 @@ def test_consumed_rule_unit():
     assert d.count == 2
     d = retention.consumed_rule(segs, 12, consumed_upto=-1, retention_commitoffset_ms=10, now_ms=100)
     assert d.count == 0 and d.hold is None
+
+
+# -- holds an operator sees: only real ones, logged when they change -------------------------------
+
+def test_consumed_everything_roll_is_not_a_future_timestamp_hold(new_log):
+    # The roll creates an empty segment whose time is its mtime: the real clock, ahead of the
+    # pass's NOW_MS. It can never be deleted, so it holds nothing back.
+    log = new_log(consumed_retention_enabled=True, retention_commitoffset_ms=DAY, retention_ms=7 * DAY)
+    fill(log, [NOW_MS - 2 * DAY] * 4, 2)
+    out = log.delete_old_segments(NOW_MS, consumed_upto=4)
+    assert out.rolled and len(out.deleted) == 2
+    assert log.segments[-1].largest_timestamp_ms() > NOW_MS   # the situation of the false warning
+    assert out.held == []
+    assert log.delete_old_segments(NOW_MS, consumed_upto=4).held == []
+
+
+def test_time_rule_holds_only_segments_it_could_otherwise_delete():
+    future = 1_000
+    rule = retention.time_rule
+    # an empty last segment in the "future" (a fresh roll): no hold
+    assert rule([SegmentFacts(10, 10, 0, future, "mtime")], 10, retention_ms=5, now_ms=100).hold is None
+    # the active segment of a log without record timestamps: its mtime moves with every append
+    assert rule([SegmentFacts(0, 3, 10, future, "mtime")], 3, retention_ms=5, now_ms=100).hold is None
+    # above the high watermark: not deletable whatever its time
+    assert rule([SegmentFacts(0, 3, 10, future, "records"), SegmentFacts(3, 5, 10, 0, "records")], 2,
+                retention_ms=5, now_ms=100).hold is None
+    # a real record timestamp in the future holds an older segment behind it
+    d = rule([SegmentFacts(0, 3, 10, future, "records"), SegmentFacts(3, 5, 10, 0, "records")], 5,
+             retention_ms=5, now_ms=100)
+    assert d.count == 0 and d.hold.reason == "future_timestamp" and "1 later expired" in d.hold.detail
+    # so does a closed segment whose mtime is in the future (a skewed clock)
+    d = rule([SegmentFacts(0, 3, 10, future, "mtime"), SegmentFacts(3, 5, 10, 0, "records")], 5,
+             retention_ms=5, now_ms=100)
+    assert d.hold is not None and d.hold.base_offset == 0
+
+
+def test_future_timestamp_hold_is_logged_when_it_starts_moves_and_ends(new_log, monkeypatch):
+    import structlog
+    from structlog.testing import CapturingLogger
+
+    import storage.log_retention
+
+    # A logger of its own: the process-wide structlog set-up (cached, level-filtered by
+    # whichever test configured it first) must not decide what this test sees.
+    captured = CapturingLogger()
+    monkeypatch.setattr(storage.log_retention, "logger", structlog.wrap_logger(
+        captured, processors=[], wrapper_class=structlog.BoundLogger, cache_logger_on_first_use=False))
+    log = new_log(retention_ms=DAY)
+    fill(log, [NOW_MS + 10 * DAY, NOW_MS - 3 * DAY, NOW_MS - 3 * DAY], 1)
+    for _ in range(3):
+        assert [h.reason for h in log.delete_old_segments(NOW_MS).held] == ["future_timestamp"]
+    # the clock reaches the timestamp: the hold ends and everything expired goes
+    later = NOW_MS + 12 * DAY
+    assert len(log.delete_old_segments(later).deleted) == 3
+    log.delete_old_segments(later)
+    kinds = [(call.kwargs["event"], call.kwargs.get("base_offset")) for call in captured.calls
+             if call.kwargs.get("event") in ("retention_held_by_future_timestamp", "retention_hold_released")]
+    assert kinds == [("retention_held_by_future_timestamp", 0), ("retention_hold_released", 0)]

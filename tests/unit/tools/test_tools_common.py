@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 
 import pytest
 
@@ -68,15 +69,56 @@ def test_client_properties(tmp_path):
         read_client_properties(str(tmp_path / "missing.properties"))
 
 
-@pytest.mark.parametrize("bootstrap", ["", "host:port", "a b:1", "h:123456"])
-def test_bad_bootstrap(bootstrap):
-    with pytest.raises(ToolError):
-        ClientSettings(bootstrap)
+@pytest.mark.parametrize("bootstrap, fragment", [
+    ("", "no address given"),
+    ("garbage", "the port is missing"),
+    ("kafka", "the port is missing"),
+    ("host:port", "not a number"),
+    ("a b:1", "not a host name"),
+    ("h:123456", "not in 1-65535"),
+    ("h:0", "not in 1-65535"),
+    ("::1:9092", "[::1]:9092"),
+    ("[::1]", "the port is missing"),
+    ("a:1,b", "'b': the port is missing"),
+])
+def test_malformed_bootstrap_is_a_usage_error(bootstrap, fragment):
+    with pytest.raises(ToolError) as info:
+        ClientSettings(bootstrap, flag="--source-bootstrap")
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith("--source-bootstrap: ")
+    assert fragment in str(info.value)
 
 
 def test_good_bootstrap():
-    s = ClientSettings("127.0.0.1:9092,[::1]:9093,kafka")
-    assert s.bootstrap == "127.0.0.1:9092,[::1]:9093,kafka"
+    s = ClientSettings(" 127.0.0.1:9092, [::1]:9093,kafka.example.com:19092")
+    assert s.servers == [("127.0.0.1", 9092), ("::1", 9093), ("kafka.example.com", 19092)]
+    assert s.bootstrap == "127.0.0.1:9092,[::1]:9093,kafka.example.com:19092"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_probe_fails_at_once_when_every_address_refuses():
+    first, second = _closed_port(), _closed_port()
+    with pytest.raises(ToolError) as info:
+        common.probe_bootstrap([("127.0.0.1", first)], 600_000, f"127.0.0.1:{first}")
+    assert str(info.value) == f"cannot reach a broker at 127.0.0.1:{first}: connection refused"
+    shown = f"127.0.0.1:{first},127.0.0.1:{second}"
+    with pytest.raises(ToolError) as info:
+        common.probe_bootstrap([("127.0.0.1", first), ("127.0.0.1", second)], 600_000, shown)
+    assert str(info.value) == (f"cannot reach a broker at {shown} (127.0.0.1:{first}: connection refused; "
+                               f"127.0.0.1:{second}: connection refused)")
+
+
+def test_probe_succeeds_when_one_address_listens():
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        common.probe_bootstrap([("127.0.0.1", _closed_port()), ("127.0.0.1", port)], 600_000, "both")
 
 
 def test_run_tool_turns_errors_into_one_line(capsys):

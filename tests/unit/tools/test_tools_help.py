@@ -10,7 +10,8 @@ import pytest
 
 from broker.cli import build_parser
 
-TOOLS = ("topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror")
+TOOLS = ("topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror", "credentials", "acls")
+COMMANDS = ("serve",) + TOOLS
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -24,7 +25,7 @@ def _all_parsers():
     root = build_parser()
     out = []
     for name, sub in _subcommands(root).items():
-        if name not in TOOLS:
+        if name not in COMMANDS:
             continue
         nested = _subcommands(sub)
         if nested:
@@ -69,3 +70,18 @@ def test_help_exits_zero(argv, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: sundial ")
+
+
+def test_user_facing_help_speaks_of_what_commands_do():
+    """No internal labels (design "seed" numbers) and no broken sentences in any help text."""
+    texts = [build_parser().format_help()] + [p.format_help() for _name, p in _all_parsers()]
+    for text in texts:
+        assert "seed 0" not in text.lower(), text
+        assert "to connect to (any" not in text, text   # "cluster A, read from to connect to ..."
+
+
+def test_help_documents_exit_codes():
+    assert "exit codes:" in build_parser().format_help()
+    sub = _subcommands(build_parser())
+    for name in ("serve", "dump-log", "credentials", "acls"):
+        assert "exit codes:" in sub[name].format_help(), name

