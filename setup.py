@@ -1,7 +1,7 @@
-"""Build glue for the optional C accelerator ``storage._speedups`` (everything else is in pyproject.toml).
+"""Build glue for the optional C accelerator ``records._speedups`` (everything else is in pyproject.toml).
 
 The extension is optional: if it cannot be compiled, the install still succeeds and
-storage/records.py uses its pure-Python reference code. ``SUNDIAL_NO_EXTENSIONS=1``
+records/walks.py uses its pure-Python reference code. ``SUNDIAL_NO_EXTENSIONS=1``
 skips the build (and, at run time, the import).
 """
 
@@ -11,7 +11,7 @@ from setuptools import Extension, setup
 
 ext_modules = []
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
-    ext_modules.append(Extension("storage._speedups", ["storage/_speedups.c"], optional=True,
+    ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], optional=True,
                                  extra_compile_args=["-O2"]))
 
 setup(ext_modules=ext_modules)

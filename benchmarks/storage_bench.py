@@ -47,7 +47,7 @@ from crc32c import crc32c  # noqa: E402
 
 from config.defs import LONG_MAX  # noqa: E402
 from config.topic import TopicConfig  # noqa: E402
-from storage.builder import SimpleRecord, build_records  # noqa: E402
+from records.builder import SimpleRecord, build_records  # noqa: E402
 from storage.log import PartitionLog  # noqa: E402
 
 MiB = 1024 * 1024
@@ -332,7 +332,7 @@ def main() -> int:
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     print(f"python {sys.version.split()[0]}, cpus {os.cpu_count()}, data dir {base}, "
           f"mode {'quick' if quick else 'full'}")
-    from storage import records as _records
+    import records as _records
 
     print(f"record walks: {_records.IMPLEMENTATION}")
     try:

@@ -21,11 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import crc32c  # noqa: E402
 
+import records as R  # noqa: E402
 from config.topic import TopicConfig  # noqa: E402
-from storage import codecs  # noqa: E402
-from storage import records as R  # noqa: E402
+from records import codecs  # noqa: E402
+from records import walks as W  # noqa: E402
+from records.builder import SimpleRecord, build_batch  # noqa: E402
 from storage import validator as V  # noqa: E402
-from storage.builder import SimpleRecord, build_batch  # noqa: E402
 from storage.convert import down_convert  # noqa: E402
 
 NOW = 1_700_000_000_000
@@ -34,19 +35,19 @@ MIB = 1 << 20
 
 
 class Implementation:
-    """Switch storage.records/validator between the C walks and the Python reference."""
+    """Switch records.walks/storage.validator between the C walks and the Python reference."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.saved = (R._scan_v2, R._find_v2, V.crc32c_extend)
+        self.saved = (W._scan_v2, W._find_v2, V.crc32c_extend)
 
     def __enter__(self):
         if self.name == "python":
-            R._scan_v2, R._find_v2, V.crc32c_extend = R._scan_v2_py, R._find_v2_py, None
+            W._scan_v2, W._find_v2, V.crc32c_extend = W._scan_v2_py, W._find_v2_py, None
         return self
 
     def __exit__(self, *exc):
-        R._scan_v2, R._find_v2, V.crc32c_extend = self.saved
+        W._scan_v2, W._find_v2, V.crc32c_extend = self.saved
 
 
 def timed(fn, *, min_seconds: float, min_reps: int = 5) -> list[float]:

@@ -33,6 +33,16 @@ from typing import Iterator
 
 import structlog
 
+from records.layout import (
+    INT32,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    MIN_ENTRY_SIZE,
+    OFFSET_SIZE,
+)
+
 from .errors import FetchError
 from .offsets import TopicPartition
 from .records import LOG_APPEND_TIME, AbortedTransactions, Columns, Window, decode_records
@@ -142,15 +152,13 @@ def _shallow_next_offset(records: bytes, pos: int) -> int | None:
     n = len(records)
     at = 0
     nxt = None
-    while at + 12 <= n:
-        base = int.from_bytes(records[at:at + 8], "big", signed=True)
-        length = int.from_bytes(records[at + 8:at + 12], "big", signed=True)
-        end = at + 12 + length
-        if length < 14 or end > n:
+    while at + LOG_OVERHEAD <= n:
+        base, length = OFFSET_SIZE.unpack_from(records, at)
+        end = at + LOG_OVERHEAD + length
+        if length < MIN_ENTRY_SIZE or end > n:
             break
-        if records[at + 16] == 2:
-            last_delta = int.from_bytes(records[at + 23:at + 27], "big", signed=True)
-            last = base + last_delta
+        if records[at + MAGIC_OFFSET] == MAGIC_V2 and end >= at + LAST_OFFSET_DELTA_OFFSET + INT32.size:
+            last = base + INT32.unpack_from(records, at + LAST_OFFSET_DELTA_OFFSET)[0]
         else:
             last = base                      # legacy entries carry their (last) offset
         nxt = max(pos, last + 1) if nxt is None else max(nxt, last + 1)

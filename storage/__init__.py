@@ -3,18 +3,25 @@
 The public surface (what ``broker/`` and the tools import) is re-exported here; the
 contract is described in docs/architecture.md. Modules, bottom-up:
 
-* :mod:`storage.errors` — exceptions named after the Kafka errors they map to.
-* :mod:`storage.records`, :mod:`storage.codecs`, :mod:`storage.builder` — record batches
-  (v0/v1/v2) read in place, codecs, builders; :mod:`storage.validator` — append-time
-  validation (LogValidator); :mod:`storage.convert` — down-conversion for old fetchers.
-* :mod:`storage.files` — file names, atomic writes, :class:`FileSlice`.
+The record format itself (batch framing and views, records of every magic, codecs,
+builders, in-batch search, index entry layouts) is the package :mod:`records`, below
+storage; its names listed in ``__all__`` are re-exported here.
+
+* :mod:`storage.errors` — exceptions named after the Kafka errors they map to (the
+  record-format ones come from :mod:`records.errors`).
+* :mod:`storage.validator` — append-time validation (LogValidator);
+  :mod:`storage.convert` — down-conversion for old fetchers.
+* :mod:`storage.files` — file names, atomic writes, positional writes, :class:`FileSlice`.
 * :mod:`storage.index`, :mod:`storage.offset_index`, :mod:`storage.time_index` — the
   mmap'd ``.index`` / ``.timeindex`` files.
-* :mod:`storage.segment` — one ``.log`` with its indexes.
+* :mod:`storage.segment` — one ``.log`` with its indexes (LogSegment);
+  :mod:`storage.segment_recovery` — its recovery and the index checks run at load.
 * :mod:`storage.producer_state` — idempotent producers and ``.snapshot`` files.
 * :mod:`storage.retention` — which segments retention may delete (incl. consumed retention).
-* :mod:`storage.recovery` — loading a partition directory, clean or unclean.
-* :mod:`storage.log` — :class:`PartitionLog`: append, read, ListOffsets, retention, flush.
+* :mod:`storage.recovery` — loading a partition directory, clean or unclean (LogLoader).
+* :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; with
+  :mod:`storage.log_search` (ListOffsets and its caches), :mod:`storage.log_retention`
+  (deleting old segments) and :mod:`storage.log_flush` (flush jobs) as its bases.
 * :mod:`storage.checkpoints` — checkpoint files and the clean-shutdown marker.
 * :mod:`storage.topics` — topic metadata persistence and name rules.
 * :mod:`storage.log_manager` — :class:`LogManager`: every partition across ``log.dirs``.
@@ -44,7 +51,7 @@ from .errors import (
 from .files import FileSlice
 from .log import AppendResult, FetchDataInfo, FlushJob, PartitionLog, SegmentInfo
 from .log_manager import LogManager
-from .records import (
+from records import (
     BatchView,
     Record,
     find_first_at_or_after,

@@ -2,7 +2,10 @@
 
 Every class is named after the Kafka error the broker reports for it; the mapping to
 wire error codes lives in exactly one place, ``broker/errors.py``. Storage code never
-deals in numeric error codes.
+deals in numeric error codes. The record-format errors (``CorruptRecordError``,
+``InvalidRecordError``, ``InvalidTimestampError``, ``UnsupportedCompressionTypeError``)
+are defined in :mod:`records.errors`, where the record package raises them, and are
+re-exported here; ``StorageError`` is their base, ``records.errors.KafkaError``.
 
 =====================================  =================================================
 exception                              Kafka error (code)
@@ -35,28 +38,23 @@ An ``InvalidRecordError`` raised by a batch-level check carries no record errors
 
 from __future__ import annotations
 
-from typing import Iterable
+from records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaError,
+    RecordError,
+    UnsupportedCompressionTypeError,
+)
 
-RecordError = tuple[int, "str | None"]
-
-
-class StorageError(Exception):
-    """Base of every exception storage/ raises on purpose."""
-
-    def __init__(self, message: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+#: Base of every exception storage/ raises on purpose. It is the record package's base,
+#: so the record-format errors below (defined there, raised by both layers) are storage
+#: errors too.
+StorageError = KafkaError
 
 
 class OffsetOutOfRangeError(StorageError):
     """A fetch or lookup offset lies outside [log start offset, log end offset]."""
-
-
-class CorruptRecordError(StorageError):
-    """Bytes that do not form a record batch: bad CRC, bad size, bad magic, codec failure."""
 
 
 class RecordTooLargeError(StorageError):
@@ -67,28 +65,8 @@ class RecordBatchTooLargeError(StorageError):
     """The appended record set is larger than ``segment.bytes``."""
 
 
-class InvalidRecordError(StorageError):
-    """A batch or record breaks a validation rule (Kafka ``InvalidRecordException``).
-
-    ``record_errors`` lists ``(batch_index, message | None)`` for record-level
-    problems collected over the whole batch; it is empty for batch-level rules.
-    """
-
-    def __init__(self, message: str = "", record_errors: Iterable[RecordError] = ()) -> None:
-        super().__init__(message)
-        self.record_errors: list[RecordError] = list(record_errors)
-
-
-class InvalidTimestampError(InvalidRecordError):
-    """A CreateTime outside the topic's bounds, or a producer-set LogAppendTime flag."""
-
-
 class UnsupportedForMessageFormatError(StorageError):
     """The request needs a newer record format than the topic stores (e.g. idempotence into magic < 2)."""
-
-
-class UnsupportedCompressionTypeError(StorageError):
-    """A codec the receiving side cannot handle (zstd in magic < 2, or an unknown codec id)."""
 
 
 class OutOfOrderSequenceError(StorageError):

@@ -19,7 +19,8 @@ A segment file name is the base offset written in decimal, left-padded with zero
 ``.cleaned`` and ``.swap`` are appended after the normal suffix
 (``00000000000000000000.log.deleted``).
 
-``FileSlice`` is what a read returns: a range of a ``.log`` file. Its ``fd`` belongs to
+``pwrite_all``/``pwritev_all`` write a whole append at a position. ``FileSlice`` is what
+a read returns: a range of a ``.log`` file. Its ``fd`` belongs to
 storage and stays valid only until the next storage call on the same log (a later
 retention pass may close it); a caller that needs the bytes later either reads them at
 once (:meth:`FileSlice.read`) or takes its own descriptor (:meth:`FileSlice.dup_fd`).
@@ -164,6 +165,34 @@ def write_file_atomically(path: str, data: bytes, *, sync: bool = True, mode: in
         fsync_dir(os.path.dirname(path) or ".")
 
 
+def pwrite_all(fd: int, data, position: int) -> None:
+    """Write all of ``data`` at ``position`` (``pwrite`` until done); ``OSError`` escapes."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        position += written
+        view = view[written:]
+
+
+def pwritev_all(fd: int, chunks, position: int, total: int) -> None:
+    """Write ``chunks`` (``total`` bytes) one after the other from ``position`` with one
+    ``pwritev``, finishing chunk by chunk if it comes up short; ``OSError`` escapes."""
+    if len(chunks) == 1:
+        pwrite_all(fd, chunks[0], position)
+        return
+    written = os.pwritev(fd, chunks, position)
+    if written < total:  # rare: finish chunk by chunk
+        done = 0
+        for chunk in chunks:
+            length = len(chunk)
+            if done + length <= written:
+                done += length
+                continue
+            skip = max(0, written - done)
+            pwrite_all(fd, memoryview(chunk)[skip:], position + done + skip)
+            done += length
+
+
 def remove_quietly(path: str) -> bool:
     """Remove a file if it exists; True if something was removed."""
     try:
@@ -218,6 +247,6 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "CLEAN_SHUTDOWN_FILE",
     "filename_prefix", "segment_file", "log_file", "index_file", "time_index_file", "snapshot_file",
     "SegmentFileName", "parse_segment_file_name", "partition_dir_name", "parse_partition_dir_name",
-    "delete_dir_name", "is_delete_dir", "fsync_dir", "write_file_atomically", "remove_quietly",
-    "FileSlice",
+    "delete_dir_name", "is_delete_dir", "fsync_dir", "write_file_atomically", "pwrite_all", "pwritev_all",
+    "remove_quietly", "FileSlice",
 ]

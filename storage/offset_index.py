@@ -1,6 +1,7 @@
 """The offset index (``<base>.index``): offset → byte position in the segment's ``.log``.
 
-File format (Kafka ``OffsetIndex``), 8 bytes per entry, big-endian, no header::
+File format (Kafka ``OffsetIndex``; layout in :mod:`records.index_entries`), 8 bytes per
+entry, big-endian, no header::
 
     +------------------------+------------------------+
     | relative offset  int32 | position          int32|
@@ -25,14 +26,15 @@ Invariants
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
+
+from records.index_entries import OFFSET_ENTRY as _ENTRY
+from records.index_entries import OFFSET_ENTRY_SIZE
+from records.index_entries import RELATIVE_OFFSET as _REL
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex
 
-_ENTRY = struct.Struct(">ii")
-_REL = struct.Struct(">i")
 _unpack_rel = _REL.unpack_from
 _unpack_entry = _ENTRY.unpack_from
 
@@ -47,13 +49,13 @@ class OffsetPosition(NamedTuple):
 
 
 def _key_of(mm, slot: int) -> int:
-    return _unpack_rel(mm, slot * 8)[0]
+    return _unpack_rel(mm, slot * OFFSET_ENTRY_SIZE)[0]
 
 
 class OffsetIndex(AbstractIndex):
     """Sparse offset → position map of one segment (see module doc)."""
 
-    ENTRY_SIZE = 8
+    ENTRY_SIZE = OFFSET_ENTRY_SIZE
     _relative_offset_of = staticmethod(_key_of)
     __slots__ = ("_last_offset",)
 
@@ -88,7 +90,7 @@ class OffsetIndex(AbstractIndex):
         mm = self._ensure()
         if n < 0 or n >= self._entries or mm is None:
             raise IndexError(f"attempt to fetch entry {n} of an index with {self._entries} entries")
-        rel, pos = _unpack_entry(mm, n * 8)
+        rel, pos = _unpack_entry(mm, n * OFFSET_ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def last_entry(self) -> OffsetPosition:
@@ -102,7 +104,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_offset - self.base_offset, _key_of)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        rel, pos = _unpack_entry(self._mm, slot * 8)
+        rel, pos = _unpack_entry(self._mm, slot * OFFSET_ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
@@ -115,13 +117,13 @@ class OffsetIndex(AbstractIndex):
         lo, hi = 0, n
         while lo < hi:
             mid = (lo + hi) >> 1
-            if _unpack_entry(mm, mid * 8)[1] >= target:
+            if _unpack_entry(mm, mid * OFFSET_ENTRY_SIZE)[1] >= target:
                 hi = mid
             else:
                 lo = mid + 1
         if lo >= n:
             return None
-        rel, pos = _unpack_entry(mm, lo * 8)
+        rel, pos = _unpack_entry(mm, lo * OFFSET_ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
@@ -138,7 +140,7 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = offset
 
     def sanity_check(self) -> None:
-        """Kafka's check: last offset >= base offset and a length that is a multiple of 8."""
+        """Kafka's check: last offset >= base offset and a length that is a multiple of the entry size."""
         self._load()
         if self._entries != 0 and self._last_offset < self.base_offset:
             raise CorruptIndexError(

@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 import structlog
 
 from config.topic import TopicConfig
+from records.framing import walk_headers
 
 from . import files
 from .errors import InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .offset_index import IndexFullError
-from .segment import LogSegment
+from .segment import LogSegment, random_segment_jitter
 
 logger = structlog.get_logger(__name__)
 
@@ -62,18 +63,14 @@ class LoadedLog:
 
 
 def _new_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    from .log import _jitter
-
     return LogSegment.create(dir_path, base, index_interval_bytes=config.index_interval_bytes,
-                             max_index_size=config.segment_index_bytes, roll_jitter_ms=_jitter(config, rng),
+                             max_index_size=config.segment_index_bytes, roll_jitter_ms=random_segment_jitter(config, rng),
                              preallocate_bytes=config.segment_bytes if config.preallocate else 0)
 
 
 def _open_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    from .log import _jitter
-
     return LogSegment.open(dir_path, base, index_interval_bytes=config.index_interval_bytes,
-                           max_index_size=config.segment_index_bytes, roll_jitter_ms=_jitter(config, rng))
+                           max_index_size=config.segment_index_bytes, roll_jitter_ms=random_segment_jitter(config, rng))
 
 
 def clean_leftovers(dir_path: str) -> tuple[list[int], list[int]]:
@@ -110,8 +107,6 @@ def clean_leftovers(dir_path: str) -> tuple[list[int], list[int]]:
 
 
 def _scan_next_offset(path: str, base: int) -> int:
-    from .segment import walk_headers
-
     fd = os.open(path, os.O_RDONLY)
     try:
         last = base - 1

@@ -35,10 +35,10 @@ Reads (§9.1) return a :class:`FileSlice` starting at the first batch whose **la
 offset is >= the wanted offset (found with the offset index and a forward scan of batch
 headers), so a slice may begin with records below the fetch offset, as Kafka's does.
 
-Recovery (§8.2) rebuilds both indexes from the batches, validating each (CRC, sizes,
-offset range), truncates the file after the last valid batch and writes the final time
-entry. ``truncate_to`` (§8.4) is batch-granular and reloads the max timestamp from the
-last time entry plus a scan of the batches after it.
+Batch headers are walked with :func:`records.framing.walk_headers`. Recovery (§8.2) and
+the index checks run at load are in :mod:`storage.segment_recovery`. ``truncate_to``
+(§8.4) is batch-granular and reloads the max timestamp from the last time entry plus a
+scan of the batches after it.
 
 Not thread-safe; the partition log serialises every call. ``FileSlice`` descriptors stay
 valid until the next call on the owning log.
@@ -48,120 +48,21 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 import structlog
 
+from records.framing import BatchHeader, walk_headers
+from records.layout import INT32_MAX
+
 from . import files
-from .errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, LogSegmentOffsetOverflowError
+from .errors import CorruptRecordError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .files import FileSlice
 from .offset_index import OffsetIndex, OffsetPosition
+from .segment_recovery import SegmentRecovery
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 logger = structlog.get_logger(__name__)
-
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14
-V2_HEADER_BYTES = 61
-V1_MIN_MESSAGE_SIZE = 22          # crc..end of a v1 message with null key and value
-INT32_MAX = 0x7FFFFFFF
-
-_OFFSET_SIZE = struct.Struct(">qi")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_unpack_offset_size = _OFFSET_SIZE.unpack_from
-_OFFSET_ENTRY = struct.Struct(">ii")
-_unpack_i32 = _I32.unpack_from
-_unpack_i64 = _I64.unpack_from
-_V2_PRODUCER = struct.Struct(">qhi")
-_unpack_v2_producer = _V2_PRODUCER.unpack_from
-_I16 = struct.Struct(">h")
-_unpack_i16 = _I16.unpack_from
-
-#: Bytes read per pread while walking batch headers from an index position.
-HEADER_SCAN_CHUNK_BYTES = 16 * 1024
-#: Bytes read per pread while recovering (validating whole batches).
-RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class BatchHeader(NamedTuple):
-    """What a header walk tells about one entry of a ``.log`` file (no record parsing)."""
-
-    position: int          # file position of the entry
-    size_bytes: int        # including the 12-byte log overhead
-    magic: int
-    first_field: int       # v2: base offset; legacy: offset of the (last) message
-    last_offset: int
-    max_timestamp: int     # -1 for magic 0
-    leader_epoch: int      # v2 partition leader epoch, else -1
-    attributes: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-
-
-def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCAN_CHUNK_BYTES, *,
-                 with_producer: bool = False) -> Iterator[BatchHeader]:
-    """Headers of the complete entries of ``fd`` in ``[position, end)``.
-
-    Stops silently at a partial trailing entry or when 17 bytes or fewer remain;
-    raises :class:`CorruptRecordError` for ``size < 14``, a magic outside 0..2 or an
-    entry smaller than its magic's header — the rules of Kafka's ``FileLogInputStream``.
-    ``with_producer`` also fills the v2 attributes and producer fields.
-    """
-    chunk_bytes = max(chunk_bytes, V2_HEADER_BYTES)
-    buf = b""
-    buf_pos = position
-    pos = position
-    while end - pos > HEADER_SIZE_UP_TO_MAGIC:
-        need = min(V2_HEADER_BYTES, end - pos)
-        i = pos - buf_pos
-        if i < 0 or i + need > len(buf):
-            buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
-            buf_pos = pos
-            i = 0
-            if len(buf) <= HEADER_SIZE_UP_TO_MAGIC:
-                return
-            need = min(need, len(buf))
-        first, size = _unpack_offset_size(buf, i)
-        if size < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"record size {size} at position {pos} is smaller than the minimum record overhead "
-                f"({MIN_ENTRY_SIZE})")
-        entry_bytes = size + LOG_OVERHEAD
-        if pos + entry_bytes > end:
-            return
-        magic = buf[i + 16]
-        if magic == 2:
-            if entry_bytes < V2_HEADER_BYTES or i + 43 > len(buf):
-                raise CorruptRecordError(
-                    f"record batch at position {pos} has size {entry_bytes}, below the {V2_HEADER_BYTES}-byte "
-                    "v2 header")
-            last = first + _unpack_i32(buf, i + 23)[0]
-            max_ts = _unpack_i64(buf, i + 35)[0]
-            epoch = _unpack_i32(buf, i + 12)[0]
-            if with_producer and i + V2_HEADER_BYTES <= len(buf):
-                pid, pepoch, bseq = _unpack_v2_producer(buf, i + 43)
-                yield BatchHeader(pos, entry_bytes, 2, first, last, max_ts, epoch,
-                                  _unpack_i16(buf, i + 21)[0], pid, pepoch, bseq)
-                pos += entry_bytes
-                continue
-        elif magic == 1:
-            if size < V1_MIN_MESSAGE_SIZE or i + 26 > len(buf):
-                raise CorruptRecordError(f"v1 message at position {pos} has size {size}, below the minimum")
-            last = first
-            max_ts = _unpack_i64(buf, i + 18)[0]
-            epoch = -1
-        elif magic == 0:
-            last = first
-            max_ts = NO_TIMESTAMP
-            epoch = -1
-        else:
-            raise CorruptRecordError(f"invalid magic byte {magic} in record entry at position {pos}")
-        yield BatchHeader(pos, entry_bytes, magic, first, last, max_ts, epoch)
-        pos += entry_bytes
 
 
 class SegmentRead(NamedTuple):
@@ -173,15 +74,21 @@ class SegmentRead(NamedTuple):
     first_entry_incomplete: bool   # the first batch is larger than the size allowed
 
 
-_UNVERIFIED = BatchHeader(-1, 0, 0, -1, -1, -1, -1)
+def random_segment_jitter(config, rng) -> int:
+    """Kafka ``randomSegmentJitter``: abs(random int) % min(segment.jitter.ms, segment.ms) for a
+    :class:`~config.topic.TopicConfig`."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return rng.randrange(0, 2**31) % min(config.segment_jitter_ms, config.segment_ms)
 
 
 def _ms_of_mtime(st: os.stat_result) -> int:
     return st.st_mtime_ns // 1_000_000
 
 
-class LogSegment:
-    """A ``.log`` file and its two indexes (see module doc)."""
+class LogSegment(SegmentRecovery):
+    """A ``.log`` file and its two indexes (see module doc); recovery and index checks are
+    inherited from :class:`~storage.segment_recovery.SegmentRecovery`."""
 
     __slots__ = (
         "dir", "base_offset", "index_interval_bytes", "max_index_size", "_log_path", "_fd", "size_bytes",
@@ -365,10 +272,13 @@ class LogSegment:
             # Disk full: fail before the .log grows, never between the .log and its indexes.
             self.offset_index.reserve_next_entry()
             self.time_index.reserve_next_entry()
-        if chunks is None:
-            self._write_at(records, position)
-        else:
-            self._writev_at(chunks, position, n)
+        try:
+            if chunks is None:
+                files.pwrite_all(self.fd, records, position)
+            else:
+                files.pwritev_all(self.fd, chunks, position, n)
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
         self.size_bytes = position + n
         self._next_offset = largest_offset + 1
         if self._max_ts is None:
@@ -381,37 +291,6 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)  # type: ignore[arg-type]
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
-
-    def _write_at(self, data, position: int) -> None:
-        fd = self.fd
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        try:
-            while view:
-                written = os.pwrite(fd, view, position)
-                position += written
-                view = view[written:]
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
-
-    def _writev_at(self, chunks, position: int, total: int) -> None:
-        if len(chunks) == 1:
-            self._write_at(chunks[0], position)
-            return
-        fd = self.fd
-        try:
-            written = os.pwritev(fd, chunks, position)
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
-        if written < total:  # rare: finish chunk by chunk
-            done = 0
-            for chunk in chunks:
-                length = len(chunk)
-                if done + length <= written:
-                    done += length
-                    continue
-                skip = max(0, written - done)
-                self._write_at(memoryview(chunk)[skip:], position + done + skip)
-                done += length
 
     # -- rolling ----------------------------------------------------------------------------------
     def first_batch_timestamp(self) -> int:
@@ -628,269 +507,6 @@ class LogSegment:
         self._cached_mtime_ms = None
         return removed
 
-    # -- recovery ----------------------------------------------------------------------------------
-    def recover(self, *, truncate: bool = True, on_batch: Callable | None = None,
-                progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild both indexes from the batches (§8.2); returns the bytes cut from the end.
-
-        Each batch is validated (CRC, sizes, offset range). The first invalid one ends the
-        scan; with ``truncate`` the ``.log`` is cut there (Kafka), otherwise it is kept and
-        only the indexes are rebuilt (repair of a segment below the recovery point).
-        ``on_batch(view)`` sees every valid batch (producer state).
-        """
-        from .records import BatchView  # the other half of storage; imported late to keep startup light
-
-        self.offset_index.reset()
-        self.time_index.reset()
-        fd = self.fd
-        file_size = os.fstat(fd).st_size
-        end = max(self.size_bytes, file_size)
-        interval = self.index_interval_bytes
-        # state: max timestamp, its offset, valid bytes, position of the last index entry, next offset
-        st = [NO_TIMESTAMP, self.base_offset, 0, 0, self.base_offset]
-        first_ts: list[int] = []
-        offset_index, time_index = self.offset_index, self.time_index
-
-        def take(view) -> None:
-            if not view.crc_valid():
-                raise CorruptRecordError(
-                    f"record batch at position {view.position} in {self._log_path} is corrupt (crc mismatch)")
-            last = view.last_offset
-            if not 0 <= last - self.base_offset <= INT32_MAX:
-                raise InvalidRecordError(
-                    f"offset {last} at position {view.position} does not fit segment base {self.base_offset}")
-            ts = view.max_timestamp
-            if not first_ts:
-                first_ts.append(ts)
-            if ts > st[0]:
-                st[0], st[1] = ts, last
-            valid = st[2]
-            if valid - st[3] > interval:
-                offset_index.append(last, valid)
-                time_index.maybe_append(st[0], st[1])
-                st[3] = valid
-            st[2] = valid + view.size_bytes
-            st[4] = last + 1
-            if on_batch is not None:
-                on_batch(view)
-
-        error: str | None = None
-        pos = 0
-        try:
-            while end - pos > HEADER_SIZE_UP_TO_MAGIC:
-                want = min(RECOVERY_CHUNK_BYTES, end - pos)
-                chunk = os.pread(fd, want, pos)
-                if len(chunk) <= HEADER_SIZE_UP_TO_MAGIC:
-                    break
-                mv = memoryview(chunk)
-                limit = len(chunk)
-                i = 0
-                while limit - i > HEADER_SIZE_UP_TO_MAGIC:
-                    entry_size = _unpack_offset_size(chunk, i)[1]
-                    if entry_size < MIN_ENTRY_SIZE:
-                        raise CorruptRecordError(
-                            f"record size {entry_size} at position {pos + i} is smaller than the minimum record "
-                            f"overhead ({MIN_ENTRY_SIZE})")
-                    entry_bytes = entry_size + LOG_OVERHEAD
-                    if i + entry_bytes > limit:
-                        break
-                    take(BatchView(mv, i, pos + i))
-                    i += entry_bytes
-                if i == 0:
-                    # The first entry does not fit in a chunk: read it whole if it is complete.
-                    entry_bytes = _unpack_offset_size(chunk, 0)[1] + LOG_OVERHEAD
-                    if len(chunk) < want or pos + entry_bytes > end:
-                        break
-                    big = os.pread(fd, entry_bytes, pos)
-                    if len(big) < entry_bytes:
-                        break
-                    take(BatchView(memoryview(big), 0, pos))
-                    i = entry_bytes
-                elif len(chunk) < want:
-                    pos += i
-                    break
-                pos += i
-                if progress is not None:
-                    progress(pos)
-        except (CorruptRecordError, InvalidRecordError) as exc:
-            error = str(exc)
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot read segment {self._log_path}") from exc
-        max_ts, offset_of_max, valid_bytes, _, next_offset = st
-        truncated = end - valid_bytes
-        if error is not None:
-            logger.warning("segment_corruption_found", path=self._log_path, base_offset=self.base_offset,
-                           position=valid_bytes, error=error)
-        if truncate:
-            if file_size != valid_bytes:
-                self._drop_read_map()
-                try:
-                    os.ftruncate(fd, valid_bytes)
-                except OSError as exc:
-                    raise KafkaStorageError.from_os_error(exc, f"cannot truncate segment {self._log_path}") from exc
-            self.size_bytes = valid_bytes
-            self._preallocated = False
-            self._next_offset = next_offset
-        else:
-            truncated = 0
-            self._next_offset = next_offset if error is None else None
-        self.offset_index.trim_to_valid_size()
-        self._max_ts, self._offset_of_max_ts = max_ts, offset_of_max
-        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        self._rolling_base_ts = first_ts[0] if first_ts else None
-        self._rolling_base_loaded = True
-        self.bytes_since_last_index_entry = 0
-        self._cached_mtime_ms = None
-        return truncated
-
-    # -- index checks (beyond Kafka: KAFKA-10207, KAFKA-19200) ------------------------------------------
-    def check_indexes(self) -> list[str]:
-        """Problems found cheaply in this segment's index files (empty list: trusted).
-
-        Never trusts file lengths: checks sizes against the entry width, that the
-        entries look strictly increasing (first, last and a sample in between), that no
-        zero-filled tail is present, that the last offset entry points at a batch in the
-        ``.log`` that can hold its offset, and that a segment whose data carries
-        timestamps has a non-empty time index. Reads a few dozen bytes per file.
-        """
-        problems: list[str] = []
-        size = self.size_bytes
-        oi, ti = self.offset_index, self.time_index
-        oi_len = oi.file_length()
-        ti_len = ti.file_length()
-        if not os.path.exists(oi.path):
-            if size > 0:
-                problems.append("offset index missing")
-        elif oi_len % 8:
-            problems.append(f"offset index length {oi_len} is not a multiple of 8")
-        if not os.path.exists(ti.path):
-            if size > 0:
-                problems.append("time index missing")
-        elif ti_len % 12:
-            problems.append(f"time index length {ti_len} is not a multiple of 12")
-        if problems:
-            return problems
-        if size == 0:
-            if oi_len or ti_len:
-                if oi.peek_entries([0])[0] and any(e != b"\0" * 8 for e in oi.peek_entries([0, -1])[1]):
-                    problems.append("offset index has entries but the log is empty")
-                if ti.peek_entries([0])[0] and any(e != b"\0" * 12 for e in ti.peek_entries([0, -1])[1]):
-                    problems.append("time index has entries but the log is empty")
-            return problems
-        own_fd = self._fd < 0
-        try:
-            fd = os.open(self._log_path, os.O_RDONLY) if own_fd else self._fd
-        except OSError as exc:
-            return [f"log unreadable: {exc}"]
-        try:
-            return self._check_index_entries(fd, size, problems)
-        finally:
-            if own_fd:
-                os.close(fd)
-
-    def _check_index_entries(self, fd: int, size: int, problems: list[str]) -> list[str]:
-        oi, ti = self.offset_index, self.time_index
-        base = self.base_offset
-        n_oi = oi.file_length() // 8
-        n_ti = ti.file_length() // 12
-        first_header: BatchHeader | None = None
-        try:
-            for h in walk_headers(fd, 0, size):
-                first_header = h
-                break
-        except CorruptRecordError as exc:
-            return [f"first batch unreadable: {exc}"]
-        oi_ok = True
-        if n_oi:
-            slots = sorted({0, n_oi - 1, *[(n_oi - 1) * k // 16 for k in range(1, 16)]})
-            _, raw = oi.peek_entries(slots)
-            entries = [OffsetIndex.parse_entry(r, base) for r in raw]
-            for e in entries:
-                # The first append (position 0) is never indexed, live or by recovery.
-                if e.offset < base or not 0 < e.position < size:
-                    problems.append(f"offset index entry {tuple(e)} outside the log ({size} bytes)")
-                    break
-            for a, b in zip(entries, entries[1:]):
-                if not (a.offset < b.offset and a.position < b.position):
-                    problems.append(f"offset index entries not increasing: {tuple(a)} then {tuple(b)}")
-                    break
-            if not problems:
-                last = entries[-1]
-                h = self._header_at(fd, last.position, size)
-                if h is None or h.first_field > last.offset or h.last_offset > last.offset:
-                    problems.append(f"offset index last entry {tuple(last)} does not point at its append")
-            oi_ok = not problems
-        elif first_header is not None and first_header.magic == 2 and size > first_header.size_bytes \
-                and first_header.size_bytes > self.index_interval_bytes:
-            # A second append after a first one larger than the interval is always indexed.
-            problems.append("offset index empty although the log needs entries")
-        if n_ti:
-            slots = sorted({0, n_ti - 1, *[(n_ti - 1) * k // 16 for k in range(1, 16)]})
-            _, raw = ti.peek_entries(slots)
-            entries_t = [TimeIndex.parse_entry(r, base) for r in raw]
-            bad = next((e for e in entries_t if e.timestamp_ms < 0 or not 0 <= e.offset - base <= INT32_MAX), None)
-            if bad is not None:
-                problems.append(f"time index entry {tuple(bad[:2])} is invalid")
-            else:
-                for a, b in zip(entries_t, entries_t[1:]):
-                    if not (a.timestamp_ms < b.timestamp_ms and a.offset <= b.offset):
-                        problems.append(f"time index entries not increasing: {tuple(a[:2])} then {tuple(b[:2])}")
-                        break
-            if not problems and oi_ok:
-                # Every entry (T, O) names the batch whose last offset is O and whose max timestamp is T.
-                for e in {entries_t[0], entries_t[-1]}:
-                    h = self._batch_holding(fd, size, e.offset, n_oi)
-                    if h is _UNVERIFIED:
-                        continue
-                    if h is None or h.last_offset != e.offset or h.max_timestamp != e.timestamp_ms:
-                        problems.append(f"time index entry {tuple(e[:2])} does not match the batch at offset "
-                                        f"{e.offset}")
-                        break
-        elif first_header is not None and first_header.max_timestamp >= 0:
-            problems.append("time index empty although the records carry timestamps")
-        return problems
-
-    def _header_at(self, fd: int, position: int, size: int) -> BatchHeader | None:
-        try:
-            h = next(walk_headers(fd, position, size), None)
-        except CorruptRecordError:
-            return None
-        return h if h is not None and h.position == position else None
-
-    def _batch_holding(self, fd: int, size: int, offset: int, n_oi: int,
-                       max_batches: int = 4096) -> BatchHeader | None:
-        """First batch whose last offset >= ``offset``, located through the offset index file
-        (binary search with pread, nothing mapped) and a short header walk."""
-        position = 0
-        if n_oi:
-            try:
-                ifd = os.open(self.offset_index.path, os.O_RDONLY)
-            except OSError:
-                ifd = -1
-            if ifd >= 0:
-                try:
-                    lo, hi = 0, n_oi - 1
-                    while lo <= hi:
-                        mid = (lo + hi) >> 1
-                        rel, pos = _OFFSET_ENTRY.unpack(os.pread(ifd, 8, mid * 8))
-                        if self.base_offset + rel <= offset:
-                            position = pos
-                            lo = mid + 1
-                        else:
-                            hi = mid - 1
-                finally:
-                    os.close(ifd)
-        try:
-            for i, h in enumerate(walk_headers(fd, position, size)):
-                if h.last_offset >= offset:
-                    return h
-                if i >= max_batches:
-                    return _UNVERIFIED  # too far from an index entry to check cheaply
-        except CorruptRecordError:
-            return None
-        return None
-
     # -- durability and life cycle ----------------------------------------------------------------
     def flush_fds(self, *, include_indexes: bool) -> list[int]:
         """Duplicated descriptors to fdatasync for this segment (caller closes them)."""
@@ -963,4 +579,4 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes}, dir={self.dir!r})"
 
 
-__all__ = ["LogSegment", "SegmentRead", "BatchHeader", "walk_headers", "OffsetPosition"]
+__all__ = ["LogSegment", "SegmentRead", "BatchHeader", "walk_headers", "OffsetPosition", "random_segment_jitter"]

@@ -1,6 +1,7 @@
 """The time index (``<base>.timeindex``, KIP-33): timestamp → offset.
 
-File format (Kafka ``TimeIndex``), 12 bytes per entry, big-endian, no header::
+File format (Kafka ``TimeIndex``; layout in :mod:`records.index_entries`), 12 bytes per
+entry, big-endian, no header::
 
     +---------------------------------------------+------------------------+
     | timestamp                             int64 | relative offset  int32 |
@@ -28,16 +29,17 @@ Invariants
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
+
+from records.index_entries import RELATIVE_OFFSET as _REL
+from records.index_entries import TIME_ENTRY as _ENTRY
+from records.index_entries import TIME_ENTRY_RELATIVE_OFFSET_AT, TIME_ENTRY_SIZE
+from records.index_entries import TIMESTAMP as _TS
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex
 from .offset_index import IndexFullError
 
-_ENTRY = struct.Struct(">qi")
-_TS = struct.Struct(">q")
-_REL = struct.Struct(">i")
 _unpack_ts = _TS.unpack_from
 _unpack_rel = _REL.unpack_from
 _unpack_entry = _ENTRY.unpack_from
@@ -54,17 +56,17 @@ class TimestampOffset(NamedTuple):
 
 
 def _ts_key(mm, slot: int) -> int:
-    return _unpack_ts(mm, slot * 12)[0]
+    return _unpack_ts(mm, slot * TIME_ENTRY_SIZE)[0]
 
 
 def _offset_key(mm, slot: int) -> int:
-    return _unpack_rel(mm, slot * 12 + 8)[0]
+    return _unpack_rel(mm, slot * TIME_ENTRY_SIZE + TIME_ENTRY_RELATIVE_OFFSET_AT)[0]
 
 
 class TimeIndex(AbstractIndex):
     """Sparse timestamp → offset map of one segment (see module doc)."""
 
-    ENTRY_SIZE = 12
+    ENTRY_SIZE = TIME_ENTRY_SIZE
     _relative_offset_of = staticmethod(_offset_key)
     __slots__ = ("_last_entry",)
 
@@ -106,7 +108,7 @@ class TimeIndex(AbstractIndex):
         mm = self._ensure()
         if n < 0 or n >= self._entries or mm is None:
             raise IndexError(f"attempt to fetch entry {n} of a time index with {self._entries} entries")
-        ts, rel = _unpack_entry(mm, n * 12)
+        ts, rel = _unpack_entry(mm, n * TIME_ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def lookup(self, target_ms: int) -> TimestampOffset:
@@ -114,7 +116,7 @@ class TimeIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_ms, _ts_key)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = _unpack_entry(self._mm, slot * 12)
+        ts, rel = _unpack_entry(self._mm, slot * TIME_ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def maybe_append(self, timestamp_ms: int, offset: int, skip_full_check: bool = False) -> bool:
@@ -151,7 +153,7 @@ class TimeIndex(AbstractIndex):
         return True
 
     def sanity_check(self) -> None:
-        """Kafka's check: last timestamp >= first, last offset >= base, length a multiple of 12."""
+        """Kafka's check: last timestamp >= first, last offset >= base, length a multiple of the entry size."""
         mm = self._ensure()
         last = self._last_entry
         if self._entries != 0 and mm is not None and last.timestamp_ms < _ts_key(mm, 0):

@@ -5,10 +5,12 @@
 :class:`ValidatedRecords` whose ``chunks`` are the bytes to append, in order (they may
 reference the input buffer: write them before the input is reused), with offsets
 assigned from ``next_offset``. Any failure raises and nothing of the append is kept.
+The batch and record rules (steps 2 and 3 below) are :mod:`storage.record_rules`; the
+bytes are read and written through the record package (:mod:`records`).
 
 Order of checks (§3.1)
 ----------------------
-1. Shallow scan of every entry (:func:`storage.records.iter_batches`: ``size < 14`` or a
+1. Shallow scan of every entry (:func:`records.framing.iter_batches`: ``size < 14`` or a
    bad magic -> ``CorruptRecordError``; a partial trailing entry is ignored): v2 client
    batches must have base offset 0 (``InvalidRecordError``); each entry, 12-byte
    overhead included, must fit ``max.message.bytes`` (``RecordTooLargeError``); its CRC
@@ -38,7 +40,7 @@ Paths (§3.2): target magic = ``config.record_version``; target codec =
   offsets (and v1 timestamps) rewritten.
 * **in place, compressed** (same codec, same magic, magic > 0, v1 inner offsets
   0..n-1): only the batch/wrapper header changes.
-* **rebuild** otherwise: records are decoded and re-encoded by ``storage.builder`` with
+* **rebuild** otherwise: records are decoded and re-encoded by ``records.builder`` with
   the target magic and codec (``converted`` is True). A codec change of one canonical
   v2 batch (CreateTime flag, offset deltas 0..n-1, base timestamp = first record's)
   skips the decoding: its records section is recompressed under a new header, which
@@ -61,62 +63,63 @@ Legacy input is always parsed.
 Max timestamp and its offset (§3.6): per path as ``LogValidator``; the offset is the
 *shallow* one (last offset of the batch holding the max; v0/v1 uncompressed: the
 message). The record-level offset of the max timestamp is found at search time with
-``records.first_record_with_timestamp`` (KAFKA-16310). Magic 0 output has no
+``records.search.first_record_with_timestamp`` (KAFKA-16310). Magic 0 output has no
 timestamps: (-1, -1).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from crc32c import crc32c
 
 from config.topic import TopicConfig
+from records import codecs
+from records.batch import BatchView
+from records.builder import build_records, v2_header
+from records.framing import iter_batches
+from records.layout import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    CRC_OFFSET,
+    CREATE_TIME,
+    INT16,
+    INT32,
+    INT64,
+    LOG_APPEND_TIME,
+    MAGIC_V0,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    UINT32,
+    v2_attributes,
+)
+from records.v2 import scan_v2_records
+from records.walks import crc32c_extend, first_record_header
 
-from . import codecs
-from .builder import build_records, v2_header
 from .errors import (
-    CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from . import records as _records
-from .records import (
-    ATTRIBUTES_OFFSET,
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    MAGIC_V0,
-    MAGIC_V1,
-    MAGIC_V2,
-    NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-    BatchView,
-    Record,
-    iter_batches,
-    iter_records,
-    iter_v2_records,
-    legacy_inner_messages,
-    scan_v2_records,
-    v2_attributes,
+from .record_rules import (
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    ORIGIN_REPLICATION,
+    RecordToCheck,
+    ValidationContext,
+    check_rebuild_timestamps,
+    check_records,
+    records_of,
+    timestamp_error,
+    validate_batch,
 )
-
-ORIGIN_CLIENT = "client"
-ORIGIN_COORDINATOR = "coordinator"
-ORIGIN_REPLICATION = "replication"
-
-crc32c_extend = _records.crc32c_extend
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_U32 = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,28 +159,6 @@ class ValidatedRecords:
         return b"".join(self.chunks)
 
 
-class _Ctx:
-    __slots__ = ("config", "now_ms", "leader_epoch", "client", "to_magic", "source", "target", "log_append",
-                 "bounded", "compact", "before_ms", "after_ms", "lowest_ms", "highest_ms")
-
-    def __init__(self, config: TopicConfig, now_ms: int, leader_epoch: int, origin: str, source: int,
-                 target: int) -> None:
-        self.config = config
-        self.now_ms = now_ms
-        self.leader_epoch = leader_epoch
-        self.client = origin == ORIGIN_CLIENT
-        self.to_magic = config.record_version
-        self.source = source
-        self.target = target
-        self.log_append = config.is_log_append_time
-        self.bounded = config.timestamp_bounded and not self.log_append
-        self.compact = config.compact
-        self.before_ms = config.message_timestamp_before_max_ms
-        self.after_ms = config.message_timestamp_after_max_ms
-        self.lowest_ms = now_ms - self.before_ms
-        self.highest_ms = now_ms + self.after_ms
-
-
 # ---------------------------------------------------------------- entry point
 
 def validate_records(records, *, config: TopicConfig, next_offset: int, now_ms: int, leader_epoch: int = 0,
@@ -198,7 +179,7 @@ def validate_records(records, *, config: TopicConfig, next_offset: int, now_ms: 
         target = source
     else:
         target = codecs.codec_id(config.compression_type)
-    ctx = _Ctx(config, now_ms, leader_epoch, origin, source, target)
+    ctx = ValidationContext(config, now_ms, leader_epoch, origin, source, target)
     first = views[0]
     if (first.magic >= MAGIC_V2 or source != codecs.NONE) and len(views) > 1:
         raise InvalidRecordError("Compressed outer record has more than one batch")
@@ -232,133 +213,9 @@ def _analyze(records, config: TopicConfig, origin: str) -> list[BatchView]:
     return views
 
 
-# ---------------------------------------------------------------- batch rules
-
-def _validate_batch(first: BatchView, batch: BatchView, ctx: _Ctx) -> None:
-    if first.magic != batch.magic:
-        raise InvalidRecordError(
-            f"Batch magic {batch.magic} is not the same as the first batch's magic byte {first.magic}")
-    if ctx.client:
-        if batch.magic >= MAGIC_V2:
-            count_from_offsets = batch.last_offset_delta + 1
-            if count_from_offsets <= 0:
-                raise InvalidRecordError(
-                    f"Batch has an invalid offset range: [{batch.base_offset}, {batch.last_offset}]")
-            count = batch.record_count
-            if count <= 0:
-                raise InvalidRecordError(f"Invalid reported count for record batch: {count}")
-            if count_from_offsets != count:
-                raise InvalidRecordError(
-                    f"Inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] "
-                    f"and count of records {count}")
-        if batch.is_control:
-            raise InvalidRecordError("Clients are not allowed to write control records")
-        if batch.has_producer_id and batch.base_sequence < 0:
-            raise InvalidRecordError(
-                f"Invalid sequence number {batch.base_sequence} in record batch with producerId {batch.producer_id}")
-    if batch.is_transactional and ctx.to_magic < MAGIC_V2:
-        raise UnsupportedForMessageFormatError(
-            f"Transactional records cannot be used with magic version {ctx.to_magic}")
-    if batch.has_producer_id and ctx.to_magic < MAGIC_V2:
-        raise UnsupportedForMessageFormatError(f"Idempotent records cannot be used with magic version {ctx.to_magic}")
-
-
-# ---------------------------------------------------------------- record rules
-
-def _timestamp_error(ctx: _Ctx, ts: int, batch_is_log_append: bool, offset: int) -> str | None:
-    if not ctx.log_append and ts != NO_TIMESTAMP:
-        if ts < ctx.lowest_ms or ts > ctx.highest_ms:
-            return (f"Timestamp {ts} of message with offset {offset} is out of range. "
-                    f"The timestamp should be within [{ctx.lowest_ms}, {ctx.highest_ms}]")
-    elif batch_is_log_append:
-        return (f"Invalid timestamp type in message with offset {offset}. "
-                "Producer should not set timestamp type to LogAppendTime.")
-    return None
-
-
-def _raise_record_errors(errors: list[tuple[int, str, bool]]) -> None:
-    """errors: (batch_index, message, is_timestamp_error)."""
-    if not errors:
-        return
-    record_errors = [(i, m) for i, m, _ in errors]
-    if any(t for _, _, t in errors):
-        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
-                                    record_errors)
-    raise InvalidRecordError(
-        f"One or more records have been rejected due to {len(record_errors)} record errors in total, and only "
-        f"showing the first three errors at most: {record_errors[:3]}", record_errors)
-
-
-class _Rec:
-    """A record as the validator sees it (reader semantics + what the checks need)."""
-
-    __slots__ = ("offset", "timestamp", "key", "value", "headers", "magic", "compressed", "crc_valid")
-
-    def __init__(self, offset, timestamp, key, value, headers, magic, compressed=False, crc_valid=True):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.magic = magic
-        self.compressed = compressed
-        self.crc_valid = crc_valid
-
-
-def _records_of(view: BatchView) -> list[_Rec]:
-    if view.magic == MAGIC_V2:
-        return [_Rec(r.offset, r.timestamp, r.key, r.value, r.headers, MAGIC_V2) for r in iter_v2_records(view)]
-    if view.compression == codecs.NONE:
-        (r,) = _legacy_as_records(view)
-        return [_Rec(r.offset, r.timestamp, r.key, r.value, (), view.magic)]
-    out = []
-    wrapper_lat = view.timestamp_type == LOG_APPEND_TIME
-    for m in legacy_inner_messages(view):
-        if m.magic == MAGIC_V0:
-            ts = NO_TIMESTAMP
-        elif wrapper_lat:
-            ts = view.max_timestamp
-        else:
-            ts = m.timestamp
-        out.append(_Rec(m.offset, ts, m.key, m.value, (), m.magic, (m.attributes & 0x07) != 0, m.crc_valid))
-    return out
-
-
-def _legacy_as_records(view: BatchView) -> list[Record]:
-    return list(iter_records(view))
-
-
-def _check_records(view: BatchView, recs: Sequence[_Rec], ctx: _Ctx, *, compressed_source: bool,
-                   rebuilding: bool) -> None:
-    """Kafka ``validateRecordCompression`` + ``validateRecord`` for every record of one batch."""
-    errors: list[tuple[int, str, bool]] = []
-    batch_lat = view.timestamp_type == LOG_APPEND_TIME
-    legacy_compressed = view.magic <= MAGIC_V1 and view.compression != codecs.NONE
-    for index, rec in enumerate(recs):
-        if compressed_source and rec.compressed:
-            errors.append((index, "Compressed outer record should not have an inner record with a compression "
-                                  f"attribute set: offset {rec.offset}", False))
-            continue
-        if rec.magic != view.magic:
-            errors.append((index, f"Record at offset {rec.offset}'s magic {rec.magic} does not match outer magic "
-                                  f"{view.magic}", False))
-            continue
-        if legacy_compressed and not rec.crc_valid:
-            raise CorruptRecordError(f"Record at inner offset {rec.offset} is corrupt (stored crc does not match)")
-        if ctx.compact and rec.key is None:
-            errors.append((index, "Compacted topic cannot accept message without key", False))
-            continue
-        message = _timestamp_error(ctx, rec.timestamp, batch_lat, rec.offset)
-        if message is None and rebuilding and rec.timestamp < NO_TIMESTAMP:
-            message = f"Invalid negative timestamp {rec.timestamp} of message with offset {rec.offset}"
-        if message is not None:
-            errors.append((index, message, True))
-    _raise_record_errors(errors)
-
-
 # ---------------------------------------------------------------- v2 header-level checks
 
-def _v2_fast_checks(view: BatchView, ctx: _Ctx) -> tuple[int, bool]:
+def _v2_fast_checks(view: BatchView, ctx: ValidationContext) -> tuple[int, bool]:
     """Validate one v2 batch without materialising records.
 
     Returns (batch max timestamp as Kafka would compute it, offsets sequential). Falls
@@ -370,30 +227,30 @@ def _v2_fast_checks(view: BatchView, ctx: _Ctx) -> tuple[int, bool]:
     if view.timestamp_type == LOG_APPEND_TIME and count > 0:
         # Reader semantics: every record reports the batch max timestamp.
         ts = view.max_timestamp
-        bad = _timestamp_error(ctx, ts, True, view.base_offset)
+        bad = timestamp_error(ctx, ts, True, view.base_offset)
         if bad is not None or (scan is not None and ctx.compact and scan.first_null_key >= 0):
-            _check_records(view, _records_of(view), ctx, compressed_source=False, rebuilding=False)
+            check_records(view, records_of(view), ctx, compressed_source=False, rebuilding=False)
         return ts, True if scan is None else scan.sequential_offsets
     if scan is None:
         return view.max_timestamp, True
     if ctx.compact and scan.first_null_key >= 0:
-        _check_records(view, _records_of(view), ctx, compressed_source=False, rebuilding=False)
+        check_records(view, records_of(view), ctx, compressed_source=False, rebuilding=False)
     if ctx.bounded and scan.min_timestamp is not None and (
             scan.min_timestamp < ctx.lowest_ms or scan.max_timestamp > ctx.highest_ms):
-        _check_records(view, _records_of(view), ctx, compressed_source=False, rebuilding=False)
+        check_records(view, records_of(view), ctx, compressed_source=False, rebuilding=False)
     return (NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp), scan.sequential_offsets
 
 
-def _patched_v2_header(view: BatchView, last_offset: int, ctx: _Ctx, timestamp_type: int, max_ts: int):
+def _patched_v2_header(view: BatchView, last_offset: int, ctx: ValidationContext, timestamp_type: int, max_ts: int):
     """(new 61-byte header, records-section view) for an in-place v2 batch."""
     header = bytearray(view.buf[view.start:view.start + RECORD_BATCH_OVERHEAD])
     payload = view.buf[view.start + RECORD_BATCH_OVERHEAD:view.start + view.size_bytes]
-    _I64.pack_into(header, 0, last_offset - view.last_offset_delta)
-    _I32.pack_into(header, 12, ctx.leader_epoch)
+    INT64.pack_into(header, BASE_OFFSET_OFFSET, last_offset - view.last_offset_delta)
+    INT32.pack_into(header, PARTITION_LEADER_EPOCH_OFFSET, ctx.leader_epoch)
     if view.timestamp_type != timestamp_type or view.max_timestamp != max_ts:
         attributes = v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control)
-        _I16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
-        _I64.pack_into(header, 35, max_ts)
+        INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
+        INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, max_ts)
         covered = memoryview(header)[ATTRIBUTES_OFFSET:]
         if crc32c_extend is not None:
             # CRC-32C is linear: patch the (already verified) CRC for the changed header bytes
@@ -402,11 +259,11 @@ def _patched_v2_header(view: BatchView, last_offset: int, ctx: _Ctx, timestamp_t
             crc = view.crc ^ crc32c_extend(crc32c(covered) ^ crc32c(old), len(payload))
         else:
             crc = crc32c(payload, crc32c(covered))
-        _U32.pack_into(header, 17, crc)
+        UINT32.pack_into(header, CRC_OFFSET, crc)
     return bytes(header), payload
 
 
-def _v2_in_place(view: BatchView, ctx: _Ctx, next_offset: int, batch_max: int) -> ValidatedRecords:
+def _v2_in_place(view: BatchView, ctx: ValidationContext, next_offset: int, batch_max: int) -> ValidatedRecords:
     count = view.record_count
     last_offset = next_offset + count - 1
     if ctx.log_append:
@@ -426,10 +283,10 @@ def _v2_in_place(view: BatchView, ctx: _Ctx, next_offset: int, batch_max: int) -
 
 # ---------------------------------------------------------------- paths
 
-def _assign_in_place_uncompressed(views: list[BatchView], ctx: _Ctx, next_offset: int) -> ValidatedRecords:
+def _assign_in_place_uncompressed(views: list[BatchView], ctx: ValidationContext, next_offset: int) -> ValidatedRecords:
     first = views[0]
     if first.magic == MAGIC_V2:
-        _validate_batch(first, first, ctx)
+        validate_batch(first, first, ctx)
         batch_max, _sequential = _v2_fast_checks(first, ctx)
         return _v2_in_place(first, ctx, next_offset, batch_max)
 
@@ -439,8 +296,8 @@ def _assign_in_place_uncompressed(views: list[BatchView], ctx: _Ctx, next_offset
     offset = next_offset
     max_ts, shallow = NO_TIMESTAMP, -1
     for view in views:
-        _validate_batch(first, view, ctx)
-        _check_records(view, _records_of(view), ctx, compressed_source=False, rebuilding=False)
+        validate_batch(first, view, ctx)
+        check_records(view, records_of(view), ctx, compressed_source=False, rebuilding=False)
         out = BatchView(memoryview(copy), view.start - start)
         out.set_last_offset(offset)
         if view.magic > MAGIC_V0:
@@ -462,18 +319,18 @@ def _assign_in_place_uncompressed(views: list[BatchView], ctx: _Ctx, next_offset
                             False, [info], len(copy))
 
 
-def _convert_uncompressed(views: list[BatchView], ctx: _Ctx, next_offset: int) -> ValidatedRecords:
+def _convert_uncompressed(views: list[BatchView], ctx: ValidationContext, next_offset: int) -> ValidatedRecords:
     first = views[0]
-    validated: list[_Rec] = []
+    validated: list[RecordToCheck] = []
     for view in views:
-        _validate_batch(first, view, ctx)
-        recs = _records_of(view)
-        _check_records(view, recs, ctx, compressed_source=False, rebuilding=True)
+        validate_batch(first, view, ctx)
+        recs = records_of(view)
+        check_records(view, recs, ctx, compressed_source=False, rebuilding=True)
         validated.extend(recs)
     return _rebuild(first, validated, ctx, next_offset, codecs.NONE)
 
 
-def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) -> ValidatedRecords:
+def _validate_compressed(views: list[BatchView], ctx: ValidationContext, next_offset: int) -> ValidatedRecords:
     first = views[0]
     if ctx.target == codecs.ZSTD and ctx.to_magic < MAGIC_V2:
         raise UnsupportedCompressionTypeError(
@@ -486,7 +343,7 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
 
     if in_place and first.magic == MAGIC_V2:
         # One compressed v2 batch kept as is: header work only, unless a rule needs the records.
-        _validate_batch(first, first, ctx)
+        validate_batch(first, first, ctx)
         batch_max, sequential = _v2_fast_checks(first, ctx)
         if sequential:
             return _v2_in_place(first, ctx, next_offset, batch_max)
@@ -497,14 +354,14 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
         if recoded is not None:
             return recoded
 
-    validated: list[_Rec] = []
+    validated: list[RecordToCheck] = []
     expected_inner = 0
     max_ts = NO_TIMESTAMP
     compressed_source = ctx.source != codecs.NONE
     for view in views:
-        _validate_batch(first, view, ctx)
-        recs = _records_of(view)
-        _check_records(view, recs, ctx, compressed_source=compressed_source, rebuilding=not in_place)
+        validate_batch(first, view, ctx)
+        recs = records_of(view)
+        check_records(view, recs, ctx, compressed_source=compressed_source, rebuilding=not in_place)
         for rec in recs:
             if view.magic > MAGIC_V0 and ctx.to_magic > MAGIC_V0:
                 if rec.timestamp > max_ts:
@@ -514,7 +371,7 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
             expected_inner += 1
         validated.extend(recs)
     if not in_place:
-        _check_rebuild_timestamps(validated)
+        check_rebuild_timestamps(validated)
         return _rebuild(first, validated, ctx, next_offset, ctx.target)
 
     # Compressed legacy (v1) wrapper kept in place: rewrite the wrapper only.
@@ -531,7 +388,7 @@ def _validate_compressed(views: list[BatchView], ctx: _Ctx, next_offset: int) ->
                             last_offset, ctx.now_ms if ctx.log_append else NO_TIMESTAMP, False, [info], len(copy))
 
 
-def _v2_recompress(view: BatchView, ctx: _Ctx, next_offset: int) -> ValidatedRecords | None:
+def _v2_recompress(view: BatchView, ctx: ValidationContext, next_offset: int) -> ValidatedRecords | None:
     """Change the codec of one v2 batch without decoding its records, or None to take the slow path.
 
     The records section of a v2 batch does not depend on the codec. When the batch is
@@ -542,20 +399,20 @@ def _v2_recompress(view: BatchView, ctx: _Ctx, next_offset: int) -> ValidatedRec
     """
     if view.timestamp_type != CREATE_TIME:
         return None
-    _validate_batch(view, view, ctx)
+    validate_batch(view, view, ctx)
     count = view.record_count
     payload = view.records_payload()
     scan = scan_v2_records(view, payload=payload)
     if not scan.sequential_offsets or count <= 0:
         return None
-    if _records._first_record_header(payload, 0, len(payload))[0] != 0:
+    if first_record_header(payload, 0, len(payload))[0] != 0:
         return None
     if scan.min_timestamp is not None and scan.min_timestamp < NO_TIMESTAMP:
         return None                      # the slow path reports these records
     if (ctx.compact and scan.first_null_key >= 0) or (
             ctx.bounded and scan.min_timestamp is not None
             and (scan.min_timestamp < ctx.lowest_ms or scan.max_timestamp > ctx.highest_ms)):
-        _check_records(view, _records_of(view), ctx, compressed_source=view.is_compressed, rebuilding=True)
+        check_records(view, records_of(view), ctx, compressed_source=view.is_compressed, rebuilding=True)
     max_ts = NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp
     codec = ctx.target
     body = bytes(payload) if codec == codecs.NONE else codecs.compress(codec, payload, magic=MAGIC_V2)
@@ -585,13 +442,7 @@ def _v2_recompress(view: BatchView, ctx: _Ctx, next_offset: int) -> ValidatedRec
                             log_append_time, True, [info], size)
 
 
-def _check_rebuild_timestamps(recs: Sequence[_Rec]) -> None:
-    errors = [(i, f"Invalid negative timestamp {r.timestamp} of message with offset {r.offset}", True)
-              for i, r in enumerate(recs) if r.timestamp < NO_TIMESTAMP]
-    _raise_record_errors(errors)
-
-
-def _rebuild(first: BatchView, recs: list[_Rec], ctx: _Ctx, next_offset: int, codec: int) -> ValidatedRecords:
+def _rebuild(first: BatchView, recs: list[RecordToCheck], ctx: ValidationContext, next_offset: int, codec: int) -> ValidatedRecords:
     to_magic = ctx.to_magic
     if to_magic < MAGIC_V2 and any(r.headers for r in recs):
         raise UnsupportedForMessageFormatError(f"record headers cannot be stored with message format v{to_magic}")

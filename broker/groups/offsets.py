@@ -38,6 +38,10 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 import structlog
 
+from records.builder import SimpleRecord, build_batch
+from records.framing import iter_records
+from records.layout import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+
 from .schema import (
     GroupValue,
     OffsetKey,
@@ -58,7 +62,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 #: Records per appended batch when writing a snapshot (batches are also cut by size).
 SNAPSHOT_BATCH_RECORDS = 500
 #: Bytes a v2 batch adds around its records, and a bound on one record's own framing.
-BATCH_OVERHEAD_BYTES = 61 + 12
+BATCH_OVERHEAD_BYTES = RECORD_BATCH_OVERHEAD + LOG_OVERHEAD
 RECORD_OVERHEAD_BYTES = 24
 DEFAULT_SNAPSHOT_MIN_RECORDS = 10_000
 
@@ -163,15 +167,9 @@ class PartitionOffsetsLog:
     """OffsetsLog over partition 0 of ``__consumer_offsets`` in Sundial's storage."""
 
     def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024) -> None:
-        from storage.builder import SimpleRecord, build_batch  # storage is imported lazily: unit tests
-        from storage.records import iter_records               # of the pure parts do not need it
-
         self._logs = logs
         self._now_ms = now_ms
         self._read_chunk_bytes = read_chunk_bytes
-        self._build_batch = build_batch
-        self._record = SimpleRecord
-        self._iter_records = iter_records
         self._flusher = None
 
     @staticmethod
@@ -217,7 +215,7 @@ class PartitionOffsetsLog:
             if not data:
                 break
             last = offset - 1
-            for rec in self._iter_records(data):
+            for rec in iter_records(data):
                 last = rec.offset
                 if rec.offset >= offset:
                     yield rec.key, rec.value
@@ -226,7 +224,7 @@ class PartitionOffsetsLog:
             offset = last + 1
 
     def append(self, records, now_ms):
-        batch = self._build_batch(2, [self._record(now_ms, key, value) for key, value in records])
+        batch = build_batch(MAGIC_V2, [SimpleRecord(now_ms, key, value) for key, value in records])
         result = self.log.append(batch, now_ms=now_ms)
         return result.last_offset
 

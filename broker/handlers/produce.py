@@ -18,12 +18,12 @@ the connection may begin the requests behind it meanwhile (:func:`begin_produce`
 
 from __future__ import annotations
 
-import struct
-
 import structlog
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from records.codecs import ZSTD
+from records.layout import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, V2_HEADER
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..errors import CloseConnection
@@ -32,24 +32,22 @@ from ..topics import INTERNAL_TOPICS
 
 logger = structlog.get_logger(__name__)
 
-_BATCH_HEADER = struct.Struct(">qiibIhi")  # base offset, length, epoch, magic, crc, attributes, lastOffsetDelta
-_RECORDS_COUNT = struct.Struct(">i")
-
 
 def _request_level_error(records, api_version: int) -> tuple[int, str | None]:
     """Kafka's v3+ checks: exactly one magic-2 batch with records; zstd only from v7."""
     if api_version < 3:
         return ErrorCode.NONE, None
-    if records is None or len(records) < 61:
+    if records is None or len(records) < RECORD_BATCH_OVERHEAD:
         return ErrorCode.INVALID_RECORD, "Produce v3+ needs one record batch of magic 2"
-    base, length, _epoch, magic, _crc, attributes, _delta = _BATCH_HEADER.unpack_from(records, 0)
-    if magic != 2:
+    (_base, length, _epoch, magic, _crc, attributes, _delta, _base_ts, _max_ts, _pid, _pepoch, _seq,
+     count) = V2_HEADER.unpack_from(records, 0)
+    if magic != MAGIC_V2:
         return ErrorCode.INVALID_RECORD, f"Produce v{api_version} carries magic {magic}; magic 2 is required"
-    if length + 12 != len(records):
+    if length + LOG_OVERHEAD != len(records):
         return ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition"
-    if _RECORDS_COUNT.unpack_from(records, 57)[0] <= 0:
+    if count <= 0:
         return ErrorCode.INVALID_RECORD, "the record batch holds no records"
-    if attributes & 0x07 == 4 and api_version < 7:
+    if attributes & COMPRESSION_CODEC_MASK == ZSTD and api_version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later"
     return ErrorCode.NONE, None
 

@@ -2,9 +2,9 @@
 
 Reads ``.log``, ``.index`` and ``.timeindex`` files (also with a ``.deleted``,
 ``.cleaned`` or ``.swap`` suffix, and directories, which expand to their segment files)
-with :mod:`storage.records`; it never opens a file for writing, so it is safe on the
-files of a running broker. Formats are those of :mod:`storage.records`,
-:mod:`storage.offset_index` and :mod:`storage.time_index`.
+with :mod:`records`; it never opens a file for writing, so it is safe on the
+files of a running broker. Formats are those of :mod:`records.layout` and
+:mod:`records.index_entries`.
 
 Output (stdout), in kafka-dump-log.sh's words:
 
@@ -47,15 +47,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import struct
 import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from records.index_entries import OFFSET_ENTRY as _OFFSET_ENTRY
+from records.index_entries import TIME_ENTRY as _TIME_ENTRY
+from records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
+
 from .common import EXIT_FINDINGS, Progress, ToolError, tool_command
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 _TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|snapshot|txnindex)$")
 _TS_TYPE = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
@@ -285,7 +286,7 @@ def _bytes_text(data: bytes | None, fmt: str) -> str:
 
 
 def _batch_line(view) -> str:
-    from storage.codecs import CODEC_NAMES
+    from records.codecs import CODEC_NAMES
 
     ts_type = _TS_TYPE.get(view.timestamp_type, "NoTimestampType")
     codec = CODEC_NAMES.get(view.compression, str(view.compression))
@@ -293,7 +294,8 @@ def _batch_line(view) -> str:
     tail = (f" position: {view.position} {ts_type}: {view.max_timestamp} size: {view.size_bytes} "
             f"magic: {view.magic} compresscodec: {codec} crc: {view.crc} isvalid: {crc_ok}")
     if view.magic >= 2:
-        horizon = (f"OptionalLong[{view.base_timestamp}]" if view.attributes & 0x40 else "OptionalLong.empty")
+        horizon = (f"OptionalLong[{view.base_timestamp}]" if view.attributes & DELETE_HORIZON_FLAG_MASK
+                   else "OptionalLong.empty")
         return (f"baseOffset: {view.base_offset} lastOffset: {view.last_offset} count: {view.record_count} "
                 f"baseSequence: {view.base_sequence} lastSequence: {view.last_sequence} "
                 f"producerId: {view.producer_id} producerEpoch: {view.producer_epoch} "
@@ -336,12 +338,12 @@ def _record_line(view, record, opts: Options) -> str:
 
 def _control_text(record) -> str:
     key = bytes(record.key or b"")
-    if len(key) >= 4:
-        _, type_id = struct.unpack(">hh", key[:4])
+    if len(key) >= CONTROL_RECORD_KEY.size:
+        _, type_id = CONTROL_RECORD_KEY.unpack(key[:CONTROL_RECORD_KEY.size])
         name = _CONTROL_TYPES.get(type_id)
         value = bytes(record.value or b"")
-        if name is not None and len(value) >= 6:
-            _, epoch = struct.unpack(">hi", value[:6])
+        if name is not None and len(value) >= END_TXN_MARKER_VALUE.size:
+            _, epoch = END_TXN_MARKER_VALUE.unpack(value[:END_TXN_MARKER_VALUE.size])
             return f" endTxnMarker: {name} coordinatorEpoch: {epoch}"
         return f" controlType: {name or 'UNKNOWN'}({type_id})"
     return " controlType: UNKNOWN(-1)"
@@ -378,7 +380,7 @@ def _offsets_text(record) -> str:
 
 def dump_log_file(path: str, opts: Options, findings: Findings, out: TextIO) -> None:
     from storage.errors import CorruptRecordError, StorageError
-    from storage.records import iter_file_batches, iter_records
+    from records.framing import iter_file_batches, iter_records
 
     if opts.sanity_only:
         return                                  # the sanity check reads index files only
@@ -458,7 +460,7 @@ def walk_log(log_path: str, positions: set[int], offsets: set[int], *, record_ma
              progress_mode: str = "auto") -> LogWalk:
     """One pass over a ``.log`` recording the batches at ``positions`` and those ending at ``offsets``."""
     from storage.errors import CorruptRecordError, StorageError
-    from storage.records import iter_file_batches, iter_records
+    from records.framing import iter_file_batches, iter_records
 
     try:
         fd = os.open(log_path, os.O_RDONLY)

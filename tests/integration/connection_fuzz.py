@@ -244,7 +244,7 @@ def schema_corpus() -> list[bytes]:
 
 
 def make_batch(rng: random.Random, now_ms: int) -> bytes:
-    from storage.builder import SimpleRecord, build_records
+    from records.builder import SimpleRecord, build_records
 
     codec = rng.choice([0, 0, 0, 1, 2, 3, 4])
     n = rng.randint(1, 20)
@@ -262,7 +262,7 @@ def make_batch(rng: random.Random, now_ms: int) -> bytes:
 
 def bomb(rng: random.Random) -> bytes:
     """A gzip batch whose one record inflates far past the decompressed-size limit."""
-    from storage.builder import v2_header
+    from records.builder import v2_header
 
     payload = gzip.compress(b"\0" * rng.choice([64 << 20, 300 << 20]), compresslevel=1)
     return v2_header(base_offset=0, batch_bytes=61 + len(payload), partition_leader_epoch=-1, attributes=1,

@@ -154,7 +154,7 @@ def wait_for_events(proc, since: int, wanted: set[str], timeout_s: float = 30) -
         time.sleep(0.05)
 
 
-# -- record batch construction (written out independently of storage.builder) -------------------------------
+# -- record batch construction (written out independently of records.builder) -------------------------------
 def varint(n: int) -> bytes:
     z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF  # zigzag, 64-bit
     out = bytearray()

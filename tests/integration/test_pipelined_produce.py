@@ -24,7 +24,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from protocol import decode_response, encode_request
 from protocol.api_keys import ApiKey
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 
 from .clients import connect_raw, create_topic, read_frame
 

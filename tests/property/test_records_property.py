@@ -1,4 +1,4 @@
-"""Property tests for storage/records.py, builder.py, validator.py and convert.py (Hypothesis).
+"""Property tests for records/ (views, walks, builder) and storage/validator.py, convert.py (Hypothesis).
 
 Ground truth is computed here by brute force over what was written.
 """
@@ -13,14 +13,15 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from config.topic import TopicConfig
-from storage import records as R
-from storage.builder import SimpleRecord, build_batch, build_records
+import records as R
+from records import walks as W
+from records.builder import SimpleRecord, build_batch, build_records
 from storage.convert import down_convert
 from storage.errors import InvalidRecordError, InvalidTimestampError
 from storage.validator import validate_records
 
 try:
-    from storage import _speedups
+    from records import _speedups
 except ImportError:  # pragma: no cover
     _speedups = None
 
@@ -105,19 +106,19 @@ def test_c_and_python_walks_agree(data):
         except ValueError as exc:
             raise InvalidRecordError(str(exc))
 
-    assert _outcome(R._scan_v2_py, buf, pos, end, count, base_ts) == _outcome(c_scan, buf, pos, end, count, base_ts)
+    assert _outcome(W._scan_v2_py, buf, pos, end, count, base_ts) == _outcome(c_scan, buf, pos, end, count, base_ts)
     target = data.draw(st.one_of(timestamps, st.integers(-2**63, 2**63 - 1)))
     min_delta = data.draw(st.integers(-2, 25))
     exact = data.draw(st.booleans())
     args = (buf, pos, end, count, base_ts, target, min_delta, exact)
-    assert _outcome(R._find_v2_py, *args) == _outcome(_speedups.find_v2, *args)
+    assert _outcome(W._find_v2_py, *args) == _outcome(_speedups.find_v2, *args)
 
     def c_index(*a):
         offsets, maxima = _speedups.index_v2(*a)
         return list(memoryview(offsets).cast("q")), list(memoryview(maxima).cast("q"))
 
     def py_index(*a):
-        offsets, maxima = R._index_v2_py(*a)
+        offsets, maxima = W._index_v2_py(*a)
         return list(offsets), list(maxima)
 
     assert _outcome(py_index, buf, pos, end, count, base_ts) == _outcome(c_index, buf, pos, end, count, base_ts)
@@ -142,7 +143,7 @@ def test_active_implementation_follows_the_environment():
     expected = "c" if _speedups is not None and os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in (
         "1", "true", "yes") else "python"
     assert R.IMPLEMENTATION == expected
-    code = "from storage import records; print(records.IMPLEMENTATION)"
+    code = "import records; print(records.IMPLEMENTATION)"
     forced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "SUNDIAL_NO_EXTENSIONS": "1"})
     assert forced.stdout.strip() == "python"
@@ -153,9 +154,9 @@ def test_active_implementation_follows_the_environment():
 @pytest.fixture(params=["active", "python"])
 def implementation(request, monkeypatch):
     if request.param == "python":
-        monkeypatch.setattr(R, "_find_v2", R._find_v2_py)
-        monkeypatch.setattr(R, "_scan_v2", R._scan_v2_py)
-        monkeypatch.setattr(R, "_index_v2", R._index_v2_py)
+        monkeypatch.setattr(W, "_find_v2", W._find_v2_py)
+        monkeypatch.setattr(W, "_scan_v2", W._scan_v2_py)
+        monkeypatch.setattr(W, "_index_v2", W._index_v2_py)
     return request.param
 
 

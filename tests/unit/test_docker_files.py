@@ -9,7 +9,7 @@
   bootstraps from the former; the health check probes a listener; the data volume exists.
 * The Dockerfile's default command is a valid configuration that advertises a routable
   address, and its layers install the dependencies before the code is copied.
-* .dockerignore keeps nested build products (``storage/_speedups*.so``, egg-info,
+* .dockerignore keeps nested build products (``records/_speedups*.so``, egg-info,
   node_modules) out of the build context and keeps the sources in.
 """
 
@@ -161,7 +161,7 @@ def test_dockerignore_keeps_build_products_out(path):
 
 
 @pytest.mark.parametrize("path", [
-    "broker/server.py", "storage/_speedups.c", "pyproject.toml", "setup.py", "README.md",
+    "broker/server.py", "records/_speedups.c", "pyproject.toml", "setup.py", "README.md",
     "tests/integration/js/package.json", "tests/integration/js/package-lock.json", "scripts/serve",
 ])
 def test_dockerignore_keeps_the_sources_in(path):

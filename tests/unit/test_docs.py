@@ -28,8 +28,8 @@ def test_retention_doc_names_every_consumed_retention_key_and_event():
     for key in keys:
         base = key.rsplit(".", 1)[0]
         assert key in doc or f"`{base}.ms` (or `.minutes`, `.hours`)" in doc, key
-    sources = "".join(_read(*path.split("/")) for path in ("storage/log.py", "broker/replica_manager.py",
-                                                            "storage/log_manager.py"))
+    sources = "".join(_read(*path.split("/")) for path in ("storage/log.py", "storage/log_retention.py",
+                                                            "broker/replica_manager.py", "storage/log_manager.py"))
     for event in re.findall(r"^\| `([a-z_]+)` \| (?:info|warning|error) \|", doc, re.M):
         assert f'"{event}"' in sources, f"docs/retention.md names a log event the code never logs: {event}"
     for metric in ("sundial_retention_deleted_segments_total", "sundial_consumed_retention_holds_total"):

@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -11,12 +12,22 @@ STDLIB_NETWORK = {"socket", "asyncio", "uvloop", "ssl", "selectors", "http", "ur
 
 RULES = {
     # package: (forbidden top-level imports, extra third-party allowed)
-    "config": ({"protocol", "storage", "broker", "pipeline", "kafka", "structlog"} | STDLIB_NETWORK, set()),
+    "config": ({"protocol", "storage", "broker", "pipeline", "records", "kafka", "structlog"} | STDLIB_NETWORK,
+               set()),
     "protocol": ({"storage", "broker", "pipeline", "structlog"} | STDLIB_NETWORK, set()),
     "storage": ({"protocol", "broker", "pipeline", "kafka"} | STDLIB_NETWORK, set()),
     # the Spark source is a wire client: it never reaches into the broker's packages
+    # (the record format package is shared with it, as Kafka's clients share theirs)
     "pipeline": ({"broker", "storage", "protocol", "config"}, set()),
 }
+
+#: The record format package sits at the bottom: the standard library and these only.
+RECORDS_ALLOWED = {"crc32c", "cramjam"}
+#: Packages whose production modules stay within Kafka-sized rooms.
+SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline")
+MAX_MODULE_LINES = 600
+#: Packages with no import circle and no function-level import (optional dependencies aside).
+ACYCLIC_PACKAGES = ("records", "storage", "protocol", "config")
 
 
 def test_broker_never_imports_the_spark_pipeline():
@@ -64,4 +75,152 @@ def test_only_schema_codec_imports_kafka_protocol():
                 mod = ",".join(a.name for a in node.names)
             if mod and "kafka.protocol" in mod:
                 offenders.append(str(module.relative_to(ROOT)))
+    assert not offenders, offenders
+
+
+# -- the record format package -----------------------------------------------------------------
+
+
+def test_record_package_imports_only_the_standard_library_crc32c_and_cramjam():
+    offenders = {}
+    for module in _modules("records"):
+        bad = {name for name in _imports(module)
+               if name not in sys.stdlib_module_names and name not in RECORDS_ALLOWED and name != "records"}
+        if bad:
+            offenders[str(module.relative_to(ROOT))] = sorted(bad)
+    assert not offenders, f"records/ must import nothing of Sundial or other third parties: {offenders}"
+
+
+def test_the_v2_header_layout_is_written_in_one_python_module():
+    """Only records/layout.py packs or unpacks a v2 batch header (the C accelerator walks records only)."""
+    header_formats = (">qiib", ">hiqqqhii", ">qhi\"")
+    offenders = []
+    for package in ("records", "storage", "protocol", "broker", "pipeline"):
+        for module in _modules(package):
+            if module == ROOT / "records" / "layout.py":
+                continue
+            text = module.read_text(encoding="utf-8")
+            if any(fmt in text for fmt in header_formats):
+                offenders.append(str(module.relative_to(ROOT)))
+    assert not offenders, offenders
+
+
+# -- rooms and circles -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("package", SIZED_PACKAGES)
+def test_no_production_module_is_over_600_lines(package):
+    sizes = {str(m.relative_to(ROOT)): len(m.read_text(encoding="utf-8").splitlines()) for m in _modules(package)}
+    big = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not big, f"split these along Kafka's seams: {big}"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _runtime_imports(path: pathlib.Path) -> set[str]:
+    """Modules of Sundial imported when ``path`` is imported (module level, TYPE_CHECKING blocks left out)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def resolve(module: str | None, level: int) -> str:
+        if level == 0:
+            return module or ""
+        base = package.split(".")
+        base = base[:len(base) - (level - 1)]
+        return ".".join(base + ([module] if module else []))
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                out.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = resolve(node.module, node.level)
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if _module_path(sub) is not None or _is_extension(sub):
+                        out.add(sub)
+                    else:
+                        out.add(target)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return {m for m in out if _module_path(m) is not None}
+
+
+def _module_path(name: str) -> pathlib.Path | None:
+    base = ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_extension(name: str) -> bool:
+    """A C extension module (its source next to the Python modules, built in place or not)."""
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".c").is_file() or any(base.parent.glob(base.name + ".*.so"))
+
+
+@pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
+def test_no_import_circle(package):
+    graph = {_module_name(m): _runtime_imports(m) for m in _modules(package)}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = dfs(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            circle = dfs(node)
+            assert circle is None, " -> ".join(circle)
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        names = ast.unparse(handler.type) if handler.type is not None else ""
+        if "ImportError" in names or "ModuleNotFoundError" in names:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
+def test_no_function_level_imports_except_optional_dependencies(package):
+    offenders = []
+
+    def visit(node, in_function: bool, optional: bool, module: pathlib.Path) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function and not optional:
+                offenders.append(f"{module.relative_to(ROOT)}:{child.lineno}")
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                  optional or (isinstance(child, ast.Try) and _catches_import_error(child)), module)
+
+    for module in _modules(package):
+        visit(ast.parse(module.read_text(encoding="utf-8")), False, False, module)
     assert not offenders, offenders

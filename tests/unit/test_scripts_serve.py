@@ -46,11 +46,11 @@ def project(tmp_path):
     shutil.copy(os.path.join(REPO, "scripts", "serve"), root / "scripts" / "serve")
     _write(str(root / "pyproject.toml"), "[project]\nname = 'sundial-broker'\n")
     _write(str(root / "setup.py"), "from setuptools import setup\nsetup()\n")
-    _write(str(root / "storage" / "_speedups.c"), "/* C */\n")
+    _write(str(root / "records" / "_speedups.c"), "/* C */\n")
     _write(str(root / ".venv" / "bin" / "python"), FAKE_PYTHON, 0o755)
     _write(str(root / ".venv" / "bin" / "sundial"), FAKE_SUNDIAL, 0o755)
     old = 1_700_000_000  # build inputs older than any install the fake pip makes
-    for name in ("pyproject.toml", "setup.py", "storage/_speedups.c"):
+    for name in ("pyproject.toml", "setup.py", "records/_speedups.c"):
         os.utime(root / name, (old, old))
     return root
 
@@ -80,7 +80,7 @@ def test_first_start_installs_in_a_mode_without_deprecation_and_later_starts_do_
     assert pip == []
 
 
-@pytest.mark.parametrize("changed", ["pyproject.toml", "setup.py", "storage/_speedups.c"])
+@pytest.mark.parametrize("changed", ["pyproject.toml", "setup.py", "records/_speedups.c"])
 def test_a_newer_build_input_reinstalls(project, changed):
     run_serve(project)
     info = _dist_info(project)

@@ -18,7 +18,7 @@ import pytest
 from broker.flusher import PartitionFlusher
 from config.topic import TopicConfig
 from storage import log as storage_log
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 from storage.log import PartitionLog
 
 

@@ -18,7 +18,7 @@ import pytest
 from protocol import decode_response, encode_request
 from protocol.api_keys import ApiKey
 from storage import log as storage_log
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 
 PRODUCE_VERSION = 7
 FETCH_VERSION = 4
@@ -91,7 +91,7 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
             "topics": [{"topic": "dur", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                          "partition_max_bytes": 1 << 20}]}]}))
         _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, await asyncio.wait_for(read_frame(reader), 60))
-        from storage.records import iter_records
+        from records import iter_records
 
         values = [r.value for r in iter_records(body.responses[0].partitions[0].records)]
         assert values[:5] == [b"ok%d" % i for i in range(5)]

@@ -1,9 +1,9 @@
 """An independent writer and reader of Kafka record bytes, for tests only.
 
 Written from the byte tables of the reference (kafka-time-semantics.md §2.1-§2.7), not
-from storage/: plain ``struct`` calls and explicit loops, no shared helpers, no speed
-tricks. Tests use it as ground truth for what storage/records.py reads and what
-storage/builder.py writes.
+from storage/ or records/: plain ``struct`` calls and explicit loops, no shared helpers,
+no speed tricks. Tests use it as ground truth for what the record package (records/)
+reads and what records/builder.py writes.
 """
 
 from __future__ import annotations

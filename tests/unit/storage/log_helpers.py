@@ -7,7 +7,7 @@ import os
 
 from config.defs import LONG_MAX
 from config.topic import TopicConfig
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 
 NOW_MS = 1_700_000_000_000
 

@@ -1,4 +1,4 @@
-"""storage/builder.py: bytes checked by an independent parser (kafka_bytes_ref) and kafka-python."""
+"""records/builder.py: bytes checked by an independent parser (kafka_bytes_ref) and kafka-python."""
 
 import gzip
 import struct
@@ -9,9 +9,9 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from storage import codecs
-from storage import records as R
-from storage.builder import SimpleRecord, build_batch, build_records, encode_varint
+from records import codecs
+import records as R
+from records.builder import SimpleRecord, build_batch, build_records, encode_varint
 from storage.errors import UnsupportedCompressionTypeError
 
 RECS = [SimpleRecord(1000, b"k0", b"v0", (("a", b"1"),)),

@@ -1,4 +1,4 @@
-"""storage/codecs.py: Kafka framings, bomb protection, refusals; round trips under Hypothesis."""
+"""records/codecs.py: Kafka framings, bomb protection, refusals; round trips under Hypothesis."""
 
 import gzip
 import struct
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import codecs as C
+from records import codecs as C
 from storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -4,9 +4,9 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from storage import codecs
-from storage import records as R
-from storage.builder import SimpleRecord, build_batch
+from records import codecs
+import records as R
+from records.builder import SimpleRecord, build_batch
 from storage.convert import down_convert
 from storage.errors import UnsupportedCompressionTypeError
 

@@ -24,7 +24,7 @@ from log_helpers import NOW_MS, batch, topic_config
 
 from storage.errors import KafkaStorageError
 from storage.log import PartitionLog
-from storage.records import iter_records
+from records import iter_records
 
 
 def read_offsets(log) -> list[int]:
@@ -133,7 +133,7 @@ SCRIPT = textwrap.dedent('''
     import os, sys, time
     from storage.errors import KafkaStorageError
     from storage.log import PartitionLog
-    from storage.records import iter_records
+    from records import iter_records
     sys.path.insert(0, {helpers!r})
     from log_helpers import NOW_MS, batch, topic_config
 

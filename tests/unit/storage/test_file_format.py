@@ -14,7 +14,7 @@ from crc32c import crc32c
 from kafka.record.memory_records import MemoryRecords
 from log_helpers import NOW_MS, batch, topic_config
 
-from storage import codecs
+from records import codecs
 from storage.log import PartitionLog
 
 # ---------------------------------------------------------------- independent readers

@@ -6,7 +6,7 @@ import pytest
 from log_helpers import NOW_MS, batch, topic_config
 
 from storage import files
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 from storage.errors import (
     InvalidProducerEpochError,
     InvalidTimestampError,
@@ -16,7 +16,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.log import PartitionLog
-from storage.records import iter_batches, iter_records
+from records import iter_batches, iter_records
 
 HOUR = 3_600_000
 

@@ -1,4 +1,4 @@
-"""storage/records.py: batch views, iteration rules, reader semantics, in-batch search, rewrites.
+"""records/ (batch views, iteration rules, reader semantics, in-batch search, rewrites).
 
 Ground truth comes from kafka_bytes_ref (an independent encoder written from the
 reference's byte tables), kafka-python's record readers, and brute force.
@@ -16,7 +16,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from storage import records as R
+import records as R
 from storage.errors import CorruptRecordError, InvalidRecordError
 
 

@@ -8,7 +8,7 @@ from log_helpers import NOW_MS, batch, topic_config
 
 from storage import files
 from storage.log import PartitionLog
-from storage.records import iter_records
+from records import iter_records
 
 DAY = 86_400_000
 

@@ -261,12 +261,12 @@ def test_future_timestamp_hold_is_logged_when_it_starts_moves_and_ends(new_log, 
     import structlog
     from structlog.testing import CapturingLogger
 
-    import storage.log
+    import storage.log_retention
 
     # A logger of its own: the process-wide structlog set-up (cached, level-filtered by
     # whichever test configured it first) must not decide what this test sees.
     captured = CapturingLogger()
-    monkeypatch.setattr(storage.log, "logger", structlog.wrap_logger(
+    monkeypatch.setattr(storage.log_retention, "logger", structlog.wrap_logger(
         captured, processors=[], wrapper_class=structlog.BoundLogger, cache_logger_on_first_use=False))
     log = new_log(retention_ms=DAY)
     fill(log, [NOW_MS + 10 * DAY, NOW_MS - 3 * DAY, NOW_MS - 3 * DAY], 1)

@@ -5,8 +5,8 @@ import os
 import pytest
 from log_helpers import NOW_MS, batch, brute_force_search_segments, topic_config
 
-from storage import codecs
-from storage.builder import SimpleRecord, build_records
+from records import codecs
+from records.builder import SimpleRecord, build_records
 from storage.log import PartitionLog
 
 

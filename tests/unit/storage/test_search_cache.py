@@ -11,8 +11,9 @@ import random
 import pytest
 from log_helpers import NOW_MS, topic_config
 
-from storage.builder import SimpleRecord, build_records
-from storage.log import _BATCH_INDEXES, PartitionLog
+from records.builder import SimpleRecord, build_records
+from storage.log import PartitionLog
+from storage.log_search import _BATCH_INDEXES
 
 
 def big_batch(stamps):

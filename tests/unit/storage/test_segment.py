@@ -1,6 +1,6 @@
 """LogSegment: behaviours 19–37 of the reference's §12.3, plus §4.1/§4.4 index rules.
 
-Batches are built with storage.builder; ``records(o, ...)`` mirrors Kafka's test helper:
+Batches are built with records.builder; ``records(o, ...)`` mirrors Kafka's test helper:
 magic-1 records whose timestamp is ``offset * 10``.
 """
 
@@ -10,9 +10,9 @@ import random
 import pytest
 
 from storage import files
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 from storage.errors import LogSegmentOffsetOverflowError
-from storage.records import BatchView, find_first_at_or_after
+from records import BatchView, find_first_at_or_after
 from storage.segment import LogSegment, walk_headers
 from storage.time_index import TimestampOffset
 

@@ -10,9 +10,9 @@ from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
 from config.topic import TopicConfig
-from storage import codecs
-from storage import records as R
-from storage.builder import SimpleRecord, build_batch
+from records import codecs
+import records as R
+from records.builder import SimpleRecord, build_batch
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,

@@ -23,7 +23,7 @@ from broker.tools.common import EXIT_ERROR, EXIT_FINDINGS
 from config.defs import LONG_MAX
 from config.topic import TopicConfig
 from storage import PartitionLog
-from storage.builder import SimpleRecord, build_records
+from records.builder import SimpleRecord, build_records
 
 NOW = 1_795_000_000_000
 

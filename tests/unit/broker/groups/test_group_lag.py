@@ -7,7 +7,7 @@ import random
 from broker.groups.lag import compute_lag
 from broker.groups.offsets import CommittedOffset
 from storage import LogManager
-from storage.builder import SimpleRecord, build_batch
+from records.builder import SimpleRecord, build_batch
 
 NOW = 1_700_000_000_000
 

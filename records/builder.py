@@ -1,6 +1,6 @@
 """Build record batches (magic 2) and legacy message sets (magic 0/1), byte-exact with Kafka.
 
-Layouts are the ones documented in ``storage/records.py``. The rules follow Kafka's
+Layouts are the ones documented in :mod:`records.layout`. The rules follow Kafka's
 ``MemoryRecordsBuilder``:
 
 * Offsets are assigned consecutively from ``base_offset`` unless ``offsets`` are given
@@ -30,18 +30,22 @@ builder would echo the source records' timestamps, which a v0 log cannot index).
 
 from __future__ import annotations
 
-import struct
 import zlib
 from typing import Iterable, NamedTuple, Sequence
 
 from crc32c import crc32c
 
 from . import codecs
-from .records import (
+from .layout import (
     CONTROL_FLAG_MASK,
     CREATE_TIME,
+    INT32,
+    LEGACY_BODY_V0,
+    LEGACY_BODY_V1,
+    LEGACY_OFFSET_SIZE_CRC,
     LEGACY_TIMESTAMP_TYPE_MASK,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V1,
     MAGIC_V2,
@@ -49,11 +53,15 @@ from .records import (
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER_AFTER_CRC,
+    V2_HEADER_BEFORE_CRC,
 )
+from .varint import NULL_VARINT as _NULL
+from .varint import encode_varint
 
 
 class SimpleRecord(NamedTuple):
-    """What a builder needs of a record (``storage.records.Record`` also fits: it has the same names)."""
+    """What a builder needs of a record (``records.Record`` also fits: it has the same names)."""
 
     timestamp: int = NO_TIMESTAMP
     key: bytes | None = None
@@ -68,32 +76,6 @@ class BuiltRecords(NamedTuple):
     record_count: int
     max_timestamp: int
     shallow_offset_of_max_timestamp: int
-
-
-_V2_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
-_V2_HEADER_BEFORE_CRC = struct.Struct(">qiibI")
-_LEGACY_V0_BODY = struct.Struct(">bb")
-_LEGACY_V1_BODY = struct.Struct(">bbq")
-_OFFSET_SIZE_CRC = struct.Struct(">qiI")
-_I32 = struct.Struct(">i")
-
-_SMALL_VARINTS = [bytes([(n << 1) if n >= 0 else ((-n << 1) - 1)]) for n in range(-64, 64)]
-_NULL = b"\x01"                       # zig-zag varint -1
-
-
-def encode_varint(n: int) -> bytes:
-    """Zig-zag LEB128 of a signed int (int32 or int64)."""
-    if -64 <= n < 64:
-        return _SMALL_VARINTS[n + 64]
-    u = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-    if u < 0x4000:
-        return bytes(((u & 0x7F) | 0x80, u >> 7))
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
 
 
 def encode_v2_record(offset_delta: int, timestamp_delta: int, key, value, headers=()) -> bytes:
@@ -127,27 +109,28 @@ def v2_header(*, base_offset: int, batch_bytes: int, partition_leader_epoch: int
               last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
               producer_epoch: int, base_sequence: int, record_count: int, payload) -> bytes:
     """The 61-byte v2 header for ``payload`` (the records section as stored), CRC included."""
-    after_crc = _V2_HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+    after_crc = V2_HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
                                           producer_id, producer_epoch, base_sequence, record_count)
     crc = crc32c(payload, crc32c(after_crc))
-    return _V2_HEADER_BEFORE_CRC.pack(base_offset, batch_bytes - 12, partition_leader_epoch, MAGIC_V2, crc) + after_crc
+    before_crc = V2_HEADER_BEFORE_CRC.pack(base_offset, batch_bytes - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, crc)
+    return before_crc + after_crc
 
 
 def encode_legacy_message(magic: int, offset: int, timestamp: int, key, value, attributes: int) -> bytes:
     """One v0/v1 message with its 12-byte log overhead."""
     if magic == MAGIC_V1:
-        body = _LEGACY_V1_BODY.pack(MAGIC_V1, attributes, timestamp)
+        body = LEGACY_BODY_V1.pack(MAGIC_V1, attributes, timestamp)
     else:
-        body = _LEGACY_V0_BODY.pack(MAGIC_V0, attributes)
+        body = LEGACY_BODY_V0.pack(MAGIC_V0, attributes)
     parts = [body]
     for blob in (key, value):
         if blob is None:
             parts.append(b"\xff\xff\xff\xff")
         else:
-            parts.append(_I32.pack(len(blob)))
+            parts.append(INT32.pack(len(blob)))
             parts.append(blob)
     rest = b"".join(parts)
-    return _OFFSET_SIZE_CRC.pack(offset, len(rest) + 4, zlib.crc32(rest)) + rest
+    return LEGACY_OFFSET_SIZE_CRC.pack(offset, len(rest) + 4, zlib.crc32(rest)) + rest
 
 
 def _check_timestamp(ts: int) -> None:

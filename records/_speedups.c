@@ -1,11 +1,11 @@
 /*
- * storage._speedups: C versions of the per-record walks of storage/records.py.
+ * records._speedups: C versions of the per-record walks of records/walks.py.
  *
- * The pure-Python functions in storage/records.py are the reference; these must give
+ * The pure-Python functions in records/walks.py are the reference; these must give
  * identical answers (tests/property/test_records_property.py checks it). Setting
- * SUNDIAL_NO_EXTENSIONS=1 makes storage/records.py ignore this module.
+ * SUNDIAL_NO_EXTENSIONS=1 makes records/walks.py ignore this module.
  *
- * v2 record layout (see storage/records.py): length varint, attributes int8,
+ * v2 record layout (see records/layout.py): length varint, attributes int8,
  * timestamp_delta varlong, offset_delta varint, key_length varint + key,
  * value_length varint + value, header_count varint, headers (key_length varint +
  * key, value_length varint + value). Varints are zig-zag LEB128, at most 5 bytes
@@ -428,7 +428,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_speedups", "C walks over Kafka v2 records (see storage/records.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_speedups", "C walks over Kafka v2 records (see records/walks.py).", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -1,0 +1,223 @@
+"""Timestamp search in a partition log (ListOffsets), with the caches that keep it cheap.
+
+:class:`TimestampSearch` is a base of :class:`storage.log.PartitionLog`; its methods
+work on the log's segments and state like the log's own.
+
+Timestamp search (Kafka ``fetchOffsetByTimestamp``; reference §6.2)
+--------------------------------------------------------------------
+The target segment is the first (oldest) whose largest timestamp (max record
+timestamp, mtime fallback) is >= T. A prefix-max array over the inactive segments'
+largest timestamps makes that a ``bisect`` instead of a walk over every segment; it is
+rebuilt lazily after deletions or truncation (the log sets ``_search`` to None) and the
+active segment is looked at separately (its mtime and max move with appends). Only that
+segment is searched: time index floor → offset index → forward scan of batch headers →
+the first record with timestamp >= T and offset >= LSO
+(:func:`records.search.find_first_at_or_after`, or a cached
+:class:`~records.search.BatchTimestampIndex` for a big batch searched again).
+
+Negative targets are ListOffsets' sentinels: -2/-4 earliest (LSO), -1 latest (LEO), -3
+the first record holding the largest timestamp (KAFKA-16310), -5 nothing tiered.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from typing import NamedTuple
+
+from records.batch import BatchView
+from records.framing import iter_records
+from records.layout import MAGIC_V2
+from records.search import BatchTimestampIndex, find_first_at_or_after, first_record_with_timestamp
+
+from .segment import LogSegment
+from .time_index import NO_TIMESTAMP, TimestampOffset
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+class SearchCache(NamedTuple):
+    prefix_max_largest: list[int]     # over segments[:-1], by largest_timestamp_ms()
+    prefix_max_ts: list[int]          # over segments[:-1], by max_timestamp_so_far
+    prefix_argmax_ts: list[int]       # index of the first segment reaching prefix_max_ts
+
+
+class _BatchIndexCache:
+    """Running-max timestamp indexes of big batches, shared by every log (LRU, bounded bytes).
+
+    A timestamp search ends with a linear walk inside one batch; with 1 MiB batches of
+    small records that walk is ~10^4 records. The second time a search lands in the same
+    batch, its :class:`~records.search.BatchTimestampIndex` (16 bytes per record) is
+    built, and later searches there are a bisect. The first visit only walks, so a cold
+    lookup never pays for building an index that may not be used again. Keys carry the
+    log's cache token, which changes when the log is truncated or replaced, so an index
+    can never outlive the bytes it describes.
+    """
+
+    MIN_RECORDS = 512
+
+    def __init__(self, budget_bytes: int = 64 * 1024 * 1024) -> None:
+        self.budget_bytes = budget_bytes
+        self.used_bytes = 0
+        self._indexes: "OrderedDict[tuple, object]" = OrderedDict()
+        self._seen: "OrderedDict[tuple, None]" = OrderedDict()
+
+    def find(self, key: tuple, data: memoryview, position: int, target_ms: int, min_offset: int):
+        index = self._indexes.get(key)
+        if index is not None:
+            self._indexes.move_to_end(key)
+        else:
+            view = BatchView(data, 0, position)
+            if key not in self._seen or view.magic != MAGIC_V2 or view.record_count < self.MIN_RECORDS:
+                self._seen[key] = None
+                if len(self._seen) > 4096:
+                    self._seen.popitem(last=False)
+                return find_first_at_or_after(view, target_ms, min_offset)
+            index = BatchTimestampIndex(view)
+            self._seen.pop(key, None)
+            self._indexes[key] = index
+            self.used_bytes += index.size_bytes
+            while self.used_bytes > self.budget_bytes and self._indexes:
+                _, old = self._indexes.popitem(last=False)
+                self.used_bytes -= old.size_bytes
+        if index.covers(min_offset):
+            return index.lookup(target_ms)
+        return find_first_at_or_after(BatchView(data, 0, position), target_ms, min_offset)
+
+
+_BATCH_INDEXES = _BatchIndexCache()
+_cache_tokens = iter(range(1, 2**62))
+
+
+def next_cache_token() -> int:
+    """A fresh key prefix for :data:`_BATCH_INDEXES` (a new or truncated log takes one)."""
+    return next(_cache_tokens)
+
+
+class TimestampSearch:
+    """ListOffsets of a :class:`~storage.log.PartitionLog` (see module doc)."""
+
+    def _search_cache(self) -> SearchCache:
+        cache = self._search
+        if cache is None:
+            pm_largest: list[int] = []
+            pm_ts: list[int] = []
+            pm_arg: list[int] = []
+            best_largest = best_ts = None
+            arg = 0
+            for i, seg in enumerate(self._segments[:-1]):
+                largest = seg.largest_timestamp_ms()
+                best_largest = largest if best_largest is None else max(best_largest, largest)
+                pm_largest.append(best_largest)
+                ts = seg.max_timestamp_so_far
+                if best_ts is None or ts > best_ts:
+                    best_ts, arg = ts, i
+                pm_ts.append(best_ts)
+                pm_arg.append(arg)
+            cache = self._search = SearchCache(pm_largest, pm_ts, pm_arg)
+        return cache
+
+    def _target_segment(self, target_ms: int) -> LogSegment | None:
+        """First segment whose largest timestamp >= target_ms (Kafka ``searchOffsetInLocalLog``)."""
+        pm = self._search_cache().prefix_max_largest
+        i = bisect.bisect_left(pm, target_ms)
+        if i < len(pm):
+            return self._segments[i]
+        active = self._segments[-1]
+        if active.largest_timestamp_ms() >= target_ms:
+            return active
+        return None
+
+    def fetch_offset_by_timestamp(self, target_ms: int) -> TimestampOffset | None:
+        """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
+
+        Negative targets: -2/-4 earliest (LSO), -1 latest (LEO), -3 max timestamp,
+        -5 nothing tiered (None). None means "not found" (offset -1, timestamp -1).
+        """
+        self._check_open()
+        if target_ms < 0:
+            if target_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return TimestampOffset(NO_TIMESTAMP, self.log_start_offset, None)
+            if target_ms == LATEST_TIMESTAMP:
+                return TimestampOffset(NO_TIMESTAMP, self._leo, None)
+            if target_ms == MAX_TIMESTAMP:
+                return self.max_timestamp_offset()
+            return None
+        seg = self._target_segment(target_ms)
+        if seg is None:
+            return None
+        token, base = self._cache_token, seg.base_offset
+
+        def find_in_batch(data, position, t_ms, min_offset):
+            return _BATCH_INDEXES.find((token, base, position), data, position, t_ms, min_offset)
+
+        return seg.find_offset_by_timestamp(target_ms, self.log_start_offset, find_in_batch)
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""
+        self._check_open()
+        cache = self._search_cache()
+        seg = self._segments[-1]
+        if cache.prefix_max_ts:
+            best = cache.prefix_max_ts[-1]
+            if best >= seg.max_timestamp_so_far:
+                seg = self._segments[cache.prefix_argmax_ts[-1]]
+        max_ts = seg.max_timestamp_so_far
+        header = seg.find_max_timestamp_batch()
+        if header is None or header.magic == 0:
+            return None
+        offset = first_record_with_timestamp(BatchView(seg.read_batch(header), 0, header.position), max_ts)
+        if offset is None:
+            return None
+        epoch = header.leader_epoch if header.magic >= 2 and header.leader_epoch >= 0 else None
+        return TimestampOffset(max_ts, offset, epoch)
+
+    def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0: segment base offsets (Kafka ``legacyFetchOffsetsBefore``), newest first."""
+        self._check_open()
+        entries = [(max(s.base_offset, self.log_start_offset), s.last_modified_ms()) for s in self._segments]
+        if self._segments[-1].size_bytes > 0:
+            entries.append((self._leo, now_ms))
+        if timestamp_ms == LATEST_TIMESTAMP:
+            start = len(entries) - 1
+        elif timestamp_ms == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(entries) - 1
+            while start >= 0 and entries[start][1] > timestamp_ms:
+                start -= 1
+            if start < 0:
+                return []
+        count = min(max(max_num_offsets, 0), start + 1)
+        return [entries[start - j][0] for j in range(count)]
+
+    def record_timestamp_at(self, offset: int) -> int | None:
+        """Timestamp of the record at ``offset`` (None outside [LSO, LEO) or without one)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset >= self._leo:
+            return None
+        seg = self._segments[self._segment_index_for(offset)]
+        header = seg.translate_offset(offset)
+        if header is None:
+            return None
+        if header.magic == 0:
+            return None
+        if header.magic == 1 and header.first_field == header.last_offset and header.last_offset == offset:
+            view = BatchView(seg.read_batch(header), 0, header.position)
+            if not view.is_compressed:
+                return header.max_timestamp
+        data = seg.read_batch(header)
+        for record in iter_records(data):
+            if record.offset == offset:
+                return record.timestamp if record.timestamp >= 0 else None
+            if record.offset > offset:
+                return None
+        return None
+
+
+__all__ = ["TimestampSearch", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP",
+           "LATEST_TIERED_TIMESTAMP"]
