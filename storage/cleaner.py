@@ -242,9 +242,9 @@ class Cleaner:
         m = self.offset_map
         m.clear()
         start, end = job.first_dirty_offset, job.first_uncleanable_offset
-        dirty = [s for i, s in enumerate(job.sources)
-                 if s.base_offset < end
-                 and (i + 1 >= len(job.sources) or job.sources[i + 1].base_offset > start)]
+        dirty = [] if start >= end else [       # Kafka logSegments(start, end)
+            s for i, s in enumerate(job.sources)
+            if s.base_offset < end and (i + 1 >= len(job.sources) or job.sources[i + 1].base_offset > start)]
         max_entries = int(m.slots * self.load_factor)
         for i, seg in enumerate(dirty):
             self._check(job)

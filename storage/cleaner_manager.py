@@ -92,6 +92,8 @@ class PreCleanStats:
 
 def _segments_from(log, start: int, end: int) -> list:
     """Kafka ``logSegments(start, end)``: the segment holding ``start`` (or the first) up to base < end."""
+    if start >= end:
+        return []
     segs = log.segments
     out = []
     for i, seg in enumerate(segs):
