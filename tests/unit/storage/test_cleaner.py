@@ -363,3 +363,22 @@ def test_deleted_files_go_through_the_deleted_suffix(env):
     assert log.delete_expired_files(NOW_MS + 1001) > 0
     assert not any(n.endswith(".deleted") for n in os.listdir(log.dir))
     assert isinstance(read_all(log)[0], Rec)
+
+
+def test_dump_log_verifies_cleaned_segments_and_shows_empty_batches_and_horizons(env, capsys):
+    from broker.cli import build_parser
+
+    log, mgr, m = env(index_interval_bytes=48)
+    append(log, [(b"a", b"1", NOW_MS)], producer_id=3, producer_epoch=0, base_sequence=0)
+    fill_rounds(log, 5, 6, per_segment=8, ts0=NOW_MS + 10)
+    append(log, [(b"a", None, NOW_MS + 100)])
+    log.roll(NOW_MS)
+    clean_until_done(log, mgr, m, NOW_MS)
+    log.close()
+    args = build_parser().parse_args(["dump-log", "--files", log.dir, "--verify-index-only"])
+    assert args.func(args) == 0, capsys.readouterr().err
+    args = build_parser().parse_args(["dump-log", "--files", log.dir])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "count: 0" in out and "producerId: 3" in out                  # the producer's emptied last batch
+    assert f"deleteHorizonMs: OptionalLong[{NOW_MS + 86_400_000}]" in out   # the tombstone's batch
