@@ -19,8 +19,9 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from .clients import consumer, create_topic, producer
-from .conftest import SundialProcess, unique_topic
+from .conftest import SundialProcess, free_port, unique_topic
 from .groups_support import FAST_GROUPS, wait_until
+from .test_metrics import scrape
 
 CLEANER = {
     "log.cleaner.backoff.ms": "100",
@@ -36,7 +37,10 @@ HOUR = 3_600_000
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    proc = SundialProcess(tmp_path_factory.mktemp("compaction"), CLEANER).start()
+    port = free_port()
+    proc = SundialProcess(tmp_path_factory.mktemp("compaction"),
+                          {**CLEANER, "sundial.metrics.listener": f"127.0.0.1:{port}"}).start()
+    proc.metrics_port = port
     yield proc
     assert proc.running, proc.log_text()[-3000:]
     assert proc.stop() == 0, proc.log_text()[-3000:]
@@ -176,6 +180,18 @@ def test_kafka_python_latest_value_per_key_survives_with_offset_timestamp_header
                 assert expected == next(((r[0], r[1]) for r in got if r[1] >= target), None)
     finally:
         c.close()
+    # the pass is in the log and in the metrics
+    passes = [e for e in daemon.log_lines() if e.get("event") == "log_cleaned" and e.get("topic") == topic]
+    assert passes and passes[-1]["dirty_section"][1] == sentinel[0][0]
+    assert passes[-1]["records_kept"] <= passes[-1]["records_read"] and passes[-1]["bytes_read"] > 0
+    samples = scrape(daemon.metrics_port)
+    for name in ("sundial_log_cleaner_passes_total", "sundial_log_cleaner_bytes_read_total",
+                 "sundial_log_cleaner_bytes_written_total"):
+        assert samples[name][0][1] > 0, name
+    for name in ("sundial_log_cleaner_max_dirty_percent", "sundial_log_cleaner_last_pass_seconds",
+                 "sundial_log_cleaner_buffer_utilization_percent", "sundial_log_cleaner_uncleanable_partitions"):
+        assert name in samples, name
+    assert samples["sundial_log_cleaner_uncleanable_partitions"][0][1] == 0
 
 
 def test_confluent_kafka_tombstones_disappear_after_delete_retention(daemon):

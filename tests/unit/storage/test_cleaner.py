@@ -382,3 +382,18 @@ def test_dump_log_verifies_cleaned_segments_and_shows_empty_batches_and_horizons
     out = capsys.readouterr().out
     assert "count: 0" in out and "producerId: 3" in out                  # the producer's emptied last batch
     assert f"deleteHorizonMs: OptionalLong[{NOW_MS + 86_400_000}]" in out   # the tombstone's batch
+
+
+def test_consumed_retention_keeps_working_on_compact_delete(env):
+    log, mgr, m = env(cleanup_policy=("compact", "delete"), retention_ms=7 * DAY, consumed_retention_enabled=True,
+                      retention_commitoffset_ms=1000)
+    fill_rounds(log, 3, 4, per_segment=4, ts0=NOW_MS - DAY)
+    log.roll(NOW_MS)
+    tail = append(log, [(b"k9", b"1", NOW_MS)])
+    clean_until_done(log, mgr, m, NOW_MS)
+    assert len(log.segments) == 2                        # the cleaned segments were merged into one
+    held = log.delete_old_segments(NOW_MS, consumed_upto=tail[0].offset - 1)
+    assert not held.deleted and held.held[0].reason == "not_consumed"
+    outcome = log.delete_old_segments(NOW_MS, consumed_upto=tail[0].offset)
+    assert {d.reason for d in outcome.deleted} == {"consumed"}
+    assert log.log_start_offset == tail[0].offset and read_all(log) == tail
