@@ -40,6 +40,13 @@
 #include <string.h>
 
 #define ENTRY_BYTES 24
+#define PUT_WINDOW 32
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch((p), 1)
+#else
+#define PREFETCH(p) do { } while (0)
+#endif
 #define HASH_BYTES 16
 #define SEED 0x2545F491u
 
@@ -396,27 +403,48 @@ static PyObject *py_map_put_v2(PyObject *self, PyObject *args)
     r.end = end;
     r.error = NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (index = 0; index < count; index++) {
-        v2_record rec;
-        int64_t offset;
-        if (pos >= end) {
-            r.error = "batch declares more records than its data holds";
-            break;
-        }
-        if (parse_record(&r, &pos, &rec) < 0)
-            break;
-        offset = (int64_t)base_offset + rec.offset_delta;
-        if (rec.key_len >= 0 && offset >= start_offset) {
-            unsigned char hash[HASH_BYTES];
-            if (entries >= max_entries) {
-                full = 1;
+    /* Windows of records: parse and hash them, prefetch their first probe slots (the map is
+       probed at random, so its cache misses overlap), then put them in order. A parse error is
+       reported only when the puts reach it, as the one-record-at-a-time reference does. */
+    while (index < count && !full) {
+        v2_record recs[PUT_WINDOW];
+        unsigned char hashes[PUT_WINDOW][HASH_BYTES];
+        int64_t offsets[PUT_WINDOW];
+        int wanted[PUT_WINDOW];
+        int n = 0, i;
+        while (n < PUT_WINDOW && index + n < count) {
+            if (pos >= end) {
+                r.error = "batch declares more records than its data holds";
                 break;
             }
-            murmur3_128(r.p + rec.key_at, (Py_ssize_t)rec.key_len, hash);
-            entries += map_store(&m, hash, offset);
-            last_put = offset;
+            if (parse_record(&r, &pos, &recs[n]) < 0)
+                break;
+            offsets[n] = (int64_t)base_offset + recs[n].offset_delta;
+            wanted[n] = recs[n].key_len >= 0 && offsets[n] >= start_offset;
+            if (wanted[n]) {
+                murmur3_128(r.p + recs[n].key_at, (Py_ssize_t)recs[n].key_len, hashes[n]);
+                PREFETCH(m.bytes + slot_position(hashes[n], 0, m.slots));
+            }
+            n++;
         }
+        for (i = 0; i < n; i++) {
+            if (wanted[i]) {
+                if (entries >= max_entries) {
+                    full = 1;
+                    break;
+                }
+                entries += map_store(&m, hashes[i], offsets[i]);
+                last_put = offsets[i];
+            }
+            index++;
+        }
+        if (r.error != NULL)
+            break;
     }
+    if (full)
+        r.error = NULL;
+    else if (r.error == NULL && pos != end)
+        r.error = "bytes remain after the declared records";
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&map_view);
@@ -438,7 +466,8 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     reader r;
     v2_record *recs = NULL;
     unsigned char *keep = NULL;
-    int64_t *stamps = NULL;
+    int64_t *stamps = NULL, *offsets = NULL;
+    unsigned char *hashes = NULL;
     long long index, kept = 0, invalid = 0, tombstones = 0, max_kept_offset = -1;
     int64_t first_ts = 0, kept_max_ts = -1, new_base = 0, new_max;
     int with_horizon = 0, rewrite;
@@ -461,10 +490,14 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     recs = PyMem_RawMalloc(sizeof(v2_record) * (size_t)(count ? count : 1));
     keep = PyMem_RawMalloc((size_t)(count ? count : 1));
     stamps = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    if (recs == NULL || keep == NULL || stamps == NULL) {
+    offsets = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    hashes = PyMem_RawMalloc((size_t)HASH_BYTES * (size_t)(count ? count : 1));
+    if (recs == NULL || keep == NULL || stamps == NULL || offsets == NULL || hashes == NULL) {
         PyMem_RawFree(recs);
         PyMem_RawFree(keep);
         PyMem_RawFree(stamps);
+        PyMem_RawFree(offsets);
+        PyMem_RawFree(hashes);
         PyBuffer_Release(&view);
         PyBuffer_Release(&map_view);
         return PyErr_NoMemory();
@@ -473,26 +506,32 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     r.end = end;
     r.error = NULL;
     Py_BEGIN_ALLOW_THREADS
+    /* parse every record, hash the keys that need a lookup and prefetch their first slots ... */
     for (index = 0; index < count; index++) {
         v2_record *rec = &recs[index];
-        int64_t offset, ts;
-        int retain;
         if (pos >= end) {
             r.error = "batch declares more records than its data holds";
             break;
         }
         if (parse_record(&r, &pos, rec) < 0)
             break;
-        offset = (int64_t)base_offset + rec->offset_delta;
+        offsets[index] = (int64_t)base_offset + rec->offset_delta;
+        if (offsets[index] <= latest_offset && rec->key_len >= 0) {
+            murmur3_128(r.p + rec->key_at, (Py_ssize_t)rec->key_len, hashes + HASH_BYTES * index);
+            PREFETCH(m.bytes + slot_position(hashes + HASH_BYTES * index, 0, m.slots));
+        }
+    }
+    /* ... then decide, in order (Kafka Cleaner.shouldRetainRecord) */
+    for (index = 0; r.error == NULL && index < count; index++) {
+        v2_record *rec = &recs[index];
+        int64_t offset = offsets[index], ts;
+        int retain;
         ts = log_append_time ? (int64_t)max_ts : (int64_t)((uint64_t)base_ts + (uint64_t)rec->ts_delta);
         stamps[index] = ts;
         if (offset > latest_offset) {
             retain = 1;
         } else if (rec->key_len >= 0) {
-            unsigned char hash[HASH_BYTES];
-            int64_t found;
-            murmur3_128(r.p + rec->key_at, (Py_ssize_t)rec->key_len, hash);
-            found = map_lookup(&m, hash);
+            int64_t found = map_lookup(&m, hashes + HASH_BYTES * index);
             retain = offset >= found && (rec->value_len >= 0 || retain_deletes);
         } else {
             retain = 0;
@@ -572,6 +611,8 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     PyMem_RawFree(recs);
     PyMem_RawFree(keep);
     PyMem_RawFree(stamps);
+    PyMem_RawFree(offsets);
+    PyMem_RawFree(hashes);
     PyBuffer_Release(&view);
     PyBuffer_Release(&map_view);
     return result;
@@ -579,6 +620,8 @@ done:
     PyMem_RawFree(recs);
     PyMem_RawFree(keep);
     PyMem_RawFree(stamps);
+    PyMem_RawFree(offsets);
+    PyMem_RawFree(hashes);
     PyBuffer_Release(&view);
     PyBuffer_Release(&map_view);
     return NULL;

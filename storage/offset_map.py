@@ -2,7 +2,7 @@
 
 Layout
 ------
-One ``bytearray`` of ``memory`` bytes holds ``slots = memory // 24`` entries: a 16-byte
+One buffer of ``memory`` bytes (a private anonymous mapping) holds ``slots = memory // 24`` entries: a 16-byte
 hash of the key followed by the offset (int64, native byte order); 24 zero bytes is an
 empty slot. The map stores hashes, never keys, so its memory is fixed whatever the keys:
 the cleaner's resident memory is bounded by ``log.cleaner.dedupe.buffer.size`` plus a
@@ -38,6 +38,7 @@ Not thread-safe: one cleaner thread owns a map.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from typing import NamedTuple
@@ -259,6 +260,20 @@ if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
         IMPLEMENTATION = "c"
 
 
+def _allocate(memory: int):
+    """The map's memory: a private anonymous mapping (zero-filled, huge pages asked for: the map is
+    probed at random, so fewer TLB misses matter), or a bytearray where mappings are not available."""
+    try:
+        buf = mmap.mmap(-1, memory, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (AttributeError, OSError, ValueError):
+        return bytearray(memory)
+    try:
+        buf.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return buf
+
+
 def key_hash(key) -> bytes:
     """The 16-byte hash the map stores for ``key``."""
     return _hash(key)
@@ -274,7 +289,7 @@ class SkimpyOffsetMap:
             raise ValueError(f"an offset map needs at least {ENTRY_BYTES} bytes, got {memory}")
         self.slots = memory // ENTRY_BYTES
         self.memory = self.slots * ENTRY_BYTES
-        self.buffer = bytearray(self.memory)
+        self.buffer = _allocate(self.memory)
         self.entries = 0
         self.latest_offset = -1
         self._dirty = False
@@ -287,12 +302,17 @@ class SkimpyOffsetMap:
         return "python" if self._impl[0] is _get_py else "c"
 
     def clear(self) -> None:
-        """Empty the map (Kafka zeroes the buffer; so does this, in place, a MiB at a time)."""
+        """Empty the map (Kafka zeroes the buffer). A private anonymous mapping is handed back to
+        the kernel (``MADV_DONTNEED``: it reads as zeros again and leaves the resident set);
+        otherwise it is zeroed in place, a MiB at a time."""
         if self.entries or self._dirty:
             buf = self.buffer
-            for start in range(0, self.memory, len(_ZERO_CHUNK)):
-                end = min(start + len(_ZERO_CHUNK), self.memory)
-                buf[start:end] = _ZERO_CHUNK[:end - start]
+            try:
+                buf.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):
+                for start in range(0, self.memory, len(_ZERO_CHUNK)):
+                    end = min(start + len(_ZERO_CHUNK), self.memory)
+                    buf[start:end] = _ZERO_CHUNK[:end - start]
         self._dirty = False
         self.entries = 0
         self.latest_offset = -1
