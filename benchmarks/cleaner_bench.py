@@ -1,6 +1,6 @@
 """Log compaction: cleaning throughput and memory, and the broker's produce latency during a pass.
 
-A compacted partition of KEYS keys written ROUNDS times over (random key order per round,
+A partition of KEYS keys written ROUNDS times over (random key order per round,
 about 107-byte records in ~16 KiB uncompressed batches, 128 MiB segments) is built with
 storage directly. Then:
 
@@ -11,8 +11,10 @@ storage directly. Then:
    the map share, records in and out, and peak RSS next to the dedupe buffer size;
 2. **the daemon** (``--daemon``, on a copy of the same log): ``sundial serve`` cleans it
    with its cleaner thread while confluent-kafka produces small records (acks=1, one every
-   5 ms) to another topic and a consumer fetches them; prints produce latency p50/p99/max
-   before and during the pass and how many records the consumer got during it.
+   5 ms) to another topic and a consumer fetches them; after 4 s of that traffic the big
+   partition is made compacted (AlterConfigs ``cleanup.policy=compact``); prints produce
+   latency p50/p99/max before and during the pass, and how many records the consumer
+   got during it.
 
 Default size: 128 MiB (128k keys x 10 rounds). ``--full``: 1 GiB, 1M keys x 10 rounds
 (the figure of issue 13: >= 100 MB/s, RSS bounded by the dedupe buffer plus a constant).
@@ -42,6 +44,8 @@ TOPIC = "compacted"
 SEGMENT_BYTES = 128 * 1024 * 1024
 DEDUPE = 128 * 1024 * 1024
 MB = 1024 * 1024
+DELETE_CONFIG = {"cleanup.policy": "delete", "segment.bytes": str(SEGMENT_BYTES), "retention.ms": "-1"}
+COMPACT_CONFIG = {**DELETE_CONFIG, "cleanup.policy": "compact"}
 
 
 def rss_mb() -> float:
@@ -60,8 +64,7 @@ def build(data_dir: str, keys: int, rounds: int, value_bytes: int, batch_records
 
     mgr = LogManager([data_dir])
     mgr.startup()
-    mgr.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
-                                "retention.ms": "-1"})
+    mgr.create_topic(TOPIC, 1, DELETE_CONFIG)     # made compacted when the measurement starts
     log = mgr.get_log(TOPIC, 0)
     rng = random.Random(seed)
     now = int(time.time() * 1000) - 3_600_000
@@ -102,6 +105,7 @@ def clean_child(data_dir: str) -> None:
 
     mgr = LogManager([data_dir])
     mgr.startup()
+    mgr.alter_topic_config(TOPIC, COMPACT_CONFIG)
     log = mgr.get_log(TOPIC, 0)
     before = log.size_bytes
     base_rss = rss_mb()
@@ -141,11 +145,12 @@ def percentile(values, p):
 def daemon_run(data_dir: str) -> dict:
     """The daemon cleans the copied log while a producer and a consumer use another topic."""
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
     log_path = os.path.join(os.path.dirname(data_dir), "sundial-bench.log")
     env = {"SUNDIAL_LOG_FORMAT": "json"}
-    proc, bootstrap = start_sundial(data_dir, {"log.cleaner.backoff.ms": "3000"}, env=env, log_path=log_path)
+    proc, bootstrap = start_sundial(data_dir, {"log.cleaner.backoff.ms": "200"}, env=env, log_path=log_path,
+                                    log_level="info")
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([NewTopic("traffic", 1, 1)]).values():
@@ -181,10 +186,17 @@ def daemon_run(data_dir: str) -> dict:
             return out
 
         seen: dict = {}
-        start_pass = end_pass = None
+        start_pass = end_pass = switched = None
         deadline = time.monotonic() + 900
         t_begin = time.monotonic()
         while time.monotonic() < deadline:
+            if switched is None and got and time.monotonic() > t_begin + 4:
+                # traffic flows (the consumer gets it): now make the big partition a compacted one
+                res = ConfigResource("topic", TOPIC, incremental_configs=[
+                    ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+                for f in admin.incremental_alter_configs([res]).values():
+                    f.result(30)
+                switched = time.monotonic()
             sent = time.monotonic()
             p.produce("traffic", value=b"x" * 100, on_delivery=lambda err, msg, s=sent: lat.append(
                 (s, msg.latency() if err is None else float("nan"))))
@@ -196,7 +208,7 @@ def daemon_run(data_dir: str) -> dict:
                 if end_pass is None and "log_cleaned" in seen:
                     end_pass = seen["log_cleaned"][0]
                     cleaned = seen["log_cleaned"][1]
-            if end_pass is not None and time.monotonic() > end_pass + 1:
+            if end_pass is not None and time.monotonic() > end_pass + 5:
                 break
             time.sleep(0.005)
         p.flush(30)
@@ -204,8 +216,8 @@ def daemon_run(data_dir: str) -> dict:
         t.join()
         if end_pass is None:
             raise SystemExit("the daemon did not finish its pass within 900 s")
-        before = [l * 1000 for s, l in lat if s < (start_pass or t_begin) - 0.1]
-        during = [l * 1000 for s, l in lat if start_pass and start_pass <= s <= end_pass]
+        before = [l * 1000 for s, l in lat if t_begin + 1 < s < switched]
+        during = [l * 1000 for s, l in lat if start_pass <= s <= end_pass]
         fetched = [g for g in got if start_pass <= g <= end_pass]
         return {"pass_s": cleaned.get("duration_s"), "mb_per_s": cleaned.get("mb_per_s"),
                 "bytes_read": cleaned.get("bytes_read"),
