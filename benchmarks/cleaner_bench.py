@@ -20,6 +20,9 @@ Default size: 128 MiB (128k keys x 10 rounds). ``--full``: 1 GiB, 1M keys x 10 r
 (the figure of issue 13: >= 100 MB/s, RSS bounded by the dedupe buffer plus a constant).
 
     python benchmarks/cleaner_bench.py [--full] [--daemon] [--keep DIR]
+
+``--keep DIR`` builds the log into DIR once and reuses it (each run cleans a copy). The machine
+load is printed with the figures: on a shared host, CPU seconds tell more than wall time.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ def clean_child(data_dir: str) -> None:
     now = int(time.time() * 1000)
     passes = []
     t0 = time.monotonic()
+    cpu0 = time.process_time()
     while True:
         ltc = manager.grab_filthiest_log([(TOPIC, 0, log)], now)
         if ltc is None:
@@ -128,11 +132,20 @@ def clean_child(data_dir: str) -> None:
                        "map_s": stats.elapsed_map_s, "s": stats.elapsed_s, "read": stats.messages_read,
                        "kept": stats.messages_written, "utilization": stats.buffer_utilization})
     wall = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
     after = log.size_bytes
     mgr.shutdown()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"passes": passes, "wall_s": wall, "before": before, "after": after, "peak_rss_mb": peak,
-                      "rss_before_map_mb": base_rss, "implementation": IMPLEMENTATION}))
+    disk_read = 0
+    try:
+        for line in open("/proc/self/io"):
+            if line.startswith("read_bytes:"):
+                disk_read = int(line.split()[1])
+    except OSError:
+        pass
+    print(json.dumps({"passes": passes, "wall_s": wall, "cpu_s": cpu, "before": before, "after": after, "peak_rss_mb": peak,
+                      "rss_before_map_mb": base_rss, "implementation": IMPLEMENTATION,
+                      "disk_read_bytes": disk_read}))
 
 
 def percentile(values, p):
@@ -244,15 +257,27 @@ def main() -> int:
     keys = 1_000_000 if args.full else 131_072
     rounds, value_bytes, batch_records = 10, 84, 150
     base = args.keep or tempfile.mkdtemp(prefix="cleaner-bench-")
+    pristine = os.path.join(base, "pristine")
     data = os.path.join(base, "data")
     print(f"# {' '.join([os.path.basename(sys.executable), *sys.argv])}")
-    built = build(data, keys, rounds, value_bytes, batch_records)
+    marker = os.path.join(base, f"built-{keys}-{rounds}-{value_bytes}.json")
+    if os.path.exists(marker):
+        built = json.load(open(marker))
+        print(f"log: reusing {pristine}")
+    else:
+        shutil.rmtree(pristine, ignore_errors=True)
+        built = build(pristine, keys, rounds, value_bytes, batch_records)
+        json.dump(built, open(marker, "w"))
     print(f"log: {built['records']:,} records, {built['bytes'] / MB:,.0f} MiB, {keys:,} keys x {rounds} rounds "
           f"(built in {built['build_s']:.1f} s)")
+    for d in (data, os.path.join(base, "daemon-data")):
+        shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(pristine, data)
     copy = None
     if args.daemon:
         copy = os.path.join(base, "daemon-data")
-        shutil.copytree(data, copy)
+        shutil.copytree(pristine, copy)
+    os.sync()       # the copies' dirty pages would otherwise be written back inside the pass's fsyncs
     child = subprocess.run([sys.executable, os.path.abspath(__file__), "--clean-child", data], capture_output=True,
                            text=True, env=dict(os.environ, SUNDIAL_LOG_LEVEL="warning"))
     if child.returncode != 0:
@@ -263,9 +288,11 @@ def main() -> int:
     map_s = sum(p["map_s"] for p in r["passes"])
     print(f"in-process ({r['implementation']} walks): {len(r['passes'])} pass(es), {r['wall_s']:.2f} s, "
           f"{r['before'] / MB / r['wall_s']:,.0f} MB/s of log read "
+          f"({r['cpu_s']:.2f} CPU s: {r['before'] / MB / r['cpu_s']:,.0f} MB per CPU second) "
           f"(map: {map_s:.2f} s = {100 * map_s / r['wall_s']:.0f}%, {dirty / MB / max(map_s, 1e-9):,.0f} MB/s), "
           f"{sum(p['read'] for p in r['passes']):,} records read, {sum(p['kept'] for p in r['passes']):,} kept, "
-          f"{r['before'] / MB:,.0f} -> {r['after'] / MB:,.1f} MiB, map use {r['passes'][0]['utilization']:.1%}")
+          f"{r['before'] / MB:,.0f} -> {r['after'] / MB:,.1f} MiB, map use {r['passes'][0]['utilization']:.1%}, "
+          f"{r['disk_read_bytes'] / MB:,.0f} MiB read from disk (the rest from the page cache)")
     print(f"peak RSS {r['peak_rss_mb']:.0f} MB = dedupe buffer {DEDUPE / MB:.0f} MB + "
           f"{r['peak_rss_mb'] - DEDUPE / MB:.0f} MB (the process held {r['rss_before_map_mb']:.0f} MB before the map)")
     if args.daemon:
@@ -275,6 +302,9 @@ def main() -> int:
               f"before p50 {b[0]:.1f} ms p99 {b[1]:.1f} ms max {b[2]:.1f} ms ({b[3]} sends); "
               f"during p50 {du[0]:.1f} ms p99 {du[1]:.1f} ms max {du[2]:.1f} ms ({du[3]} sends); "
               f"{d['fetched_during']} records fetched during the pass")
+    print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
+    for d in (data, os.path.join(base, "daemon-data")):
+        shutil.rmtree(d, ignore_errors=True)
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
     return 0
