@@ -144,7 +144,11 @@ class LogCleanerService:
             logger.info("log_cleaning_aborted", topic=ltc.topic, partition=ltc.partition, reason=str(exc))
             return False
         except Exception as exc:
-            self._uncleanable(ltc, exc)
+            if log.closed or self._stopping:     # the topic was deleted (or the broker stops) under the pass
+                logger.info("log_cleaning_aborted", topic=ltc.topic, partition=ltc.partition,
+                            reason=f"the log was closed during the pass ({type(exc).__name__})")
+            else:
+                self._uncleanable(ltc, exc)
             return False
         finally:
             if self._future is not None and self._future.done():

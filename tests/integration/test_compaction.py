@@ -18,7 +18,9 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from .clients import consumer, create_topic, producer
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from .clients import admin, consumer, create_topic, producer
 from .conftest import SundialProcess, free_port, unique_topic
 from .groups_support import FAST_GROUPS, wait_until
 from .test_metrics import scrape
@@ -361,39 +363,79 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
 
 
 def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
-    proc = SundialProcess(tmp_path / "kill9", {**CLEANER, "log.cleaner.io.max.bytes.per.second": "400000"})
+    proc = SundialProcess(tmp_path / "kill9", {**CLEANER, "log.cleaner.io.max.bytes.per.second": "200000"})
     proc.start()
     topic = unique_topic("cmpkill")
+    configs = {**COMPACT, "segment.bytes": "65536", "cleanup.policy": "delete"}
+    client = admin(proc.bootstrap)
     try:
-        create_topic(proc.bootstrap, topic, 1, {**COMPACT, "segment.bytes": "65536"})
-        produced = send_all(proc.bootstrap, topic, keyed_data(300, 12, now_ms() - HOUR, tombstone_every=7,
+        create_topic(proc.bootstrap, topic, 1, configs)
+        produced = send_all(proc.bootstrap, topic, keyed_data(160, 12, now_ms() - HOUR, tombstone_every=7,
                                                                rng=random.Random(3), pad=250), batch_size=8192)
         produced += send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
+        # all the data is there: make the topic compacted, so every pass is a long (throttled) one
+        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                             configs={**configs, "cleanup.policy": "compact"})])
+        client.close()
         end = produced[-1][0]
         expected_final = model(produced, end)
         by_offset = {r[0]: r for r in produced}
         must_keep = set(expected_final)
-        swaps_seen = mid_pass = 0
-        for kill in range(4):
-            # kill -9 right after a cleaned segment is swapped in (the throttle keeps the pass going)
-            target = swaps_seen + 1
-            wait_until(lambda: sum(1 for e in proc.log_lines() if e.get("event") == "cleaned_segment_swapped_in"
-                                   and e.get("topic") == topic) >= target, 90, "a swap")
+
+        def swaps():
+            return sum(1 for e in proc.log_lines() if e.get("event") == "cleaned_segment_swapped_in"
+                       and e.get("topic") == topic)
+
+        mid_pass = 0
+        for _ in range(3):
+            # kill -9 right after a cleaned segment is swapped in
+            target = swaps() + 1
+            wait_until(lambda: swaps() >= target or (checkpoint(proc, topic) or 0) >= end, 120, "a swap")
+            if (checkpoint(proc, topic) or 0) >= end:
+                break
             proc.kill()
             mid_pass += (checkpoint(proc, topic) or 0) < end
-            swaps_seen = sum(1 for e in proc.log_lines() if e.get("event") == "cleaned_segment_swapped_in"
-                             and e.get("topic") == topic)
             proc.start()
             got = read_all(proc.bootstrap, topic)
             offsets = [r[0] for r in got]
             assert offsets == sorted(set(offsets)), "offsets out of order or repeated after recovery"
             assert all(by_offset[r[0]] == r for r in got), "a record that was never produced"
             assert must_keep <= set(got), "a latest value was lost"
-            if (checkpoint(proc, topic) or 0) >= end:
-                break
-        assert mid_pass >= 2, "the kills must land in the middle of passes"
+        assert mid_pass >= 1, "a kill must land in the middle of a pass"
         wait_cleaned(proc, topic, end, timeout_s=180)
         assert read_all(proc.bootstrap, topic) == expected_final
     finally:
+        if proc.running:
+            assert proc.stop() == 0, proc.log_text()[-3000:]
+
+
+def test_deleting_a_topic_during_a_pass_is_not_an_error(tmp_path):
+    proc = SundialProcess(tmp_path / "del", {**CLEANER, "log.cleaner.io.max.bytes.per.second": "100000"})
+    proc.start()
+    topic = unique_topic("cmpdelete")
+    configs = {**COMPACT, "segment.bytes": "65536", "cleanup.policy": "delete"}
+    client = admin(proc.bootstrap)
+    try:
+        create_topic(proc.bootstrap, topic, 1, configs)
+        send_all(proc.bootstrap, topic, keyed_data(300, 6, now_ms() - HOUR, pad=250), batch_size=8192)
+        send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
+        # all the data is there: make the topic compacted, so one long (throttled) pass begins
+        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                             configs={**configs, "cleanup.policy": "compact"})])
+        wait_until(lambda: any(e.get("event") == "log_cleaning_started" and e.get("topic") == topic
+                               for e in proc.log_lines()), 60, "a pass to start")
+        client.delete_topics([topic])
+        wait_until(lambda: any(e.get("event") == "log_cleaning_aborted" and e.get("topic") == topic
+                               for e in proc.log_lines()), 60, "the pass to end")
+        assert not [e for e in proc.log_lines() if e.get("level") == "error"]
+        topic2 = unique_topic("cmpafter")                  # the cleaner goes on with other logs
+        create_topic(proc.bootstrap, topic2, 1, COMPACT)
+        produced = send_all(proc.bootstrap, topic2, keyed_data(5, 3, now_ms() - HOUR))
+        produced += send_all(proc.bootstrap, topic2, [(b"zz", b"s", now_ms(), ())])
+        wait_cleaned(proc, topic2, produced[-1][0])
+        assert read_all(proc.bootstrap, topic2) == model(produced, produced[-1][0])
+        assert not any(e.get("event") == "log_cleaned" and e.get("topic") == topic for e in proc.log_lines())
+    finally:
+        client.close()
         if proc.running:
             assert proc.stop() == 0, proc.log_text()[-3000:]
