@@ -30,7 +30,7 @@ import structlog
 
 from config import CleanerConfig
 from storage.cleaner import Cleaner, CleaningAborted, Throttler
-from storage.cleaner_manager import LogCleanerManager
+from storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
 from storage.offset_map import SkimpyOffsetMap
 
 logger = structlog.get_logger(__name__)
@@ -154,7 +154,12 @@ class LogCleanerService:
             if self._future is not None and self._future.done():
                 self._future = None
                 self._job = None
-            self.manager.done_cleaning(ltc, end_offset)
+            staged = self.manager.done_cleaning(ltc, end_offset, write=False)
+            if staged is not None:          # the checkpoint's fsyncs stay off the loop
+                try:
+                    await loop.run_in_executor(self._executor, write_cleaner_checkpoint, *staged)
+                except RuntimeError:        # the executor was shut down by stop(): write it here
+                    write_cleaner_checkpoint(*staged)
         self.passes += 1
         self.last_stats = stats
         self._record(ltc, end_offset, stats, time.monotonic() - started)

@@ -157,6 +157,14 @@ def max_compaction_delay(log, first_dirty_offset: int, now_ms: int) -> int:
     return clean_until - earliest if earliest < clean_until else 0
 
 
+def write_cleaner_checkpoint(path: str, offsets: dict[TopicPartition, int]) -> None:
+    """Write one ``cleaner-offset-checkpoint`` (tmp + fsync + rename); a failure is logged."""
+    try:
+        write_offset_checkpoint(path, offsets)
+    except OSError as exc:
+        logger.error("cleaner_checkpoint_write_failed", path=path, error=str(exc))
+
+
 class LogCleanerManager:
     """Cleaner checkpoints, the logs in progress or uncleanable, and the choice of log (see module doc).
 
@@ -184,6 +192,12 @@ class LogCleanerManager:
 
     def update_checkpoint(self, log_dir: str, tp: TopicPartition, offset: int | None) -> None:
         """Set (or with None remove) ``tp``'s entry and rewrite ``log_dir``'s file."""
+        write_cleaner_checkpoint(*self.stage_checkpoint(log_dir, tp, offset))
+
+    def stage_checkpoint(self, log_dir: str, tp: TopicPartition,
+                         offset: int | None) -> tuple[str, dict[TopicPartition, int]]:
+        """Set (or remove) ``tp``'s entry in memory; the file's path and content to write
+        (:func:`write_cleaner_checkpoint`, on any thread: the write fsyncs)."""
         log_dir = os.path.abspath(log_dir)
         per_dir = {k: v for k, v in self._checkpoints.get(log_dir, {}).items() if self._exists(*k)}
         if offset is None:
@@ -191,10 +205,7 @@ class LogCleanerManager:
         else:
             per_dir[tp] = offset
         self._checkpoints[log_dir] = per_dir
-        try:
-            write_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT_FILE), per_dir)
-        except OSError as exc:
-            logger.error("cleaner_checkpoint_write_failed", log_dir=log_dir, error=str(exc))
+        return os.path.join(log_dir, CLEANER_CHECKPOINT_FILE), dict(per_dir)
 
     # -- choosing ------------------------------------------------------------------------------------
     def grab_filthiest_log(self, logs: Iterable, now_ms: int) -> LogToClean | None:
@@ -231,12 +242,19 @@ class LogCleanerManager:
         self.in_progress.add((filthiest.topic, filthiest.partition))
         return filthiest
 
-    def done_cleaning(self, ltc: LogToClean, end_offset: int | None) -> None:
-        """The pass over ``ltc`` ended: checkpoint ``end_offset`` (None: aborted, keep the old one)."""
+    def done_cleaning(self, ltc: LogToClean, end_offset: int | None, *, write: bool = True):
+        """The pass over ``ltc`` ended: checkpoint ``end_offset`` (None: aborted, keep the old one).
+        With ``write=False`` the file write is returned (``(path, offsets)`` or None) for the caller
+        to do with :func:`write_cleaner_checkpoint`."""
         tp = (ltc.topic, ltc.partition)
         self.in_progress.discard(tp)
+        staged = None
         if end_offset is not None and self._exists(*tp):
-            self.update_checkpoint(os.path.dirname(ltc.log.dir), tp, end_offset)
+            staged = self.stage_checkpoint(os.path.dirname(ltc.log.dir), tp, end_offset)
+        if write and staged is not None:
+            write_cleaner_checkpoint(*staged)
+            return None
+        return staged
 
     def mark_uncleanable(self, topic: str, partition: int) -> None:
         self.uncleanable.add((topic, partition))
@@ -249,4 +267,4 @@ class LogCleanerManager:
 
 
 __all__ = ["LogCleanerManager", "LogToClean", "PreCleanStats", "cleanable_offsets", "cleanable_bytes",
-           "max_compaction_delay", "CLEANER_CHECKPOINT_FILE"]
+           "max_compaction_delay", "write_cleaner_checkpoint", "CLEANER_CHECKPOINT_FILE"]
