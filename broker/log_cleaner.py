@@ -67,12 +67,21 @@ class LogCleanerService:
                                     clock=time.monotonic)
         return self._cleaner
 
+    #: Compacted partitions not opened yet (lazy opening after a clean start) that one check opens:
+    #: opening checks index files on the loop, so a broker with thousands of them spreads it out.
+    OPEN_PER_CHECK = 32
+
     def _compacted_logs(self):
         logs = self.broker.logs
+        opened = 0
         for meta in logs.topics():
             if not meta.config.compact:
                 continue
             for p in range(meta.partitions):
+                if not logs.is_open(meta.name, p):
+                    if opened >= self.OPEN_PER_CHECK:
+                        continue
+                    opened += 1
                 log = logs.get_log(meta.name, p)
                 if log is not None and not log.closed:
                     yield meta.name, p, log
