@@ -143,7 +143,8 @@ def clean_child(data_dir: str) -> None:
                 disk_read = int(line.split()[1])
     except OSError:
         pass
-    print(json.dumps({"passes": passes, "wall_s": wall, "cpu_s": cpu, "before": before, "after": after, "peak_rss_mb": peak,
+    print(json.dumps({"passes": passes, "wall_s": wall, "cpu_s": cpu, "before": before, "after": after,
+                      "peak_rss_mb": peak,
                       "rss_before_map_mb": base_rss, "implementation": IMPLEMENTATION,
                       "disk_read_bytes": disk_read}))
 

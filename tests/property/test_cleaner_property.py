@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
 
-from cleaner_helpers import append, batches_on_disk, clean_until_done, compact_log, model_after_clean, read_all  # noqa: E402
+from cleaner_helpers import (  # noqa: E402
+    append,
+    batches_on_disk,
+    clean_until_done,
+    compact_log,
+    model_after_clean,
+    read_all,
+)
 from log_helpers import NOW_MS  # noqa: E402
 
 from records import codecs  # noqa: E402

@@ -118,7 +118,8 @@ def test_a_crash_while_writing_the_cleaned_segment_loses_nothing(pristine, tmp_p
         raise Crash("killed while writing")
 
     monkeypatch.setattr(cleaned_segment.CleanedSegmentWriter, "finish", dying_finish)
-    monkeypatch.setattr(cleaned_segment.CleanedSegmentWriter, "abandon", lambda self: None)  # a dead process cleans nothing
+    # a dead process cleans nothing up
+    monkeypatch.setattr(cleaned_segment.CleanedSegmentWriter, "abandon", lambda self: None)
     with pytest.raises(Crash):
         run_pass(work, tmp_path / "w")
     assert any(n.endswith(".log.cleaned") for n in os.listdir(work))
