@@ -82,6 +82,7 @@ static void murmur3_128(const unsigned char *data, Py_ssize_t len, unsigned char
     uint64_t h1 = SEED, h2 = SEED, k1, k2;
     Py_ssize_t nblocks = len / 16, i;
     const unsigned char *tail;
+    int rest, j;
     for (i = 0; i < nblocks; i++) {
         k1 = le64(data + 16 * i);
         k2 = le64(data + 16 * i + 8);
@@ -91,28 +92,17 @@ static void murmur3_128(const unsigned char *data, Py_ssize_t len, unsigned char
         h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
     }
     tail = data + nblocks * 16;
+    rest = (int)(len & 15);
     k1 = 0;
     k2 = 0;
-    switch (len & 15) {
-    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
-    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
-    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
-    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
-    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
-    case 10: k2 ^= (uint64_t)tail[9] << 8; /* fall through */
-    case 9:
-        k2 ^= (uint64_t)tail[8];
+    for (j = rest; j > 8; j--)                      /* the reference's switch, bytes 15..9 */
+        k2 ^= (uint64_t)tail[j - 1] << (8 * (j - 9));
+    if (rest > 8) {
         k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        /* fall through */
-    case 8: k1 ^= (uint64_t)tail[7] << 56; /* fall through */
-    case 7: k1 ^= (uint64_t)tail[6] << 48; /* fall through */
-    case 6: k1 ^= (uint64_t)tail[5] << 40; /* fall through */
-    case 5: k1 ^= (uint64_t)tail[4] << 32; /* fall through */
-    case 4: k1 ^= (uint64_t)tail[3] << 24; /* fall through */
-    case 3: k1 ^= (uint64_t)tail[2] << 16; /* fall through */
-    case 2: k1 ^= (uint64_t)tail[1] << 8; /* fall through */
-    case 1:
-        k1 ^= (uint64_t)tail[0];
+    }
+    for (j = rest < 8 ? rest : 8; j > 0; j--)       /* bytes 8..1 */
+        k1 ^= (uint64_t)tail[j - 1] << (8 * (j - 1));
+    if (rest > 0) {
         k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
     }
     h1 ^= (uint64_t)len;
@@ -457,7 +447,7 @@ static PyObject *py_map_put_v2(PyObject *self, PyObject *args)
 
 static PyObject *py_filter_v2(PyObject *self, PyObject *args)
 {
-    PyObject *map_obj, *buf_obj, *out = NULL, *result;
+    PyObject *map_obj, *buf_obj, *out = NULL, *result = NULL;
     long long slots, count, base_offset, base_ts, max_ts, latest_offset, horizon, new_horizon;
     int log_append_time, retain_deletes, has_horizon;
     Py_ssize_t pos, end;
@@ -493,14 +483,8 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     offsets = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
     hashes = PyMem_RawMalloc((size_t)HASH_BYTES * (size_t)(count ? count : 1));
     if (recs == NULL || keep == NULL || stamps == NULL || offsets == NULL || hashes == NULL) {
-        PyMem_RawFree(recs);
-        PyMem_RawFree(keep);
-        PyMem_RawFree(stamps);
-        PyMem_RawFree(offsets);
-        PyMem_RawFree(hashes);
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&map_view);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        goto done;
     }
     r.p = (const unsigned char *)view.buf;
     r.end = end;
@@ -604,18 +588,9 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
             Py_END_ALLOW_THREADS
         }
     }
-    if (out == NULL)
-        goto done;
-    result = Py_BuildValue("LLLLNLLO", kept, invalid, tombstones, max_kept_offset, out, (long long)new_base,
-                           (long long)new_max, with_horizon ? Py_True : Py_False);
-    PyMem_RawFree(recs);
-    PyMem_RawFree(keep);
-    PyMem_RawFree(stamps);
-    PyMem_RawFree(offsets);
-    PyMem_RawFree(hashes);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&map_view);
-    return result;
+    if (out != NULL)
+        result = Py_BuildValue("LLLLNLLO", kept, invalid, tombstones, max_kept_offset, out, (long long)new_base,
+                               (long long)new_max, with_horizon ? Py_True : Py_False);
 done:
     PyMem_RawFree(recs);
     PyMem_RawFree(keep);
@@ -624,7 +599,7 @@ done:
     PyMem_RawFree(hashes);
     PyBuffer_Release(&view);
     PyBuffer_Release(&map_view);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {
