@@ -1,7 +1,8 @@
-"""Build glue for the optional C accelerator ``records._speedups`` (everything else is in pyproject.toml).
+"""Build glue for the optional C accelerators ``records._speedups`` and ``storage._cleaner_speedups``
+(everything else is in pyproject.toml).
 
-The extension is optional: if it cannot be compiled, the install still succeeds and
-records/walks.py uses its pure-Python reference code. ``SUNDIAL_NO_EXTENSIONS=1``
+The extensions are optional: if one cannot be compiled, the install still succeeds and
+records/walks.py and storage/offset_map.py use their pure-Python reference code. ``SUNDIAL_NO_EXTENSIONS=1``
 skips the build (and, at run time, the import).
 """
 
@@ -12,6 +13,8 @@ from setuptools import Extension, setup
 ext_modules = []
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], optional=True,
+                                 extra_compile_args=["-O2"]))
+    ext_modules.append(Extension("storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], optional=True,
                                  extra_compile_args=["-O2"]))
 
 setup(ext_modules=ext_modules)

@@ -5,8 +5,8 @@ sendfile bytes) are plain Python counters updated on the loop thread — a dicti
 lookup and a few integer additions, no locks — and turned into Prometheus families
 by a collector at scrape time: ``prometheus_client``'s own Counter/Histogram take a
 mutex per update, which cost more than the rest of a small request's bookkeeping.
-Rare events (retention deletions, refused connections) use ``prometheus_client``
-metrics directly. Per-partition gauges (log start
+Rare events (retention deletions, refused connections, cleaner passes) use
+``prometheus_client`` metrics directly. Per-partition gauges (log start
 and end offsets, segment count, size, max timestamp) are not maintained on the
 append path at all: a custom collector reads them from the log manager at scrape
 time. The endpoint is off unless ``sundial.metrics.listener`` is set
@@ -93,6 +93,42 @@ class BrokerMetrics:
             "sundial_consumed_retention_holds",
             "Retention passes in which a consumer group held back a segment consumed retention would delete",
             ["topic", "partition", "group"], registry=r)
+
+        # log cleaner (Kafka's kafka.log:type=LogCleaner / LogCleanerManager gauges)
+        self.cleaner_max_dirty_percent = Gauge(
+            "sundial_log_cleaner_max_dirty_percent", "Largest dirty ratio of a compacted log at the last check (%)",
+            registry=r)
+        self.cleaner_last_pass_seconds = Gauge(
+            "sundial_log_cleaner_last_pass_seconds", "Duration of the last cleaning pass", registry=r)
+        self.cleaner_buffer_utilization_percent = Gauge(
+            "sundial_log_cleaner_buffer_utilization_percent", "Offset map use in the last pass (%)", registry=r)
+        self.cleaner_recopy_percent = Gauge(
+            "sundial_log_cleaner_recopy_percent", "Bytes written over bytes read by the last pass (%)", registry=r)
+        self.cleaner_max_compaction_delay_seconds = Gauge(
+            "sundial_log_cleaner_max_compaction_delay_seconds",
+            "How long the most overdue log has waited past max.compaction.lag.ms", registry=r)
+        self.cleaner_uncleanable_partitions = Gauge(
+            "sundial_log_cleaner_uncleanable_partitions", "Partitions the cleaner gave up on until restart",
+            registry=r)
+        self.cleaner_bytes_read = Counter("sundial_log_cleaner_bytes_read", "Log bytes read by cleaning passes",
+                                          registry=r)
+        self.cleaner_bytes_written = Counter("sundial_log_cleaner_bytes_written",
+                                             "Bytes of cleaned segments written", registry=r)
+        self.cleaner_passes = Counter("sundial_log_cleaner_passes", "Completed cleaning passes", registry=r)
+
+    # -- log cleaner -------------------------------------------------------------------------
+    def cleaner_pass_done(self, bytes_read: int, bytes_written: int, seconds: float, utilization: float) -> None:
+        self.cleaner_passes.inc()
+        self.cleaner_bytes_read.inc(bytes_read)
+        self.cleaner_bytes_written.inc(bytes_written)
+        self.cleaner_last_pass_seconds.set(seconds)
+        self.cleaner_buffer_utilization_percent.set(int(100 * utilization))
+        self.cleaner_recopy_percent.set(int(100 * bytes_written / max(bytes_read, 1)))
+
+    def cleaner_state(self, max_dirty_ratio: float, max_compaction_delay_ms: int, uncleanable: int) -> None:
+        self.cleaner_max_dirty_percent.set(int(100 * max_dirty_ratio))
+        self.cleaner_max_compaction_delay_seconds.set(max_compaction_delay_ms // 1000)
+        self.cleaner_uncleanable_partitions.set(uncleanable)
 
     # -- request path ----------------------------------------------------------------------
     def request_done(self, api_key: int, api_version: int, seconds: float, error: bool = False) -> None:

@@ -18,8 +18,9 @@ coordinator; flush every log, write the checkpoints and the clean-shutdown marke
 Periodic work runs as tasks on the same loop (storage is single-threaded):
 retention every ``log.retention.check.interval.ms`` (after
 ``log.initial.task.delay.ms``), removal of ``.deleted`` files, checkpoints every
-``log.flush.offset.checkpoint.interval.ms``, the ``flush.ms`` policy, and the
-``connections.max.idle.ms`` sweep.
+``log.flush.offset.checkpoint.interval.ms``, the ``flush.ms`` policy, the
+``connections.max.idle.ms`` sweep, and the log cleaner (``log.cleaner.enable``;
+its long work runs on its own thread, :mod:`broker.log_cleaner`).
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ class BrokerServer:
         self.security = None
         self.request_pool = RequestMemoryPool(config["queued.max.request.bytes"])
         self._metrics_server = None
+        self.cleaner = None   # LogCleanerService when log.cleaner.enable (broker.log_cleaner)
 
     # -- admission -----------------------------------------------------------------------
     def admit(self, conn: Connection) -> bool:
@@ -412,6 +414,10 @@ class BrokerServer:
         # flush.ms / flush.messages and the flush Kafka does after every roll (recovery point).
         self._tasks.append(loop.create_task(self._every(1000, self._flush_due, name="flush")))
         self._tasks.append(loop.create_task(self._every(60_000, self._expire_producers, name="producers")))
+        if cfg.cleaner.enable:
+            from .log_cleaner import LogCleanerService
+            self.cleaner = LogCleanerService(self.broker, cfg.cleaner, self.broker.logs.log_dirs)
+            self._tasks.append(loop.create_task(self.cleaner.run(), name="log-cleaner"))
 
     async def _every(self, period_ms: int, fn, *, initial_delay_ms: int | None = None, name: str) -> None:
         await asyncio.sleep((period_ms if initial_delay_ms is None else initial_delay_ms) / 1000)
@@ -479,6 +485,8 @@ class BrokerServer:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
             conn.close()
+        if self.cleaner is not None:
+            await self.cleaner.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

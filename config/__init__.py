@@ -9,7 +9,7 @@
 This package imports only the standard library; storage, protocol and broker all read it.
 """
 
-from .broker import BROKER_CONFIGS, BrokerConfig, Listener, parse_listeners
+from .broker import BROKER_CONFIGS, BrokerConfig, CleanerConfig, Listener, parse_listeners
 from .defs import LONG_MAX, ConfigDef, ConfigError, ConfigType
 from .loader import load_broker_config, parse_properties
 from .topic import (
@@ -26,7 +26,7 @@ from .topic import (
 )
 
 __all__ = [
-    "BROKER_CONFIGS", "TOPIC_CONFIGS", "BrokerConfig", "Listener", "parse_listeners", "LONG_MAX",
+    "BROKER_CONFIGS", "TOPIC_CONFIGS", "BrokerConfig", "CleanerConfig", "Listener", "parse_listeners", "LONG_MAX",
     "ConfigDef", "ConfigError", "ConfigType", "load_broker_config", "parse_properties", "ConfigEntry",
     "ConfigSource", "TimestampType", "TopicConfig", "describe_topic_config", "format_overrides",
     "normalize_overrides", "record_version_for", "resolve_topic_config",

@@ -25,6 +25,7 @@ from .defs import (
     ConfigRegistry,
     ConfigType,
     at_least,
+    between,
     each_one_of,
     format_value,
     one_of,
@@ -42,6 +43,7 @@ B = ConfigType.BOOLEAN
 S = ConfigType.STRING
 I = ConfigType.INT
 L = ConfigType.LONG
+D = ConfigType.DOUBLE
 
 BROKER_CONFIGS = ConfigRegistry()
 _def = BROKER_CONFIGS.add
@@ -106,10 +108,27 @@ _def(ConfigDef("log.flush.start.offset.checkpoint.interval.ms", I, 60_000,
 _def(ConfigDef("log.preallocate", B, False, "Default preallocate."))
 _def(ConfigDef("log.cleanup.policy", ConfigType.LIST, ("delete",), "Default cleanup.policy.",
                each_one_of("delete", "compact")))
-_def(ConfigDef("log.cleaner.delete.retention.ms", L, 86_400_000, "Default delete.retention.ms."))
-_def(ConfigDef("log.cleaner.min.compaction.lag.ms", L, 0, "Default min.compaction.lag.ms."))
-_def(ConfigDef("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "Default max.compaction.lag.ms."))
-_def(ConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5, "Default min.cleanable.dirty.ratio."))
+_def(ConfigDef("log.cleaner.delete.retention.ms", L, 86_400_000, "Default delete.retention.ms.", at_least(0)))
+_def(ConfigDef("log.cleaner.min.compaction.lag.ms", L, 0, "Default min.compaction.lag.ms.", at_least(0)))
+_def(ConfigDef("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "Default max.compaction.lag.ms.", at_least(1)))
+_def(ConfigDef("log.cleaner.min.cleanable.ratio", D, 0.5, "Default min.cleanable.dirty.ratio.", between(0, 1)))
+
+# --- log cleaner (Kafka CleanerConfig; docs/compaction.md) ---------------------------
+_def(ConfigDef("log.cleaner.enable", B, True,
+               "Run the log cleaner: topics with cleanup.policy=compact are compacted only while it runs."))
+_def(ConfigDef("log.cleaner.threads", I, 1,
+               "Cleaner threads; Sundial runs one and gives it dedupe.buffer.size / threads (Kafka's share "
+               "per thread).", at_least(0)))
+_def(ConfigDef("log.cleaner.dedupe.buffer.size", L, 128 * 1024 * 1024,
+               "Memory of the key -> offset map of one cleaning pass, across all cleaner threads."))
+_def(ConfigDef("log.cleaner.io.buffer.load.factor", D, 0.9,
+               "How full the dedupe map may get before a pass stops mapping (and cleans up to there)."))
+_def(ConfigDef("log.cleaner.io.buffer.size", I, 512 * 1024,
+               "Read and write buffer memory of the cleaner threads (half each).", at_least(0)))
+_def(ConfigDef("log.cleaner.io.max.bytes.per.second", D, 1.7976931348623157e308,
+               "Throttle: the cleaner's read plus write rate is kept below this on average."))
+_def(ConfigDef("log.cleaner.backoff.ms", L, 15_000, "Sleep of the cleaner when no log needs cleaning.",
+               at_least(0)))
 _def(ConfigDef("compression.type", S, "producer", "Default compression.type.",
                one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")))
 _def(ConfigDef("min.insync.replicas", I, 1, "Default min.insync.replicas.", at_least(1)))
@@ -299,6 +318,25 @@ def parse_listeners(text: str, protocol_map: str, key: str = "listeners") -> lis
     return listeners
 
 
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The log cleaner's settings (Kafka ``CleanerConfig``), typed; see docs/compaction.md."""
+
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    dedupe_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 512 * 1024
+    max_io_bytes_per_second: float = 1.7976931348623157e308
+    backoff_ms: int = 15_000
+    max_message_bytes: int = 1_048_588
+
+    @property
+    def dedupe_buffer_per_thread(self) -> int:
+        """Kafka sizes each thread's offset map as dedupe.buffer.size / threads (capped at 2 GiB)."""
+        return min(self.dedupe_buffer_size // max(self.threads, 1), 2**31 - 1)
+
+
 class BrokerConfig:
     """The broker's settings: every defined key typed, and which ones the user set.
 
@@ -321,6 +359,12 @@ class BrokerConfig:
 
     def _check(self) -> None:
         self._check_advertised(self.listeners, self.advertised_listeners)
+        threads = self.values["log.cleaner.threads"]
+        if threads < 1 or self.values["log.cleaner.dedupe.buffer.size"] // threads <= 1024 * 1024:
+            # Kafka KafkaConfig: require(dedupeBufferSize / threads > 1 MiB)
+            raise ConfigError("log.cleaner.dedupe.buffer.size",
+                              "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread "
+                              "(and log.cleaner.threads at least 1).")
         try:
             defaults = self.topic_defaults()
         except ConfigError as exc:
@@ -395,6 +439,14 @@ class BrokerConfig:
         if dirs:
             return list(dirs)
         return [self.values["log.dir"]]
+
+    @property
+    def cleaner(self) -> CleanerConfig:
+        v = self.values
+        return CleanerConfig(v["log.cleaner.enable"], v["log.cleaner.threads"], v["log.cleaner.dedupe.buffer.size"],
+                             v["log.cleaner.io.buffer.load.factor"], v["log.cleaner.io.buffer.size"],
+                             v["log.cleaner.io.max.bytes.per.second"], v["log.cleaner.backoff.ms"],
+                             v["message.max.bytes"])
 
     def topic_defaults(self) -> TopicConfig:
         """Effective settings of a topic without overrides."""

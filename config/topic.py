@@ -63,6 +63,7 @@ from .defs import (
     ConfigType,
     Synonym,
     at_least,
+    between,
     each_one_of,
     format_value,
     one_of,
@@ -101,8 +102,8 @@ _def = TOPIC_CONFIGS.add
 
 CLEANUP_POLICY = _def(ConfigDef(
     "cleanup.policy", ConfigType.LIST, ("delete",),
-    "delete: old segments go by time and size; compact: keep the latest record per key "
-    "(Sundial keeps compacted topics whole: it does not run a cleaner).",
+    "delete: old segments go by time and size; compact: the log cleaner keeps the latest record per key "
+    "(docs/compaction.md); both may be given.",
     each_one_of("delete", "compact"), (Synonym("log.cleanup.policy"),)))
 COMPRESSION_TYPE = _def(ConfigDef(
     "compression.type", ConfigType.STRING, "producer",
@@ -110,7 +111,8 @@ COMPRESSION_TYPE = _def(ConfigDef(
     one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     (Synonym("compression.type"),)))
 DELETE_RETENTION_MS = _def(ConfigDef(
-    "delete.retention.ms", L, 86_400_000, "How long delete tombstones are kept on compacted topics.",
+    "delete.retention.ms", L, 86_400_000,
+    "How long a tombstone stays readable after the cleaner first keeps it (its batch's delete horizon).",
     at_least(0), (Synonym("log.cleaner.delete.retention.ms"),)))
 FILE_DELETE_DELAY_MS = _def(ConfigDef(
     "file.delete.delay.ms", L, 60_000,
@@ -128,7 +130,9 @@ INDEX_INTERVAL_BYTES = _def(ConfigDef(
     "Bytes appended between two offset-index (and time-index) entries.",
     at_least(0), (Synonym("log.index.interval.bytes"),)))
 MAX_COMPACTION_LAG_MS = _def(ConfigDef(
-    "max.compaction.lag.ms", L, LONG_MAX, "Accepted for compatibility; bounds segment.ms on compacted topics.",
+    "max.compaction.lag.ms", L, LONG_MAX,
+    "Longest time a record stays ineligible for compaction: a log whose oldest dirty segment began this long "
+    "ago is cleaned whatever its dirty ratio; also bounds segment.ms on compacted topics.",
     at_least(1), (Synonym("log.cleaner.max.compaction.lag.ms"),)))
 MAX_MESSAGE_BYTES = _def(ConfigDef(
     "max.message.bytes", I, 1_048_588,
@@ -161,10 +165,12 @@ MESSAGE_TIMESTAMP_AFTER_MAX_MS = _def(ConfigDef(
     "Largest accepted lead of a CreateTime over the broker clock (record time minus broker time).",
     at_least(0), (Synonym("log.message.timestamp.after.max.ms"),)))
 MIN_CLEANABLE_DIRTY_RATIO = _def(ConfigDef(
-    "min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5, "Accepted for compatibility (no cleaner runs).",
-    None, (Synonym("log.cleaner.min.cleanable.ratio"),)))
+    "min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5,
+    "Dirty bytes over all bytes (the clean and cleanable sections) above which the cleaner picks the log.",
+    between(0, 1), (Synonym("log.cleaner.min.cleanable.ratio"),)))
 MIN_COMPACTION_LAG_MS = _def(ConfigDef(
-    "min.compaction.lag.ms", L, 0, "Accepted for compatibility (no cleaner runs).",
+    "min.compaction.lag.ms", L, 0,
+    "A segment whose largest record timestamp is newer than now minus this stays uncompacted.",
     at_least(0), (Synonym("log.cleaner.min.compaction.lag.ms"),)))
 MIN_INSYNC_REPLICAS = _def(ConfigDef(
     "min.insync.replicas", I, 1, "Accepted for compatibility; a single node is always in sync.",
@@ -274,6 +280,8 @@ class TopicConfig:
     index_interval_bytes: int = 4096
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1_048_588
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
     message_downconversion_enable: bool = True
     message_format_version: str = "3.0-IV1"
     message_timestamp_type: str = "CreateTime"
@@ -338,6 +346,8 @@ _FIELD_FOR_KEY = {
     "index.interval.bytes": "index_interval_bytes",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "max.message.bytes": "max_message_bytes",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
     "message.downconversion.enable": "message_downconversion_enable",
     "message.format.version": "message_format_version",
     "message.timestamp.type": "message_timestamp_type",
@@ -438,8 +448,9 @@ def resolve_topic_config(overrides: Mapping[str, Any] | None = None,
     ``overrides``: topic-level keys (raw strings or typed; validated here).
     ``broker_explicit``: broker keys explicitly set in server.properties or by
     ``--override``, already typed (see ``config.broker.BrokerConfig.explicit``).
-    Raises :class:`ConfigError` for unknown keys, bad values, or a consumed
-    retention explicitly longer than the forced retention.
+    Raises :class:`ConfigError` for unknown keys, bad values, a consumed
+    retention explicitly longer than the forced retention, or a minimum compaction
+    lag above the maximum (Kafka ``LogConfig.validateValues``).
     """
     topic = normalize_overrides(overrides or {})
     broker = dict(broker_explicit or {})
@@ -447,6 +458,11 @@ def resolve_topic_config(overrides: Mapping[str, Any] | None = None,
     for key, field_name in _FIELD_FOR_KEY.items():
         value, _ = _effective(TOPIC_CONFIGS.defs[key], topic, broker)
         kwargs[field_name] = value
+    if kwargs["min_compaction_lag_ms"] > kwargs["max_compaction_lag_ms"]:
+        # Kafka LogConfig.validateValues
+        raise ConfigError("min.compaction.lag.ms",
+                          f"conflict topic config setting min.compaction.lag.ms ({kwargs['min_compaction_lag_ms']}) "
+                          f"> max.compaction.lag.ms ({kwargs['max_compaction_lag_ms']})")
     before, after = _timestamp_bounds(topic, broker)
     kwargs["message_timestamp_before_max_ms"] = before
     kwargs["message_timestamp_after_max_ms"] = after

@@ -22,6 +22,10 @@ storage; its names listed in ``__all__`` are re-exported here.
 * :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; with
   :mod:`storage.log_search` (ListOffsets and its caches), :mod:`storage.log_retention`
   (deleting old segments) and :mod:`storage.log_flush` (flush jobs) as its bases.
+* :mod:`storage.log_cleaning` (a base of the log), :mod:`storage.offset_map`,
+  :mod:`storage.cleaner_batches`, :mod:`storage.cleaned_segment`, :mod:`storage.cleaner`,
+  :mod:`storage.cleaner_manager` — log compaction (docs/compaction.md); the cleaning itself
+  may run on another thread from a snapshot, the swap runs on the log's owner thread.
 * :mod:`storage.checkpoints` — checkpoint files and the clean-shutdown marker.
 * :mod:`storage.topics` — topic metadata persistence and name rules.
 * :mod:`storage.log_manager` — :class:`LogManager`: every partition across ``log.dirs``.

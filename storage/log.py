@@ -22,8 +22,8 @@ first batch's timestamp, full index, relative-offset overflow) → append to the
 segment → LEO and producer state.
 
 Timestamp search (ListOffsets, §6.2) is :mod:`storage.log_search`, retention
-:mod:`storage.log_retention` and flushing :mod:`storage.log_flush`; :class:`PartitionLog`
-inherits their methods.
+:mod:`storage.log_retention`, flushing :mod:`storage.log_flush` and the log's side of
+compaction :mod:`storage.log_cleaning`; :class:`PartitionLog` inherits their methods.
 
 Not thread-safe: the broker serialises calls per partition. A ``FileSlice`` returned by
 ``read`` is valid until the next call on this log.
@@ -46,6 +46,7 @@ from records.layout import CONTROL_FLAG_MASK, MAGIC_V2
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .files import FileSlice
+from .log_cleaning import LogCleaning
 from .log_flush import FlushJob, LogFlushing
 from .log_retention import LogRetention
 from .log_search import TimestampSearch, SearchCache, next_cache_token
@@ -98,7 +99,7 @@ class SegmentInfo:
     is_active: bool
 
 
-class PartitionLog(TimestampSearch, LogRetention, LogFlushing):
+class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
     """The log of one partition (see module doc). Build with :meth:`open` or :meth:`create`."""
 
     def __init__(self, dir_path: str, config: TopicConfig, segments: list[LogSegment], *, topic: str,

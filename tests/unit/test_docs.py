@@ -17,7 +17,7 @@ def _read(*parts: str) -> str:
 
 def test_readme_links_every_user_document():
     readme = _read("README.md")
-    for doc in ("docs/tools.md", "docs/retention.md", "docs/spark.md"):
+    for doc in ("docs/tools.md", "docs/retention.md", "docs/spark.md", "docs/compaction.md"):
         assert f"({doc}" in readme, doc
 
 
@@ -44,3 +44,21 @@ def test_tools_doc_covers_every_command_and_exit_code():
     for code in ("`0`", "`1`", "`2`", "`3`", "`130`"):
         assert f"| {code} |" in doc, code
     assert "seed 0" not in doc and "seed 0" not in _read("README.md")
+
+
+def test_compaction_doc_names_every_cleaner_key_event_and_metric():
+    doc = _read("docs", "compaction.md")
+    keys = [d.name for d in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS)
+            if d.name.startswith("log.cleaner.") or d.name in (
+                "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
+                "delete.retention.ms", "segment.ms")]
+    assert len(keys) >= 16
+    for key in keys:
+        assert f"`{key}`" in doc, key
+    sources = "".join(_read(*path.split("/")) for path in (
+        "broker/log_cleaner.py", "storage/cleaner.py", "storage/log_cleaning.py", "storage/cleaner_manager.py"))
+    for event in re.findall(r"`([a-z]+_[a-z_]+)`", doc.split("## Observability")[1].split("Prometheus")[0]):
+        assert f'"{event}"' in sources, f"docs/compaction.md names a log event the code never logs: {event}"
+    metrics = _read("broker", "metrics.py")
+    for metric in re.findall(r"`(sundial_log_cleaner_[a-z_]+)`", doc):
+        assert metric.removesuffix("_total") in metrics, metric

@@ -80,6 +80,10 @@ def test_unbounded_when_both_bounds_are_long_max():
     ({"cleanup.policy": "delete,shred"}, "not one of"),
     ({"message.format.version": "banana"}, "version"),
     ({"retention.ms": "1000", "retention.commitoffset.ms": "2000"}, "cannot be longer"),
+    ({"min.cleanable.dirty.ratio": "1.5"}, "between 0 and 1"),
+    ({"min.compaction.lag.ms": "-1"}, "at least 0"),
+    ({"max.compaction.lag.ms": "0"}, "at least 1"),
+    ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "conflict topic config setting"),
 ])
 def test_bad_values_are_refused_with_the_key_named(overrides, fragment):
     with pytest.raises(ConfigError) as info:
@@ -184,3 +188,30 @@ def test_config_docs_say_what_a_setting_does():
     for d in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS):
         assert d.doc.strip(), d.name
         assert "seed 0" not in d.doc.lower(), (d.name, d.doc)   # DescribeConfigs shows these to users
+
+
+def test_compaction_settings_have_kafkas_names_defaults_and_synonyms():
+    t = resolve_topic_config({})
+    assert (t.cleanup_policy, t.min_cleanable_dirty_ratio, t.min_compaction_lag_ms, t.max_compaction_lag_ms,
+            t.delete_retention_ms, t.segment_ms) == (("delete",), 0.5, 0, LONG_MAX, 86_400_000, 604_800_000)
+    b = BrokerConfig({"log.cleaner.min.cleanable.ratio": "0.25", "log.cleaner.min.compaction.lag.ms": "7",
+                      "log.cleaner.delete.retention.ms": "9", "log.cleanup.policy": "compact,delete"})
+    t = b.topic_defaults()
+    assert (t.min_cleanable_dirty_ratio, t.min_compaction_lag_ms, t.delete_retention_ms) == (0.25, 7, 9)
+    assert t.compact and t.delete
+    t = b.topic_config({"min.cleanable.dirty.ratio": "0.75", "cleanup.policy": "compact"})
+    assert t.min_cleanable_dirty_ratio == 0.75 and t.compact and not t.delete
+
+
+def test_cleaner_broker_settings_have_kafkas_defaults():
+    c = BrokerConfig({}).cleaner
+    assert (c.enable, c.threads, c.dedupe_buffer_size, c.dedupe_buffer_load_factor, c.io_buffer_size,
+            c.max_io_bytes_per_second, c.backoff_ms) == (True, 1, 134_217_728, 0.9, 524_288,
+                                                         1.7976931348623157e308, 15_000)
+    c = BrokerConfig({"log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": str(8 << 20)}).cleaner
+    assert c.dedupe_buffer_per_thread == 4 << 20
+    for bad in ({"log.cleaner.dedupe.buffer.size": str(1 << 20)},
+                {"log.cleaner.threads": "0"},
+                {"log.cleaner.threads": "3", "log.cleaner.dedupe.buffer.size": str(3 << 20)}):
+        with pytest.raises(ConfigError, match="at least 1MB per cleaner thread"):
+            BrokerConfig(bad)

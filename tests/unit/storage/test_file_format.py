@@ -224,3 +224,56 @@ def test_legacy_v1_topic_layout(tmp_path):
     assert [(e["last_offset"], e["max_timestamp"]) for e in entries] == [(0, NOW_MS), (1, NOW_MS + 3),
                                                                          (2, NOW_MS + 1)]
     assert read_time_index(os.path.join(d, f"{0:020d}.timeindex"), 0)[-1] == (NOW_MS + 3, 1)
+
+
+def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_path):
+    """After compaction the segments are still Kafka's format: the independent reader and kafka-python
+    accept them, tombstone batches carry the delete-horizon bit, and the indexes follow Kafka's
+    per-batch rule of ``LogSegment.append`` (every entry points at a batch start)."""
+    from cleaner_helpers import append, clean_until_done, compact_log
+
+    from storage.cleaner_manager import LogCleanerManager
+    from storage.offset_map import SkimpyOffsetMap
+
+    log = compact_log(tmp_path / "c-0", segment_bytes=4000, index_interval_bytes=200)
+    for r in range(12):
+        for k in range(9):
+            value = None if (k == 3 and r == 11) else b"v%d-%d-" % (k, r) + b"x" * 20
+            append(log, [(b"k%d" % k, value, NOW_MS + 10 * r + k)], codec=codecs.GZIP if k % 2 else codecs.NONE)
+    log.roll(NOW_MS)
+    clean_until_done(log, LogCleanerManager([str(tmp_path)]), SkimpyOffsetMap(1 << 12), NOW_MS)
+    d = log.dir
+    log.close()
+    survivors = []
+    for base in segment_bases(d):
+        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
+        entries = list(parse_log(raw)) if raw else []
+        kp = []
+        records = MemoryRecords(raw) if raw else None
+        while records is not None and records.has_next():
+            kp.extend((r.offset, r.timestamp) for r in records.next_batch())
+        assert kp == [(o, ts) for e in entries for o, ts, _ in e["records"]]
+        survivors += [(o, v) for e in entries for o, _, v in e["records"]]
+        if not raw and not os.path.exists(os.path.join(d, f"{base:020d}.index")):
+            continue                              # the empty active segment never created its indexes
+        index = read_offset_index(os.path.join(d, f"{base:020d}.index"), base)
+        tindex = read_time_index(os.path.join(d, f"{base:020d}.timeindex"), base)
+        expected, texpected, since = [], [], 0
+        max_ts, max_off = -1, base
+        for e in entries:
+            if e["max_timestamp"] > max_ts:
+                max_ts, max_off = e["max_timestamp"], e["last_offset"]
+            if since > 200:
+                expected.append((e["last_offset"], e["position"]))
+                if not texpected or max_ts > texpected[-1][0]:
+                    texpected.append((max_ts, max_off))
+                since = 0
+            since += e["size"]
+        if max_ts > (texpected[-1][0] if texpected else -1):
+            texpected.append((max_ts, max_off))
+        assert index == expected and tindex == texpected
+        for e in entries:
+            if any(v is None for _, _, v in e["records"]):
+                assert e["attributes"] & 0x40     # the delete horizon is set on a kept tombstone's batch
+    keys_left = len(survivors)
+    assert keys_left == 9 and (11 * 9 + 3, None) in survivors

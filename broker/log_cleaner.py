@@ -1,0 +1,228 @@
+"""The log cleaner of the daemon: a periodic task on the loop, the long work on one thread.
+
+Kafka's ``LogCleaner`` / ``CleanerThread.doWork``, with Sundial's threading rule (storage
+is not thread-safe; docs/architecture.md):
+
+* on the loop: choose the dirtiest compacted log (:class:`storage.cleaner_manager.LogCleanerManager`)
+  and take the job's snapshot (:meth:`PartitionLog.cleaning_job`);
+* on the cleaner thread (``log.cleaner.threads`` is accepted; one thread runs, with
+  ``dedupe.buffer.size / threads`` of map): build the offset map and write the cleaned
+  segments (:class:`storage.cleaner.Cleaner`); each finished segment is handed back to
+  the loop, which swaps it in (:meth:`PartitionLog.replace_segments`) while the thread
+  waits, then the thread goes on with the next group;
+* back on the loop: checkpoint the end offset, log the pass and update the metrics.
+
+When a pass cleaned something the next one starts at once, else after
+``log.cleaner.backoff.ms``. A pass that fails for any reason but an abort marks its
+partition uncleanable until the next restart (Kafka does the same), logged as an error.
+Retention of ``compact,delete`` topics is the broker's ordinary retention task (see
+docs/compaction.md). ``stop()`` aborts a pass in progress and waits for its thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+
+from config import CleanerConfig
+from storage.cleaner import Cleaner, CleaningAborted, Throttler
+from storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
+from storage.offset_map import SkimpyOffsetMap
+
+logger = structlog.get_logger(__name__)
+
+
+class LogCleanerService:
+    """Runs compaction for one broker (see module doc)."""
+
+    def __init__(self, broker, config: CleanerConfig, log_dirs: list[str]) -> None:
+        self.broker = broker
+        self.config = config
+        logs = broker.logs
+
+        def exists(topic: str, partition: int) -> bool:
+            meta = logs.topic(topic)
+            return meta is not None and 0 <= partition < meta.partitions
+
+        self.manager = LogCleanerManager(log_dirs, exists)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sundial-log-cleaner")
+        self._cleaner: Cleaner | None = None
+        self._job = None
+        self._future: asyncio.Future | None = None
+        self._stopping = False
+        self.passes = 0
+        self.last_stats = None
+
+    def _make_cleaner(self) -> Cleaner:
+        if self._cleaner is None:
+            cfg = self.config
+            throttler = Throttler(cfg.max_io_bytes_per_second, time.monotonic, time.sleep)
+            io_buffer = max(cfg.io_buffer_size // max(cfg.threads, 1) // 2, 1024)
+            self._cleaner = Cleaner(SkimpyOffsetMap(cfg.dedupe_buffer_per_thread), io_buffer_bytes=io_buffer,
+                                    load_factor=cfg.dedupe_buffer_load_factor, throttler=throttler,
+                                    clock=time.monotonic)
+        return self._cleaner
+
+    #: Compacted partitions not opened yet (lazy opening after a clean start) that one check opens:
+    #: opening checks index files on the loop, so a broker with thousands of them spreads it out.
+    OPEN_PER_CHECK = 32
+
+    def _compacted_logs(self):
+        logs = self.broker.logs
+        opened = 0
+        for meta in logs.topics():
+            if not meta.config.compact:
+                continue
+            for p in range(meta.partitions):
+                if not logs.is_open(meta.name, p):
+                    if opened >= self.OPEN_PER_CHECK:
+                        continue
+                    opened += 1
+                log = logs.get_log(meta.name, p)
+                if log is not None and not log.closed:
+                    yield meta.name, p, log
+
+    async def run(self) -> None:
+        """The cleaner task: pass after pass, backing off when nothing was cleaned."""
+        while not self._stopping:
+            try:
+                cleaned = await self.clean_filthiest_log()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the task must survive anything one pass does
+                logger.exception("log_cleaner_pass_failed")
+                cleaned = False
+            self.manager.maintain()
+            if not cleaned:
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+
+    async def clean_filthiest_log(self) -> bool:
+        """One pass (Kafka ``cleanFilthiestLog``); True when a log was cleaned."""
+        now = self.broker.now_ms()
+        ltc = self.manager.grab_filthiest_log(self._compacted_logs(), now)
+        self._update_gauges()
+        if ltc is None:
+            return False
+        log = ltc.log
+        loop = asyncio.get_running_loop()
+        end_offset = None
+        started = time.monotonic()
+        try:
+            job = log.cleaning_job(ltc.first_dirty_offset, ltc.first_uncleanable_offset, now)
+        except Exception as exc:
+            self.manager.done_cleaning(ltc, None)
+            self._uncleanable(ltc, exc)
+            return False
+        if self._stopping:
+            job.close()
+            self.manager.done_cleaning(ltc, None)
+            return False
+        self._job = job
+        logger.info("log_cleaning_started", topic=ltc.topic, partition=ltc.partition,
+                    first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
+                    dirty_ratio=round(ltc.cleanable_ratio, 4), cleanable_bytes=ltc.cleanable_bytes,
+                    compaction_delay_ms=ltc.compaction_delay_ms)
+
+        def swap(cleaned) -> bool:      # on the cleaner thread: the loop does the swap
+            if job.aborted or loop.is_closed():
+                return False
+            fut = asyncio.run_coroutine_threadsafe(self._swap(log, cleaned), loop)
+            while True:
+                try:
+                    return fut.result(timeout=1.0)
+                except concurrent.futures.TimeoutError:
+                    if (job.aborted or loop.is_closed()) and fut.cancel():
+                        return False
+
+        cleaner = self._make_cleaner()
+
+        def work():                     # on the cleaner thread; the descriptors are closed there
+            try:
+                return cleaner.clean(job, swap)
+            finally:
+                job.close()
+
+        try:
+            self._future = loop.run_in_executor(self._executor, work)
+            end_offset, stats = await asyncio.shield(self._future)
+        except CleaningAborted as exc:
+            logger.info("log_cleaning_aborted", topic=ltc.topic, partition=ltc.partition, reason=str(exc))
+            return False
+        except Exception as exc:
+            if log.closed or self._stopping:     # the topic was deleted (or the broker stops) under the pass
+                logger.info("log_cleaning_aborted", topic=ltc.topic, partition=ltc.partition,
+                            reason=f"the log was closed during the pass ({type(exc).__name__})")
+            else:
+                self._uncleanable(ltc, exc)
+            return False
+        finally:
+            if self._future is not None and self._future.done():
+                self._future = None
+                self._job = None
+            staged = self.manager.done_cleaning(ltc, end_offset, write=False)
+            if staged is not None:          # the checkpoint's fsyncs stay off the loop
+                try:
+                    await loop.run_in_executor(self._executor, write_cleaner_checkpoint, *staged)
+                except RuntimeError:        # the executor was shut down by stop(): write it here
+                    write_cleaner_checkpoint(*staged)
+        self.passes += 1
+        self.last_stats = stats
+        self._record(ltc, end_offset, stats, time.monotonic() - started)
+        return True
+
+    async def _swap(self, log, cleaned) -> bool:
+        if self._stopping:
+            return False
+        return log.replace_segments(cleaned, self.broker.now_ms())
+
+    def _uncleanable(self, ltc, exc: BaseException) -> None:
+        self.manager.mark_uncleanable(ltc.topic, ltc.partition)
+        logger.error("log_cleaning_failed_partition_uncleanable", topic=ltc.topic, partition=ltc.partition,
+                     error=f"{type(exc).__name__}: {exc}")
+        self._update_gauges()
+
+    def _record(self, ltc, end_offset: int, stats, seconds: float) -> None:
+        mb = 1024 * 1024
+        logger.info("log_cleaned", topic=ltc.topic, partition=ltc.partition,
+                    dirty_section=[ltc.first_dirty_offset, end_offset], bytes_read=stats.bytes_read,
+                    bytes_written=stats.bytes_written, records_read=stats.messages_read,
+                    records_kept=stats.messages_written, records_dropped=stats.messages_read - stats.messages_written,
+                    invalid_records=stats.invalid_messages, map_bytes_read=stats.map_bytes_read,
+                    map_records_read=stats.map_messages_read, segments_replaced=stats.segments_replaced,
+                    buffer_utilization=round(stats.buffer_utilization, 4), duration_s=round(seconds, 3),
+                    map_duration_s=round(stats.elapsed_map_s, 3),
+                    mb_per_s=round(stats.bytes_read / mb / max(seconds, 1e-9), 1))
+        if stats.invalid_messages:
+            logger.warning("log_cleaner_invalid_records", topic=ltc.topic, partition=ltc.partition,
+                           count=stats.invalid_messages)
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None and hasattr(metrics, "cleaner_pass_done"):
+            metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
+        self._update_gauges()
+
+    def _update_gauges(self) -> None:
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None and hasattr(metrics, "cleaner_state"):
+            pre = self.manager.last_pre_clean
+            metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
+                                  len(self.manager.uncleanable))
+
+    async def stop(self) -> None:
+        """Abort a pass in progress and wait for the cleaner thread; then release it."""
+        self._stopping = True
+        job, future = self._job, self._future
+        if job is not None:
+            job.abort()
+        if future is not None and not future.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(future), 120)
+            except BaseException:  # noqa: BLE001 - the pass ends one way or another
+                pass
+        self._executor.shutdown(wait=False)
+
+
+__all__ = ["LogCleanerService"]

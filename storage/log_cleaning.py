@@ -1,0 +1,120 @@
+"""A partition log's side of compaction: the cleaning job's snapshot and the swap.
+
+:class:`LogCleaning` is a base of :class:`storage.log.PartitionLog`. Both methods run
+on the log's owner thread; between them the cleaner thread works from the snapshot
+alone (:mod:`storage.cleaner`).
+
+``cleaning_job(first_dirty, first_uncleanable, now_ms)`` duplicates the descriptor of
+every segment below the first uncleanable offset (the active segment never is) and
+notes their sizes, index sizes, mtimes, the offset-index position of the first dirty
+offset, the legacy tombstone horizon (the mtime of the last segment below the first
+dirty offset minus ``delete.retention.ms``, 0 without one) and the last data offset of
+every producer the log knows (Kafka ``lastRecordsOfActiveProducers``).
+
+``replace_segments(cleaned, now_ms)`` is Kafka's ``LocalLog.replaceSegments``, done so
+that a crash at any point leaves a directory the loader completes or rolls back
+(:mod:`storage.recovery`):
+
+1. check that the log was not truncated since the snapshot (the offset map may hold
+   offsets that are gone) and that the segments the cleaned one replaces are still, in
+   order, segments of this log (a retention pass or a deletion since the snapshot); else
+   the swap is refused: the caller deletes the cleaned files and the pass ends (Kafka
+   aborts the cleaning of a log it truncates);
+2. rename ``<base>.log.cleaned`` (then ``.index``, ``.timeindex``) to ``.swap``;
+3. rename every replaced segment's files to ``.deleted`` (removed after
+   ``file.delete.delay.ms``), the one sharing the base offset included;
+4. rename the ``.swap`` files to their final names and open the new segment in place of
+   the replaced ones (its indexes were fsynced by the cleaner thread);
+5. drop the timestamp-search caches; the directory is fsynced by the next flush.
+
+Offsets, the log start and end offsets, the recovery point and producer state do not
+change: a cleaned segment holds a subset of the batches it replaces, at their offsets.
+"""
+
+from __future__ import annotations
+
+import os
+
+import structlog
+
+from . import files
+from .cleaned_segment import CleanedSegment, rename_all
+from .cleaner import CleaningJob, SegmentSource
+from .errors import KafkaStorageError
+from .log_search import next_cache_token
+from .segment import LogSegment
+
+logger = structlog.get_logger(__name__)
+
+
+class LogCleaning:
+    """Compaction support of a :class:`~storage.log.PartitionLog` (see module doc)."""
+
+    def cleaning_job(self, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int) -> CleaningJob:
+        """A snapshot for one cleaning pass (owner thread); close it with ``job.close()``."""
+        self._check_open()
+        self._ensure_producer_state(now_ms)
+        cfg = self.config
+        sources: list[SegmentSource] = []
+        legacy_horizon = 0
+        try:
+            for seg in self._segments:
+                if seg.base_offset >= first_uncleanable_offset or seg.is_active:
+                    break
+                position = 0
+                if seg.base_offset <= first_dirty_offset:
+                    position = seg.offset_index.lookup(first_dirty_offset).position
+                    if seg.base_offset < first_dirty_offset:
+                        legacy_horizon = seg.last_modified_ms() - cfg.delete_retention_ms
+                sources.append(SegmentSource(seg, seg.base_offset, os.dup(seg.fd), seg.size_bytes,
+                                             seg.offset_index.file_length(), seg.time_index.file_length(),
+                                             seg.last_modified_ms(), position))
+        except OSError as exc:
+            for src in sources:
+                os.close(src.fd)
+            raise KafkaStorageError.from_os_error(exc, f"cannot prepare the cleaning of {self.dir}") from exc
+        producers = {pid: entry.last_offset for pid, entry in self._producers.producers.items()
+                     if entry.last_offset >= 0}
+        return CleaningJob(self.topic, self.partition, self.dir, sources, first_dirty_offset,
+                           first_uncleanable_offset, now_ms, cfg.segment_bytes, cfg.segment_index_bytes,
+                           cfg.index_interval_bytes, cfg.delete_retention_ms, legacy_horizon, producers,
+                           log_generation=self._generation)
+
+    def replace_segments(self, cleaned: CleanedSegment, now_ms: int) -> bool:
+        """Swap ``cleaned`` in for the segments it replaces (owner thread); False when refused."""
+        if self._closed:
+            return False
+        old = cleaned.replaces
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        present = self._segments[first:first + len(old)] if first >= 0 else []
+        if (cleaned.log_generation != self._generation or len(present) != len(old)
+                or any(a is not b for a, b in zip(present, old)) or present[-1].is_active
+                or old[0].base_offset != cleaned.base_offset):
+            logger.info("cleaned_segment_swap_refused", topic=self.topic, partition=self.partition,
+                        base_offset=cleaned.base_offset, reason="the log was truncated or lost the segments "
+                        "the cleaned one replaces since the pass began")
+            return False
+        try:
+            rename_all(self.dir, cleaned.base_offset, files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
+            self._schedule_delete(old, now_ms)
+            rename_all(self.dir, cleaned.base_offset, files.SWAP_SUFFIX, "")
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(
+                exc, f"cannot swap in the cleaned segment {cleaned.base_offset} of {self.dir}") from exc
+        cfg = self.config
+        seg = LogSegment.open(self.dir, cleaned.base_offset, index_interval_bytes=cfg.index_interval_bytes,
+                              max_index_size=cfg.segment_index_bytes)
+        seg.is_active = False
+        seg.indexes_durable = True
+        self._segments[first:first + len(old)] = [seg]
+        self._bases[first:first + len(old)] = [seg.base_offset]
+        self._search = None
+        self._cache_token = next_cache_token()
+        self._dir_dirty = True
+        logger.info("cleaned_segment_swapped_in", topic=self.topic, partition=self.partition,
+                    base_offset=seg.base_offset, replaced_bases=[s.base_offset for s in old],
+                    size_bytes=seg.size_bytes, replaced_bytes=cleaned.replaced_bytes)
+        return True
+
+
+__all__ = ["LogCleaning"]
