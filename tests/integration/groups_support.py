@@ -3,11 +3,14 @@ thread that records every delivery and every successful commit, and ground-truth
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -57,7 +60,9 @@ class GroupConsumer(threading.Thread):
     """A kafka-python group member that commits synchronously after every non-empty poll.
 
     ``deliveries`` counts every (partition, offset) handed to the application;
-    ``committed`` counts deliveries that a successful commit covered.
+    ``committed`` counts deliveries that a successful commit covered. A retriable error
+    out of ``poll()`` is counted in ``poll_retries`` and polled past; any other error ends
+    the member with its traceback on stderr and in ``error_trace`` (``stop()`` asserts none).
     """
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str, assignor: str = "range", **overrides):
@@ -77,8 +82,10 @@ class GroupConsumer(threading.Thread):
         self.values: dict[tuple[int, int], bytes] = {}
         self.assigned: frozenset[int] = frozenset()
         self.commit_failures = 0
+        self.poll_retries = 0
         self.stopping = threading.Event()
         self.error: BaseException | None = None
+        self.error_trace = ""
 
     def run(self) -> None:
         try:
@@ -86,7 +93,16 @@ class GroupConsumer(threading.Thread):
                 # A poll timeout long enough for a whole join round: kafka-python 3.0.12 loses a
                 # leader's join when poll() times out during a rejoin caused by new topic metadata
                 # (the finished join is never applied and the member stops heartbeating).
-                batch = self.consumer.poll(timeout_ms=1000)
+                try:
+                    batch = self.consumer.poll(timeout_ms=1000)
+                except KafkaError as exc:
+                    # kafka-python 3.0.12 lets a retriable error out of poll(), e.g. ECONNREFUSED
+                    # from a metadata refresh while the broker restarts (a busy host makes that
+                    # window long): poll again, as an application would.
+                    if not getattr(exc, "retriable", False):
+                        raise
+                    self.poll_retries += 1
+                    continue
                 self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
                 taken = []
                 for tp, msgs in batch.items():
@@ -106,6 +122,8 @@ class GroupConsumer(threading.Thread):
             self.consumer.close()  # sends LeaveGroup
         except BaseException as exc:  # pragma: no cover - surfaced by the test
             self.error = exc
+            self.error_trace = traceback.format_exc()
+            print(f"{self.name} stopped by an exception:\n{self.error_trace}", file=sys.stderr, flush=True)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         self.stopping.set()
