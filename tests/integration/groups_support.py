@@ -67,16 +67,27 @@ class GroupConsumer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str, assignor: str = "range", **overrides):
         super().__init__(name=name, daemon=True)
-        # max_poll_interval_ms is Kafka's default: the synchronous commit after a poll blocks while
-        # the broker restarts, and with a shorter bound a busy host's slow restart made the
-        # member's heartbeat thread leave the group (a rebalance the tests did not cause).
+        # Bounds that hold on a busy host (members leave with LeaveGroup, so nothing waits for
+        # them to expire): a 30 s session and reconnects at most 1 s apart, because a broker
+        # restart there took 15 s and kafka-python's default backoff (up to 30 s) then outlived
+        # a 10 s session; Kafka's default max_poll_interval_ms, because the synchronous commit
+        # after a poll blocks while the broker restarts and a 15 s bound made the member leave.
         settings = dict(
             bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=[ASSIGNORS[assignor]],
-            session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=300_000,
-            fetch_max_wait_ms=100, request_timeout_ms=20000, metadata_max_age_ms=5000)
+            session_timeout_ms=30_000, heartbeat_interval_ms=300, max_poll_interval_ms=300_000,
+            reconnect_backoff_max_ms=1000, fetch_max_wait_ms=100, request_timeout_ms=20000,
+            metadata_max_age_ms=5000)
         settings.update(overrides)
-        self.consumer = KafkaConsumer(topic, **settings)
+        self.consumer = KafkaConsumer(**settings)
+        # Subscribe once the client's metadata holds the topic: a leader that assigns before it
+        # knows the partitions rejoins when they arrive, and kafka-python 3.0.12 can lose that
+        # rejoin (see run()), leaving a member that stops heartbeating.
+        deadline = time.monotonic() + 60
+        while not self.consumer.partitions_for_topic(topic):
+            assert time.monotonic() < deadline, f"{name}: no metadata for {topic} in 60 s"
+            time.sleep(0.1)
+        self.consumer.subscribe([topic])
         self.deliveries: Counter = Counter()
         self.committed: Counter = Counter()
         self.values: dict[tuple[int, int], bytes] = {}
