@@ -261,19 +261,21 @@ LATENCY_RULES = [  # (kind, factor, absolute slack in ms)
     ("probe", 2.0, 5.0),
 ]
 MIN_LATENCY_SAMPLES = 200
+MIN_LATENCY_STEADY_S = 120
 RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which began at least the warm-up "
               "after its (re)start; Q2 = steady samples in [D/4, D/2), Q4 = in [3D/4, D]. "
               "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2); a drop passes. "
-              "Steady latency: the p98 of all Q4 latencies <= 2 x the p99 of all Q2 latencies + 5 ms, i.e. at "
-              "most 2% of Q4 above that line, so the tail may grow neither twice as high nor twice as heavy; "
-              f"not judged with fewer than {MIN_LATENCY_SAMPLES} latencies in a quarter.")
+              "Steady latency: the p98 of all Q4 latencies <= 2 x (the p99 of all Q2 latencies + the growth of the "
+              "host's own p99 scheduling delay from Q2 to Q4, if any) + 5 ms, i.e. at most 2% of Q4 above that "
+              "line, so the tail may grow neither twice as high nor twice as heavy; judged only with "
+              f">= {MIN_LATENCY_STEADY_S} s of steady samples and >= {MIN_LATENCY_SAMPLES} latencies in each quarter.")
 
 
-def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float | None, float | None, str, bool | None]]:
+def steady_rules(rows: list[dict], duration_s: float,
+                 every_s: float) -> list[tuple[str, float | None, float | None, str, bool | None]]:
     """(series, Q2 figure, Q4 figure, limit text, passed) for every rule; a flatness rule whose quarters
-    hold no steady sample fails (it could not be checked), a latency rule with too few latencies is not
-    judged (passed None). Rows carry their interval's raw latencies
-    (seconds) under ``"_latency"``."""
+    hold no steady sample fails (it could not be checked), a latency rule with too little data is not
+    judged (passed None). Rows carry their interval's raw latencies (seconds) under ``"_latency"``."""
     q2 = [r for r in rows if r["steady"] and duration_s / 4 <= r["t_s"] < duration_s / 2]
     q4 = [r for r in rows if r["steady"] and r["t_s"] >= 3 * duration_s / 4]
     out = []
@@ -283,16 +285,23 @@ def steady_rules(rows: list[dict], duration_s: float) -> list[tuple[str, float |
         out.append(_rule(col + " median", statistics.median(v2) if v2 else None, statistics.median(v4) if v4 else None,
                          lambda m2, rel=rel, slack=slack: m2 * (1 + rel) + slack,
                          f"<= Q2 x {1 + rel:.2f} + {slack:g}"))
+
+    def pooled(quarter, kind, q):
+        return percentile([v * 1000 for r in quarter for v in r.get("_latency", {}).get(kind, ())], q)
+
+    host2, host4 = pooled(q2, "host", 99), pooled(q4, "host", 99)
+    host_growth = max(0.0, (host4 or 0.0) - (host2 or 0.0))
     for kind, factor, slack in LATENCY_RULES:
-        l2 = [v * 1000 for r in q2 for v in r.get("_latency", {}).get(kind, ())]
-        l4 = [v * 1000 for r in q4 for v in r.get("_latency", {}).get(kind, ())]
+        n2 = sum(len(r.get("_latency", {}).get(kind, ())) for r in q2)
+        n4 = sum(len(r.get("_latency", {}).get(kind, ())) for r in q4)
         name = f"{kind} ms p99/p98"
-        if min(len(l2), len(l4)) < MIN_LATENCY_SAMPLES:
-            out.append((name, percentile(l2, 99), percentile(l4, 98),
-                        f"not judged: {len(l2)} and {len(l4)} latencies (< {MIN_LATENCY_SAMPLES})", None))
+        p2, p4 = pooled(q2, kind, 99), pooled(q4, kind, 98)
+        if min(len(q2), len(q4)) * every_s < MIN_LATENCY_STEADY_S or min(n2, n4) < MIN_LATENCY_SAMPLES:
+            out.append((name, p2, p4, f"not judged: {len(q2) * every_s:.0f} s / {n2} latencies and "
+                                      f"{len(q4) * every_s:.0f} s / {n4} latencies", None))
             continue
-        out.append(_rule(name, percentile(l2, 99), percentile(l4, 98), lambda m2, f=factor, s=slack: m2 * f + s,
-                         f"Q4 p98 <= Q2 p99 x {factor:g} + {slack:g} ms"))
+        out.append(_rule(name, p2, p4, lambda m2, f=factor, s=slack: (m2 + host_growth) * f + s,
+                         f"Q4 p98 <= (Q2 p99 + host growth {host_growth:.1f}) x {factor:g} + {slack:g} ms"))
     return out
 
 
