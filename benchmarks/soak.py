@@ -68,7 +68,10 @@ Checks (exit status 1 if any fails):
    steady when the daemon was up for its whole interval and the interval began at least
    ``--warmup-s`` after the daemon's (re)start; Q2 is the steady samples in [D/4, D/2), Q4
    those in [3D/4, D] for a run of D seconds (the first quarter is warm-up).
-   RSS, fds, threads: median(Q4) <= median(Q2) x 1.10 + slack (0 MB, 5 fds, 2 threads);
+   RSS, fds, threads: median(Q4) <= median(Q2) x 1.10 + slack (0 MB, 5 fds, 2 threads),
+   fds also + the fds of the extra live segment files when Q4 holds more (each segment
+   keeps its files open, and how many segments are live follows retention's rhythm); fds
+   on deleted files (a closed segment's leaked descriptor): median(Q4) <= median(Q2) + 2;
    a drop passes. Latency (produce, fetch, lookup, ApiVersions): the p98 of all of Q4's
    latencies <= 2 x (the p99 of all of Q2's + the growth, if any, of the host's own p99
    scheduling delay from Q2 to Q4) + 5 ms, i.e. at most 2% of Q4 above that line - the
@@ -101,7 +104,8 @@ from soak_load import (GROUPS, TOPICS, TPS, AioProducer, ConfluentProducer, Kafk
 from soak_probes import ChurnWorker, LookupWorker, Prober
 
 WATCHDOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loop_watchdog")
-COLUMNS = (["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct"]
+COLUMNS = (["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "seg_files", "seg_fds", "seg_fds_per_file",
+            "stale_fds", "threads", "connections", "cpu_pct"]
            + [f"{kind}_p{q}_ms" for kind in ("probe", "produce", "fetch", "lookup", "host") for q in (50, 99)]
            + ["sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS]
            + ["group_lag", "segments", "deleted_retention_ms", "deleted_consumed", "loop_stalls", "loop_stall_max_ms"])
@@ -214,10 +218,12 @@ class Sampler(threading.Thread):
         if cpu is not None and cpu_prev is not None and epoch == epoch_prev:
             row["cpu_pct"] = round(100 * (cpu - cpu_prev) / (now - t_prev), 1)
         self.prev = (now, epoch, cpu)
-        stats = proc_stats(pid) if up and pid else None
+        stats = proc_stats(pid, os.path.join(self.ctx.daemon.workdir, "data")) if up and pid else None
         if stats:
             row.update(stats)
             row["rss_mb"] = round(stats["rss_mb"], 1)
+            if stats["seg_files"]:
+                row["seg_fds_per_file"] = round(stats["seg_fds"] / stats["seg_files"], 3)
         m = scrape(self.ctx.daemon.metrics_port) if up else None
         if m:
             row["connections"], row["group_lag"] = m["connections"], m["group_lag"]
@@ -519,8 +525,8 @@ def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
         return
     t = [r["t_s"] for r in rows]
     fig, axes = plt.subplots(4, 1, figsize=(11, 12), sharex=True)
-    panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds / sockets / threads / connections",
-                                                        ["fds", "sockets", "threads", "connections"], False),
+    panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds (all, on segment files, sockets, on deleted files) / threads / connections",
+                                                        ["fds", "seg_fds", "sockets", "stale_fds", "threads", "connections"], False),
               ("p99 latency per interval (ms); x: longest event-loop stall (--loop-watchdog)",
                ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms", "host_p99_ms"], True),
               ("records: acknowledged, and distinct ones consumed by each group (4 of the 7 partitions)",

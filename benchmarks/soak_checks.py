@@ -26,22 +26,44 @@ from soak_probes import read_range
 # -- sampling -----------------------------------------------------------------------------------------------
 
 
-def proc_stats(pid: int) -> dict | None:
-    """RSS (MB), threads, open fds and socket fds of ``pid``, or None when it is gone."""
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+
+
+def proc_stats(pid: int, data_dir: str) -> dict | None:
+    """RSS (MB), threads and open fds of ``pid`` (None when it is gone): all fds, sockets, the
+    distinct segment files under ``data_dir`` held open (``seg_files``) and the fds on them
+    (``seg_fds``), and fds on files already deleted or renamed ``.deleted`` (``stale_fds``)."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             status = dict(line.split(":", 1) for line in fh if ":" in line)
         fds = os.listdir(f"/proc/{pid}/fd")
-        sockets = 0
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
-                    sockets += 1
-            except OSError:
-                pass
-        return {"rss_mb": int(status["VmRSS"].split()[0]) / 1024, "threads": int(status["Threads"]),
-                "fds": len(fds), "sockets": sockets}
     except (OSError, KeyError, ValueError):
+        return None
+    sockets = seg_fds = stale = 0
+    seg_files = set()
+    prefix = os.path.realpath(data_dir) + os.sep
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            sockets += 1
+            continue
+        gone = target.endswith(" (deleted)")
+        path = target[:-len(" (deleted)")] if gone else target
+        if path.endswith(".deleted"):
+            gone = True
+            path = path[:-len(".deleted")]
+        stale += gone
+        if path.startswith(prefix) and path.endswith(SEGMENT_SUFFIXES):
+            seg_fds += 1
+            seg_files.add(path)
+    try:
+        return {"rss_mb": int(status["VmRSS"].split()[0]) / 1024, "threads": int(status["Threads"]),
+                "fds": len(fds), "sockets": sockets, "seg_files": len(seg_files), "seg_fds": seg_fds,
+                "stale_fds": stale}
+    except (KeyError, ValueError):
         return None
 
 
@@ -251,7 +273,8 @@ def final_check(ctx, lso_obs: dict, rng: random.Random) -> tuple[dict, list[str]
 
 FLAT_RULES = [  # (column, relative growth allowed, absolute slack)
     ("rss_mb", 0.10, 0.0),
-    ("fds", 0.10, 5.0),
+    ("fds", 0.10, 5.0),         # plus the fds of any extra live segment files, see steady_rules
+    ("stale_fds", 0.0, 2.0),
     ("threads", 0.10, 2.0),
 ]
 LATENCY_RULES = [  # (kind, factor, absolute slack in ms)
@@ -264,7 +287,9 @@ MIN_LATENCY_SAMPLES = 200
 MIN_LATENCY_STEADY_S = 120
 RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which began at least the warm-up "
               "after its (re)start; Q2 = steady samples in [D/4, D/2), Q4 = in [3D/4, D]. "
-              "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2); a drop passes. "
+              "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2; fds also + the fds of the "
+              "extra live segment files if Q4 holds more), fds on deleted files median(Q4) <= median(Q2) + 2; "
+              "a drop passes. "
               "Steady latency: the p98 of all Q4 latencies <= 2 x (the p99 of all Q2 latencies + the growth of the "
               "host's own p99 scheduling delay from Q2 to Q4, if any) + 5 ms, i.e. at most 2% of Q4 above that "
               "line, so the tail may grow neither twice as high nor twice as heavy; judged only with "
@@ -278,13 +303,20 @@ def steady_rules(rows: list[dict], duration_s: float,
     judged (passed None). Rows carry their interval's raw latencies (seconds) under ``"_latency"``."""
     q2 = [r for r in rows if r["steady"] and duration_s / 4 <= r["t_s"] < duration_s / 2]
     q4 = [r for r in rows if r["steady"] and r["t_s"] >= 3 * duration_s / 4]
+    def median(quarter, col):
+        values = [r[col] for r in quarter if r.get(col) is not None]
+        return statistics.median(values) if values else None
+
+    # more live segments (retention's rhythm) legitimately hold more fds: that much is allowed on top
+    per_file = median([r for r in q2 + q4 if r.get("seg_files")], "seg_fds_per_file") or 0.0
+    extra_files = max(0.0, (median(q4, "seg_files") or 0) - (median(q2, "seg_files") or 0))
     out = []
     for col, rel, slack in FLAT_RULES:
-        v2 = [r[col] for r in q2 if r.get(col) is not None]
-        v4 = [r[col] for r in q4 if r.get(col) is not None]
-        out.append(_rule(col + " median", statistics.median(v2) if v2 else None, statistics.median(v4) if v4 else None,
-                         lambda m2, rel=rel, slack=slack: m2 * (1 + rel) + slack,
-                         f"<= Q2 x {1 + rel:.2f} + {slack:g}"))
+        extra = per_file * extra_files if col == "fds" else 0.0
+        text = f"<= Q2 x {1 + rel:.2f} + {slack:g}" + (f" + {extra:.1f} for {extra_files:g} more segment files"
+                                                        if extra else "")
+        out.append(_rule(col + " median", median(q2, col), median(q4, col),
+                         lambda m2, rel=rel, slack=slack, extra=extra: m2 * (1 + rel) + slack + extra, text))
 
     def pooled(quarter, kind, q):
         return percentile([v * 1000 for r in quarter for v in r.get("_latency", {}).get(kind, ())], q)
