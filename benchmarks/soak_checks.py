@@ -60,10 +60,12 @@ def proc_stats(pid: int, data_dir: str) -> dict | None:
             seg_fds += 1
             seg_files.add(path)
     try:
+        with open(f"/proc/{pid}/schedstat") as fh:   # the main (event-loop) thread: on-CPU ns, run-queue ns
+            on_cpu_ns, runq_ns = (int(x) for x in fh.read().split()[:2])
         return {"rss_mb": int(status["VmRSS"].split()[0]) / 1024, "threads": int(status["Threads"]),
                 "fds": len(fds), "sockets": sockets, "seg_files": len(seg_files), "seg_fds": seg_fds,
-                "stale_fds": stale}
-    except (KeyError, ValueError):
+                "stale_fds": stale, "_runq_ns": runq_ns}
+    except (OSError, KeyError, ValueError):
         return None
 
 
@@ -285,6 +287,7 @@ LATENCY_RULES = [  # (kind, factor, absolute slack in ms)
 ]
 MIN_LATENCY_SAMPLES = 200
 MIN_LATENCY_STEADY_S = 120
+RUNQ_MAX_PCT = 10.0
 RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which began at least the warm-up "
               "after its (re)start; Q2 = steady samples in [D/4, D/2), Q4 = in [3D/4, D]. "
               "Flat: median(Q4) <= median(Q2) * 1.10 + slack (RSS 0, fds 5, threads 2; fds also + the fds of the "
@@ -292,8 +295,10 @@ RULES_TEXT = ("steady samples: the daemon was up for the whole interval, which b
               "a drop passes. "
               "Steady latency: the p98 of all Q4 latencies <= 2 x (the p99 of all Q2 latencies + the growth of the "
               "host's own p99 scheduling delay from Q2 to Q4, if any) + 5 ms, i.e. at most 2% of Q4 above that "
-              "line, so the tail may grow neither twice as high nor twice as heavy; judged only with "
-              f">= {MIN_LATENCY_STEADY_S} s of steady samples and >= {MIN_LATENCY_SAMPLES} latencies in each quarter.")
+              "line, so the tail may grow neither twice as high nor twice as heavy; only steady samples in which "
+              f"the daemon's loop thread waited for a CPU at most {RUNQ_MAX_PCT:g}% of the time count (beyond that "
+              "the host, not the daemon, sets the latency), and latency is judged only with "
+              f">= {MIN_LATENCY_STEADY_S} s of such samples and >= {MIN_LATENCY_SAMPLES} latencies in each quarter.")
 
 
 def steady_rules(rows: list[dict], duration_s: float,
@@ -321,6 +326,8 @@ def steady_rules(rows: list[dict], duration_s: float,
     def pooled(quarter, kind, q):
         return percentile([v * 1000 for r in quarter for v in r.get("_latency", {}).get(kind, ())], q)
 
+    q2 = [r for r in q2 if r.get("runq_pct") is not None and r["runq_pct"] <= RUNQ_MAX_PCT]
+    q4 = [r for r in q4 if r.get("runq_pct") is not None and r["runq_pct"] <= RUNQ_MAX_PCT]
     host2, host4 = pooled(q2, "host", 99), pooled(q4, "host", 99)
     host_growth = max(0.0, (host4 or 0.0) - (host2 or 0.0))
     for kind, factor, slack in LATENCY_RULES:
@@ -330,7 +337,8 @@ def steady_rules(rows: list[dict], duration_s: float,
         p2, p4 = pooled(q2, kind, 99), pooled(q4, kind, 98)
         if min(len(q2), len(q4)) * every_s < MIN_LATENCY_STEADY_S or min(n2, n4) < MIN_LATENCY_SAMPLES:
             out.append((name, p2, p4, f"not judged: {len(q2) * every_s:.0f} s / {n2} latencies and "
-                                      f"{len(q4) * every_s:.0f} s / {n4} latencies", None))
+                                      f"{len(q4) * every_s:.0f} s / {n4} latencies with the host quiet enough",
+                        None))
             continue
         out.append(_rule(name, p2, p4, lambda m2, f=factor, s=slack: (m2 + host_growth) * f + s,
                          f"Q4 p98 <= (Q2 p99 + host growth {host_growth:.1f}) x {factor:g} + {slack:g} ms"))

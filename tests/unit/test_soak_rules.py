@@ -59,11 +59,11 @@ def test_values_name_their_send():
 
 
 def rows(n=60, rss=lambda i: 50.0, fds=lambda i: 100, seg_files=lambda i: 20, lat=lambda i: [0.002] * 300,
-         host=lambda i: [0.001] * 50):
+         host=lambda i: [0.001] * 50, runq=lambda i: 1.0):
     out = []
     for i in range(n):
         out.append({"t_s": (i + 1) * 10.0, "steady": True, "rss_mb": rss(i), "fds": fds(i), "threads": 9,
-                    "stale_fds": 0, "seg_files": seg_files(i), "seg_fds_per_file": 1.3,
+                    "stale_fds": 0, "seg_files": seg_files(i), "seg_fds_per_file": 1.3, "runq_pct": runq(i),
                     "_latency": {k: array("d", lat(i)) for k in ("produce", "fetch", "lookup", "probe")}
                     | {"host": array("d", host(i))}})
     return out
@@ -105,3 +105,9 @@ def test_latency_tail_growth_fails_unless_the_host_explains_it():
 def test_latency_not_judged_in_short_runs():
     short = rows(n=12, lat=lambda i: [0.002] * 5 + [0.5] * 5 if i >= 9 else [0.002] * 10)
     assert verdicts(short, duration=120.0)["probe ms p99/p98"] is None
+
+
+def test_latency_not_judged_while_the_host_starves_the_daemon():
+    starved = rows(lat=lambda i: [0.002] * 194 + [0.5] * 6 if i >= 45 else [0.002] * 200,
+                   runq=lambda i: 40.0 if i >= 45 else 1.0)
+    assert verdicts(starved)["probe ms p99/p98"] is None
