@@ -551,11 +551,13 @@ def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
         print("--plot: matplotlib is not installed (pip install matplotlib); no plot drawn")
         return
     t = [r["t_s"] for r in rows]
-    fig, axes = plt.subplots(4, 1, figsize=(11, 12), sharex=True)
+    fig, axes = plt.subplots(5, 1, figsize=(11, 14), sharex=True)
     panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds (all, on segment files, sockets, on deleted files) / threads / connections",
                                                         ["fds", "seg_fds", "sockets", "stale_fds", "threads", "connections"], False),
               ("p99 latency per interval (ms); x: longest event-loop stall (--loop-watchdog)",
                ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms", "host_p99_ms"], True),
+              ("daemon: % of one core used, % of the time its loop thread waited for a CPU",
+               ["cpu_pct", "runq_pct"], False),
               ("records: acknowledged, and distinct ones consumed by each group (4 of the 7 partitions)",
                ["acked"] + [f"consumed_{g.name}" for g in GROUPS], False)]
     for ax, (title, cols, log) in zip(axes, panels):
