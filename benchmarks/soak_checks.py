@@ -313,7 +313,7 @@ def steady_rules(rows: list[dict], duration_s: float,
         return statistics.median(values) if values else None
 
     # more live segments (retention's rhythm) legitimately hold more fds: that much is allowed on top
-    per_file = median([r for r in q2 + q4 if r.get("seg_files")], "seg_fds_per_file") or 0.0
+    per_file = median([r for r in q2 if r.get("seg_files")], "seg_fds_per_file") or 0.0   # Q2's: a leak shows
     extra_files = max(0.0, (median(q4, "seg_files") or 0) - (median(q2, "seg_files") or 0))
     out = []
     for col, rel, slack in FLAT_RULES:
