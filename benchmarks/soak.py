@@ -37,6 +37,7 @@ let consumed retention delete its segments before time retention could.
 Every ``--sample-every-s`` it records (CSV, ``--csv``): the daemon's RSS, open fds, socket
 fds, threads (/proc), connections (the daemon's ``sundial_connections`` gauge; its
 Prometheus endpoint is on), CPU, consumer-group lag, segments and retention deletions; the
+share of the interval the daemon's loop thread waited for a CPU (``runq_pct``); the
 p50/p99 over the interval of produce latency (confluent-kafka's own produce()-to-report
 time, ``Message.latency()``), of the probe's Fetch, ListOffsets and ApiVersions round
 trips - the ApiVersions one stands in for event-loop lag, which the daemon does not export -
@@ -68,19 +69,26 @@ Checks (exit status 1 if any fails):
    steady when the daemon was up for its whole interval and the interval began at least
    ``--warmup-s`` after the daemon's (re)start; Q2 is the steady samples in [D/4, D/2), Q4
    those in [3D/4, D] for a run of D seconds (the first quarter is warm-up).
-   RSS, fds, threads: median(Q4) <= median(Q2) x 1.10 + slack (0 MB, 5 fds, 2 threads);
+   RSS, fds, threads: median(Q4) <= median(Q2) x 1.10 + slack (0 MB, 5 fds, 2 threads),
+   fds also + the fds of the extra live segment files when Q4 holds more (each segment
+   keeps its files open, and how many segments are live follows retention's rhythm); fds
+   on deleted files (a closed segment's leaked descriptor): median(Q4) <= median(Q2) + 2;
    a drop passes. Latency (produce, fetch, lookup, ApiVersions): the p98 of all of Q4's
-   latencies <= 2 x the p99 of all of Q2's + 5 ms, i.e. at most 2% of Q4 above that line -
-   the tail may grow neither twice as high nor twice as heavy. Pooled quarters, not
-   medians of per-interval p99s: a rare stall makes an interval's p99 jump between two
-   modes. A quarter with fewer than 200 latencies of a kind is not judged (short runs).
+   latencies <= 2 x (the p99 of all of Q2's + the growth, if any, of the host's own p99
+   scheduling delay from Q2 to Q4) + 5 ms, i.e. at most 2% of Q4 above that line - the
+   tail may grow neither twice as high nor twice as heavy, and what a busier host explains
+   is not blamed on the daemon. Pooled quarters, not medians of per-interval p99s: a rare
+   stall makes an interval's p99 jump between two modes. Only samples in which the
+   daemon's loop thread waited for a CPU (run-queue delay, /proc/<pid>/schedstat) at most
+   25% of the time count: beyond that the host, not the daemon, sets the latency. Judged
+   only with at least 120 s of such samples and 200 latencies in each quarter (so from runs
+   of about 10 minutes, on a host not saturated by other work).
    The drift of RSS and fds within each daemon lifetime is printed too, without a rule.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import os
 import random
@@ -93,16 +101,14 @@ import time
 from array import array
 
 from bench_daemon import cpu_seconds, free_port, start_sundial
-from soak_checks import RULES_TEXT, check_restart, final_check, loop_stalls, proc_stats, scrape, steady_rules
-from soak_load import (GROUPS, TOPICS, TPS, AioProducer, ConfluentProducer, KafkaPythonProducer, Latency, Ledger,
+from soak_checks import check_restart, final_check, proc_stats, scrape
+from soak_load import (TOPICS, TPS, AioProducer, ConfluentProducer, KafkaPythonProducer, Latency, Ledger,
                        MembershipController, percentile)
 from soak_probes import ChurnWorker, LookupWorker, Prober
+from soak_report import COLUMNS, _f, report
 
 WATCHDOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loop_watchdog")
-COLUMNS = (["t_s", "epoch", "steady", "rss_mb", "fds", "sockets", "threads", "connections", "cpu_pct"]
-           + [f"{kind}_p{q}_ms" for kind in ("probe", "produce", "fetch", "lookup", "host") for q in (50, 99)]
-           + ["sent", "acked", "failed"] + [f"consumed_{g.name}" for g in GROUPS]
-           + ["group_lag", "segments", "deleted_retention_ms", "deleted_consumed", "loop_stalls", "loop_stall_max_ms"])
+
 
 
 class Daemon:
@@ -193,6 +199,7 @@ class Sampler(threading.Thread):
         self.deleted: dict[int, dict] = {}           # epoch -> last retention-deletion counters
         self.stopping = threading.Event()
         self.prev = (t0, 0, None)                    # (time, epoch, cpu seconds)
+        self.prev_runq: tuple[int, int] | None = None  # (epoch, run-queue ns of the loop thread)
         self.print_every = max(1, round(60 / every_s))
 
     def run(self) -> None:
@@ -212,10 +219,15 @@ class Sampler(threading.Thread):
         if cpu is not None and cpu_prev is not None and epoch == epoch_prev:
             row["cpu_pct"] = round(100 * (cpu - cpu_prev) / (now - t_prev), 1)
         self.prev = (now, epoch, cpu)
-        stats = proc_stats(pid) if up and pid else None
+        stats = proc_stats(pid, os.path.join(self.ctx.daemon.workdir, "data")) if up and pid else None
         if stats:
             row.update(stats)
             row["rss_mb"] = round(stats["rss_mb"], 1)
+            if stats["seg_files"]:
+                row["seg_fds_per_file"] = round(stats["seg_fds"] / stats["seg_files"], 3)
+            if self.prev_runq and self.prev_runq[0] == epoch:
+                row["runq_pct"] = round(100 * (stats["_runq_ns"] - self.prev_runq[1]) / 1e9 / (now - t_prev), 2)
+            self.prev_runq = (epoch, stats["_runq_ns"])
         m = scrape(self.ctx.daemon.metrics_port) if up else None
         if m:
             row["connections"], row["group_lag"] = m["connections"], m["group_lag"]
@@ -266,20 +278,6 @@ class Sampler(threading.Thread):
                 if line.startswith(b"LOOP_STALL ms="):
                     out.append(float(line.split()[1][3:]))
         return out
-
-
-def _error_name(code: int) -> str:
-    import kafka.errors
-
-    return kafka.errors.for_code(code).__name__
-
-
-def _n(v) -> str:
-    return "-" if v is None else f"{v:.1f}"
-
-
-def _f(v) -> str:
-    return "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
 
 
 def create_topics(bootstrap: str) -> None:
@@ -378,170 +376,6 @@ def soak(args, seed: int, workdir: str, daemon: Daemon) -> int:
     if code != 0:
         ctx.problem(f"the final SIGTERM ended the daemon with exit code {code}")
     return report(args, ctx, sampler, restarts, stats, probes, (code, stop_s), workdir)
-
-
-def report(args, ctx: Ctx, sampler: Sampler, restarts, stats, probes, final_stop, workdir) -> int:
-    lookups, prober, churn = probes
-    led = ctx.ledger
-    rows = sampler.rows
-    deleted_time, deleted_consumed = rows[-1]["deleted_retention_ms"], rows[-1]["deleted_consumed"]
-    if not deleted_time:
-        ctx.problem("time retention deleted no segment during the run (the soak did not exercise it)")
-    if not deleted_consumed:
-        ctx.problem("consumed retention deleted no segment during the run (the soak did not exercise it)")
-    if lookups.wrong:
-        ctx.problems.extend(f"lookup wrong: {w}" for w in lookups.wrong[:10])
-    if not churn.completed:
-        ctx.problem("no topic churn cycle completed")
-    rules = steady_rules(rows, args.duration_s)
-    for col, m2, m4, limit, ok in rules:
-        if ok is False:
-            ctx.problem(f"{col}: last quarter {_f(m4)} vs second quarter {_f(m2)}, limit {limit}")
-    write_csv(args.csv, rows)
-    print()
-    print("summary")
-    table = [
-        ("records", f"{led.sent} sent, {stats.get('acknowledged', 0)} acknowledged, {led.failed} given up by clients, "
-                    f"{stats.get('present_unacknowledged', 0)} unacknowledged but present"),
-        ("lost / duplicated / moved", f"{stats.get('lost', 0)} / {stats.get('duplicated', 0)} / {stats.get('moved', 0)} "
-                                      f"({stats.get('present', 0)} acknowledged records checked in "
-                                      f"{stats.get('surviving', 0)} surviving)"),
-        ("deleted by retention", f"time {stats.get('deleted_time', 0)} records ({deleted_time} segments), consumed "
-                                 f"{stats.get('deleted_consumed', 0)} records ({deleted_consumed} segments), "
-                                 f"keep {stats.get('deleted_keep', 0)}; {stats.get('deleted_against_rules', 0)} against the rules"),
-        ("restarts (SIGTERM)", f"{len(restarts)} + final; exit codes {sorted({str(r['exit']) for r in restarts} | {str(final_stop[0])})}; "
-                               f"stop max {max([r['stop_s'] for r in restarts] + [final_stop[1]]):.1f}s; "
-                               f"{sum(r['present'] for r in restarts)} records acknowledged before a SIGTERM found after it"),
-        ("lookups during the run", f"{lookups.done} done: {lookups.correct} correct, {len(lookups.wrong)} wrong, "
-                                   f"{lookups.unverifiable} unverifiable; {lookups.interrupted} cut by restarts, "
-                                   f"{len(lookups.steady_errors)} failed otherwise"),
-        ("lookups at the end", f"{stats.get('final_lookups', 0)} vs brute force, {stats.get('final_lookups_wrong', 0)} wrong"),
-    ]
-    for g in GROUPS:
-        b = led.groups[g.name]
-        table.append((f"group {g.name} ({g.client})",
-                      f"{b.distinct} distinct records consumed, {stats.get(g.name + '_redelivered', 0)} redelivered "
-                      f"(at least once), {b.joins} joins / {b.leaves} leaves, {b.assignments} assignments, "
-                      f"{b.commits} commits ({b.commit_failures} failed), {b.poll_errors} poll errors, "
-                      f"{b.client_restarts} client restarts, "
-                      f"{stats.get(g.name + '_committed_undelivered', 0)} committed but undelivered, "
-                      f"lag at end {stats.get(g.name + '_lag_at_end', 0)}"))
-    table.append(("topic churn", f"{churn.completed} cycles, {churn.interrupted} cut by restarts, "
-                                 f"{len(churn.steady_errors)} failed otherwise"))
-    table.append(("raw Fetch errors", ", ".join(f"{n} x {_error_name(code)}" for code, n in prober.fetch_errors.items())
-                  or "none"))
-    cpu = [r["cpu_pct"] for r in rows if r["steady"] and r["cpu_pct"] is not None]
-    if cpu:
-        table.append(("daemon CPU", f"median {sorted(cpu)[len(cpu) // 2]:.1f}% of one core (steady samples)"))
-    table.append(("harness CPU", f"{ctx.harness_cpu_pct:.0f}% of one core (this script and its clients, "
-                                 f"averaged over the load phase)"))
-    width = max(len(k) for k, _ in table)
-    for k, v in table:
-        print(f"  {k:<{width}}  {v}")
-    print()
-    print(f"  {'series':<18} {'Q2':>7} {'Q4':>7}  limit")
-    for col, m2, m4, limit, ok in rules:
-        print(f"  {col:<18} {_n(m2):>7} {_n(m4):>7}  {limit}  {'-' if ok is None else 'ok' if ok else 'FAILED'}")
-    host = [[v for r in rows if r["steady"] and lo <= r["t_s"] < hi for v in r["_latency"].get("host", ())]
-            for lo, hi in ((args.duration_s / 4, args.duration_s / 2), (3 * args.duration_s / 4, args.duration_s + 1))]
-    print(f"  {'host ms p99':<18} {_n(_ms(percentile(host[0], 99))):>7} {_n(_ms(percentile(host[1], 99))):>7}  "
-          f"(no rule: how late a 20 ms sleep woke up in the probe process - the host's own scheduling delay)")
-    print(f"  rules: {RULES_TEXT}")
-    print("  drift within each daemon lifetime, first -> last steady sample (no rule): " + "; ".join(
-        f"daemon {e}: RSS {a['rss_mb']}->{b['rss_mb']} MB, fds {a['fds']}->{b['fds']} in {b['t_s'] - a['t_s']:.0f} s"
-        for e, (a, b) in lifetimes(rows).items()))
-    if args.loop_watchdog:
-        print_stalls(ctx.daemon, rows[-1]["t_s"])
-    notes = lookups.steady_errors[:3] + churn.steady_errors[:3]
-    if notes:
-        print("  client errors while the daemon was up (not failures): " + " | ".join(notes))
-    if args.plot:
-        plot(args.plot, rows, restarts)
-    print(f"time series: {args.csv} ({len(rows)} samples every {args.sample_every_s:g} s)")
-    if ctx.problems:
-        print(f"FAILED ({len(ctx.problems)} problems; data and daemon logs kept in {workdir}):")
-        for p in ctx.problems[:30]:
-            print("  - " + p)
-        return 1
-    print("all checks passed")
-    return 0
-
-
-def lifetimes(rows: list[dict]) -> dict[int, tuple[dict, dict]]:
-    """Daemon epoch -> (first, last) steady sample with an RSS, for epochs with two or more."""
-    by_epoch: dict[int, list[dict]] = {}
-    for r in rows:
-        if r["steady"] and r["rss_mb"] is not None:
-            by_epoch.setdefault(r["epoch"], []).append(r)
-    return {e: (rs[0], rs[-1]) for e, rs in by_epoch.items() if len(rs) >= 2}
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None else round(v * 1000, 1)
-
-
-def print_stalls(daemon: Daemon, run_s: float) -> None:
-    stalls = loop_stalls([daemon.log_path(e) for e in range(1, daemon.epoch + 1)])
-    if not stalls:
-        print("  event-loop stalls >= 50 ms (--loop-watchdog): none")
-        return
-    total = sum(s[0] for s in stalls)
-    print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
-          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s[0] for s in stalls):.0f} ms; by cause:")
-    by_cause: dict[tuple[str, str], list] = {}
-    for ms, cpu, kernel, stack in stalls:
-        by_cause.setdefault((kernel, stack), []).append((ms, cpu))
-    for (kernel, stack), items in sorted(by_cause.items(), key=lambda kv: -sum(ms for ms, _ in kv[1]))[:6]:
-        ms_all = sorted(ms for ms, _ in items)
-        cpu_share = sum(c for _, c in items) / max(1.0, sum(ms_all))
-        print(f"    {len(items)} x, median {ms_all[len(ms_all) // 2]:.0f} ms, max {ms_all[-1]:.0f} ms, on CPU "
-              f"{100 * cpu_share:.0f}%, in {kernel}: {stack}")
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in r.items()})
-
-
-def plot(path: str, rows: list[dict], restarts: list[dict]) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("--plot: matplotlib is not installed (pip install matplotlib); no plot drawn")
-        return
-    t = [r["t_s"] for r in rows]
-    fig, axes = plt.subplots(4, 1, figsize=(11, 12), sharex=True)
-    panels = [("daemon RSS (MB)", ["rss_mb"], False), ("daemon fds / sockets / threads / connections",
-                                                        ["fds", "sockets", "threads", "connections"], False),
-              ("p99 latency per interval (ms); x: longest event-loop stall (--loop-watchdog)",
-               ["produce_p99_ms", "fetch_p99_ms", "lookup_p99_ms", "probe_p99_ms", "host_p99_ms"], True),
-              ("records: acknowledged, and distinct ones consumed by each group (4 of the 7 partitions)",
-               ["acked"] + [f"consumed_{g.name}" for g in GROUPS], False)]
-    for ax, (title, cols, log) in zip(axes, panels):
-        for col in cols:
-            ax.plot(t, [r[col] if r[col] is not None else float("nan") for r in rows], label=col, linewidth=1)
-        for r in restarts:
-            ax.axvline(r["t_s"], color="grey", linestyle=":", linewidth=0.8)
-        if log:
-            ax.set_yscale("log")
-            stalls = [(r["t_s"], r["loop_stall_max_ms"]) for r in rows if r.get("loop_stall_max_ms")]
-            if stalls:
-                ax.scatter(*zip(*stalls), marker="x", color="black", s=18, label="loop stall max", zorder=3)
-        else:
-            ax.set_ylim(bottom=0)
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8, loc="upper left")
-        ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("seconds (dotted: restarts)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    print(f"plot: {path}")
 
 
 def main() -> int:

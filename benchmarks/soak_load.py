@@ -17,6 +17,7 @@ back from the log names the send it came from.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 import traceback
@@ -232,8 +233,7 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
-    return s[k]
+    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
 
 
 # -- workers ------------------------------------------------------------------------------------------------

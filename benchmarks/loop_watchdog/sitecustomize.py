@@ -8,10 +8,12 @@ Python imports this module at start-up. It wraps ``uvloop.new_event_loop`` and
 thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then writes
 one line to stderr (the daemon's log)::
 
-    LOOP_STALL ms=<stall> cpu_ms=<loop thread CPU> samples=<n> kernel=<syscall>/<wchan> stack=<frames>
+    LOOP_STALL ms=<stall> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan> stack=<frames>
 
-``cpu_ms`` well below ``ms`` means the thread was blocked (a system call, a lock, or not
-scheduled), close to it means it was computing. ``kernel`` is the most common system call
+``cpu_ms`` and ``runq_ms`` are the loop thread's time on a CPU and waiting in the run queue
+during the stall (/proc/self/task/<tid>/schedstat): the rest it was blocked (a system
+call, a lock). ``runq_ms`` close to ``ms`` means the host starved the daemon; ``cpu_ms``
+close to it means the daemon was computing. ``kernel`` is the most common system call
 the thread was in (``running`` when on a CPU; from /proc/self/task/<tid>/syscall, x86-64
 numbers) with the kernel function it waited in (``wchan``). The stack is the most common
 Python stack, innermost frames, oldest first, separated by " > " (the import machinery's
@@ -29,7 +31,6 @@ import traceback
 
 HEARTBEAT_S = 0.01
 STALL_S = 0.05
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 _beat = [0.0]
 _started = [False]
 
@@ -39,13 +40,14 @@ def _heartbeat(loop) -> None:
     loop.call_later(HEARTBEAT_S, _heartbeat, loop)
 
 
-def _thread_cpu_s(tid: int) -> float:
+def _schedstat_ms(tid: int) -> tuple[float, float]:
+    """(ms on a CPU, ms waiting for a CPU) of thread ``tid`` so far."""
     try:
-        with open(f"/proc/self/task/{tid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            on_cpu, runq = fh.read().split()[:2]
+        return int(on_cpu) / 1e6, int(runq) / 1e6
+    except (OSError, ValueError):
+        return 0.0, 0.0
 
 
 _SYSCALLS = {0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 7: "poll", 8: "lseek",
@@ -84,7 +86,7 @@ def _watch(ident: int, tid: int) -> None:
         beat = _beat[0]
         if not beat or time.monotonic() - beat < STALL_S:
             continue
-        cpu0 = _thread_cpu_s(tid)
+        cpu0, runq0 = _schedstat_ms(tid)
         stacks = collections.Counter()
         kernel = collections.Counter()
         while _beat[0] == beat:
@@ -97,7 +99,8 @@ def _watch(ident: int, tid: int) -> None:
         stall_ms = (_beat[0] - beat - HEARTBEAT_S) * 1000
         top = stacks.most_common(1)[0][0] if stacks else "?"
         state = kernel.most_common(1)[0][0] if kernel else "?"
-        sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={(_thread_cpu_s(tid) - cpu0) * 1000:.0f} "
+        cpu1, runq1 = _schedstat_ms(tid)
+        sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={cpu1 - cpu0:.0f} runq_ms={runq1 - runq0:.0f} "
                          f"samples={sum(stacks.values())} kernel={state} stack={top}\n")
         sys.stderr.flush()
 
