@@ -335,7 +335,7 @@ def test_compact_delete_applies_time_retention_too(daemon):
 
 def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(daemon):
     topic, group = unique_topic("cmpgrp"), unique_topic("g")
-    create_topic(daemon.bootstrap, topic, 1, COMPACT)
+    create_topic(daemon.bootstrap, topic, 1, {**COMPACT, "cleanup.policy": "delete"})   # compacted after the commit
     produced = send_all(daemon.bootstrap, topic, keyed_data(10, 6, now_ms() - HOUR))
     c = KafkaConsumer(topic, bootstrap_servers=daemon.bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", max_poll_records=25)
@@ -348,6 +348,11 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
     finally:
         c.close()
     produced += send_all(daemon.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
+    client = admin(daemon.bootstrap)
+    try:
+        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=COMPACT)])
+    finally:
+        client.close()
     wait_cleaned(daemon, topic, produced[-1][0])
     survivors = [r[0] for r in model(produced, produced[-1][0])]
     assert committed not in survivors                      # the committed position was cleaned away
