@@ -178,6 +178,24 @@ _def(ConfigDef("sundial.offsets.snapshot.min.records", I, 10_000,
 _def(ConfigDef("producer.id.expiration.ms", I, 86_400_000,
                "Forget an idempotent producer's state after this long without appends.", at_least(1)))
 
+# --- transactions (issue 14; docs/transactions.md) ---------------------------------------
+_def(ConfigDef("transaction.max.timeout.ms", I, 900_000,
+               "Largest transaction.timeout.ms a producer may ask for (InitProducerId answers "
+               "INVALID_TRANSACTION_TIMEOUT above it).", at_least(1)))
+_def(ConfigDef("transaction.state.log.num.partitions", I, 50,
+               "Partitions of __transaction_state when it is created (fixed afterwards).", at_least(1)))
+_def(ConfigDef("transaction.state.log.segment.bytes", I, 104_857_600,
+               "segment.bytes of __transaction_state.", at_least(1)))
+_def(ConfigDef("transaction.state.log.load.buffer.size", I, 5_242_880,
+               "Bytes read at a time while loading __transaction_state.", at_least(1)))
+_def(ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10_000,
+               "How often transactions open longer than their timeout are fenced and aborted.", at_least(1)))
+_def(ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", I, 3_600_000,
+               "How often transactional ids past transactional.id.expiration.ms are removed.", at_least(1)))
+_def(ConfigDef("transactional.id.expiration.ms", I, 604_800_000,
+               "Forget a transactional id whose last transaction ended (or that was initialised) this long ago.",
+               at_least(1)))
+
 # --- security (issue 7) ----------------------------------------------------------------
 _def(ConfigDef("ssl.keystore.location", S, None, "PEM file with the server certificate chain (and key)."))
 _def(ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None, "Password of the keystore.", sensitive=True))
