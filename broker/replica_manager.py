@@ -197,6 +197,66 @@ class ReplicaManager:
         out.base_offset = -1
         out.log_start_offset = -1
 
+    # -- transaction markers ----------------------------------------------------------------
+    async def write_txn_markers(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool, partitions, timestamp_ms: int | None = None,
+                                timeout_ms: int = 30_000) -> dict[tuple[str, int], int]:
+        """Write one COMMIT (``commit=True``) or ABORT marker to each of ``partitions`` and wait
+        until every successful one is fsynced; ``{(topic, partition): error code}``.
+
+        This is the single-node form of Kafka's WriteTxnMarkers, for the transaction
+        coordinator: each marker is the control batch of
+        ``MemoryRecords.withEndTransactionMarker`` (``records.control``), timestamped
+        ``timestamp_ms`` (default: the broker clock), appended with origin
+        ``coordinator`` (``PartitionLog.append_txn_marker``). It closes the producer's open
+        transaction in the partition, moves the last stable offset and, for an ABORT,
+        adds the transaction to the segment's ``.txnindex``. A marker for a producer with
+        no open transaction in a partition is still appended (Kafka does). Parked fetches
+        of each partition are woken. The call returns once every appended marker is on
+        disk (or ``timeout_ms`` passed: REQUEST_TIMED_OUT for the ones not yet durable).
+
+        Error codes per partition: NONE (0); UNKNOWN_TOPIC_OR_PARTITION (3);
+        INVALID_PRODUCER_EPOCH (47) when ``producer_epoch`` is older than the partition's
+        epoch for the producer; TRANSACTION_COORDINATOR_FENCED (52) when
+        ``coordinator_epoch`` is older than the last marker's; UNSUPPORTED_FOR_MESSAGE_FORMAT
+        (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
+        Storage work runs on the event loop thread, like Produce appends.
+        """
+        from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+        now = self.broker.now_ms()
+        ts = now if timestamp_ms is None else timestamp_ms
+        control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
+        codes: dict[tuple[str, int], int] = {}
+        appended: list[tuple[str, int, AppendOutcome]] = []
+        for topic, partition in partitions:
+            log = self.log_for(topic, partition)
+            if log is None:
+                codes[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                result = log.append_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                               coordinator_epoch=coordinator_epoch, control_type=control_type,
+                                               timestamp_ms=ts, now_ms=now, leader_epoch=LEADER_EPOCH)
+            except se.StorageError as exc:
+                code = error_code_for(exc)
+                codes[(topic, partition)] = code
+                logger.info("txn_marker_rejected", topic=topic, partition=partition, producer_id=producer_id,
+                            error=code.name, reason=str(exc))
+                continue
+            except OSError as exc:
+                logger.error("txn_marker_io_error", topic=topic, partition=partition, error=str(exc))
+                codes[(topic, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            codes[(topic, partition)] = ErrorCode.NONE
+            self.broker.purgatory.notify(topic, partition)
+            appended.append((topic, partition, AppendOutcome(base_offset=result.first_offset,
+                                                             last_offset=result.last_offset)))
+        if appended:
+            await self.wait_durable(appended, timeout_ms)
+            for topic, partition, out in appended:
+                codes[(topic, partition)] = out.error_code
+        return codes
+
     # -- fetch ---------------------------------------------------------------------------------
     def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,
                   client_max_magic: int, api_version: int) -> tuple[list[FetchOutcome], int, bool]:

@@ -21,7 +21,9 @@ Kafka's ``LogLoader`` (reference §8), per partition directory:
    is recovered (:meth:`~storage.segment.LogSegment.recover`: validate each batch,
    rebuild both indexes, cut a torn or corrupt tail, reload the max timestamp). When a
    segment loses bytes, every later segment is deleted. Progress is logged for every
-   256 MiB scanned.
+   256 MiB scanned. The ``.txnindex`` files of the recovered segments are rebuilt by the
+   producer-state scan of the log (``recovered_from``; :mod:`storage.log_transactions`),
+   which knows where each aborted transaction started.
 5. If the last segment ends below the log start offset, every segment is deleted; if
    none remains, an empty one is created at the log start offset.
 6. Log start offset = max(checkpoint, first base offset); recovery point = LEO after a
@@ -58,6 +60,7 @@ class LoadedLog:
     repaired: list[tuple[int, list[str]]] = field(default_factory=list)   # (base offset, problems)
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    recovered_from: int | None = None   # base offset of the first recovered segment (unclean shutdown)
     deleted_segments: int = 0
     created_segment: bool = False
 
@@ -208,6 +211,7 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         logger.info("log_recovery_started", topic=topic, partition=partition, recovery_point=recovery_point,
                     segments=len(segments) - start_recovery_at, size_bytes=total)
         i = start_recovery_at
+        result.recovered_from = segments[start_recovery_at].base_offset
         while i < len(segments):
             seg = segments[i]
             cut = _recover_segment(seg, topic, partition, truncate=True)
