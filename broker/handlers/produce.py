@@ -4,8 +4,13 @@ Request-level checks of Produce v3+ (Kafka ``ProduceRequest.validateRecords``): 
 partition must carry exactly one batch of magic 2 with records, else INVALID_RECORD
 (87); zstd needs v7+, else UNSUPPORTED_COMPRESSION_TYPE (76). v0–v2 carry legacy
 message sets (magic 0/1), up-converted to the topic's format by storage.
-``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS, 21). Transactional produce is not
-supported (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Internal topics refuse client
+``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS, 21). A request carrying transactional
+batches needs a transactional id the principal may WRITE, else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), as Kafka's ``handleProduceRequest``. As in Kafka
+3.x without KIP-890's verification, a transactional batch to a partition that was never
+added to the transaction (AddPartitionsToTxn) is appended all the same: the partition's
+producer state opens a transaction there that no marker will close (a "hanging"
+transaction that holds the last stable offset back; docs/transactions.md). Internal topics refuse client
 appends (INVALID_TOPIC_EXCEPTION). Unknown topics are not created by Produce (as in
 Kafka): UNKNOWN_TOPIC_OR_PARTITION. With an authorizer, a topic the principal may not
 WRITE gets TOPIC_AUTHORIZATION_FAILED (29) and nothing is appended (checked before
@@ -23,7 +28,16 @@ import structlog
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from records.codecs import ZSTD
-from records.layout import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, V2_HEADER
+from records.layout import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+    V2_HEADER,
+)
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..errors import CloseConnection
@@ -50,6 +64,19 @@ def _request_level_error(records, api_version: int) -> tuple[int, str | None]:
     if attributes & COMPRESSION_CODEC_MASK == ZSTD and api_version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later"
     return ErrorCode.NONE, None
+
+
+def _has_transactional_records(request, api_version: int) -> bool:
+    """Kafka ``ProduceRequest.hasTransactionalRecords`` (v3+: one magic-2 batch per partition)."""
+    if api_version < 3:
+        return False
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == MAGIC_V2 \
+                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK:
+                return True
+    return False
 
 
 def _partition_entry(index: int, out: AppendOutcome) -> dict:
@@ -82,7 +109,10 @@ def begin_produce(ctx, request):
     responses = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
-    transactional = getattr(request, "transactional_id", None) is not None
+    transactional_id = getattr(request, "transactional_id", None)
+    transactional = _has_transactional_records(request, version) and not (
+        transactional_id is not None
+        and is_authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
     for topic in request.topic_data:
         name = topic.name
         parts = []

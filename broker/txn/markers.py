@@ -1,0 +1,40 @@
+"""Writing transaction markers on one node (Kafka ``TransactionMarkerChannelManager`` + the
+receiving side of WriteTxnMarkers, ``KafkaApis.handleWriteTxnMarkersRequest``).
+
+Kafka's coordinator sends WriteTxnMarkers to each partition leader; on one node the
+coordinator appends the same control batches itself through
+:meth:`broker.replica_manager.ReplicaManager.write_txn_markers` (COMMIT/ABORT marker with
+the producer id, epoch and coordinator epoch; durable before it returns). As in
+``handleWriteTxnMarkersRequest``, once a marker is in a ``__consumer_offsets`` partition
+the group offset manager is told to materialise (commit) or drop (abort) that
+producer's pending transactional offsets (``complete_txn_offsets``).
+
+Per-partition error codes come back to the coordinator, which retries the partitions
+that failed and drops the ones whose topic is gone (UNKNOWN_TOPIC_OR_PARTITION).
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+logger = structlog.get_logger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class ReplicaMarkerWriter:
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                            partitions) -> dict[tuple[str, int], int]:
+        codes = await self._broker.replica_manager.write_txn_markers(
+            producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+            commit=commit, partitions=list(partitions))
+        groups = getattr(self._broker, "groups", None)
+        for (topic, partition), code in codes.items():
+            if topic == OFFSETS_TOPIC and code == ErrorCode.NONE and groups is not None:
+                groups.complete_txn_offsets(producer_id, commit, partition)
+        return codes
