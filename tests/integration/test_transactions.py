@@ -1,0 +1,291 @@
+"""Transactions against the real daemon with real clients (issue 14).
+
+confluent-kafka (librdkafka) transactional producers: commit and abort across several
+partitions of two topics, read by read_committed and read_uncommitted consumers;
+consume-transform-produce with ``send_offsets_to_transaction``; fencing by a second
+producer with the same transactional.id; a stalled transaction aborted by the
+coordinator's timer; kill -9 in the middle of a transaction and after a commit.
+kafka-python 3 and aiokafka transactional producers commit and abort too.
+
+Each test computes what each isolation level must show from what it produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from .clients import create_topic
+
+ck = pytest.importorskip("confluent_kafka")
+
+DEADLINE_S = 60.0
+
+
+def _tid(prefix="txn") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _producer(bootstrap, txn_id, **extra):
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+            "transaction.timeout.ms": 60_000}
+    conf.update(extra)
+    return ck.Producer(conf)
+
+
+def _read(bootstrap, topics_parts, isolation, expected, *, timeout_s=DEADLINE_S, group=None):
+    """Every record of the partitions from the beginning until ``expected`` arrived (then a short drain)."""
+    conf = {"bootstrap.servers": bootstrap, "group.id": group or _tid("reader"), "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": isolation}
+    c = ck.Consumer(conf)
+    try:
+        c.assign([ck.TopicPartition(t, p, ck.OFFSET_BEGINNING) for t, p in topics_parts])
+        got = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.topic(), m.partition(), m.value().decode()))
+        # Nothing more may arrive: drain for a moment past the expected count.
+        drain_until = time.monotonic() + 1.5
+        while time.monotonic() < drain_until:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                got.append((m.topic(), m.partition(), m.value().decode()))
+        return got
+    finally:
+        c.close()
+
+
+def _high_watermark(bootstrap, topic, partition):
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": _tid("hw")})
+    try:
+        return c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=15)[1]
+    finally:
+        c.close()
+
+
+def _produce(p, topic, partition, values):
+    for v in values:
+        p.produce(topic, value=v.encode(), partition=partition)
+    p.flush(30)
+
+
+def test_confluent_commit_and_abort_across_partitions_and_topics(broker):
+    a, b = f"txa-{uuid.uuid4().hex[:8]}", f"txb-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, a, 3)
+    create_topic(broker.bootstrap, b, 2)
+    p = _producer(broker.bootstrap, _tid())
+    p.init_transactions(30)
+    committed, aborted = [], []
+    for round_no, commit in enumerate([True, False, True, False, True]):
+        p.begin_transaction()
+        batch = []
+        for i in range(12):
+            topic, part = (a, i % 3) if i % 2 == 0 else (b, i % 2)
+            v = f"r{round_no}-{i}"
+            p.produce(topic, value=v.encode(), partition=part)
+            batch.append((topic, part, v))
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+            committed += batch
+        else:
+            p.abort_transaction(30)
+            aborted += batch
+    parts = [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
+    rc = _read(broker.bootstrap, parts, "read_committed", len(committed))
+    assert sorted(rc) == sorted(committed)
+    ru = _read(broker.bootstrap, parts, "read_uncommitted", len(committed) + len(aborted))
+    assert sorted(ru) == sorted(committed + aborted)
+    # Markers take offsets: each partition got one marker per transaction that touched it.
+    for topic, part in parts:
+        data = sum(1 for t, q, _ in committed + aborted if (t, q) == (topic, part))
+        assert _high_watermark(broker.bootstrap, topic, part) == data + 5
+    p.flush(5)
+
+
+def test_confluent_consume_transform_produce_with_offsets(broker):
+    src, dst = f"src-{uuid.uuid4().hex[:8]}", f"dst-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, src, 2)
+    create_topic(broker.bootstrap, dst, 2)
+    plain = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        plain.produce(src, value=f"in-{i}".encode(), partition=i % 2)
+    plain.flush(30)
+    group = _tid("ctp")
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([src])
+    p = _producer(broker.bootstrap, _tid())
+    p.init_transactions(30)
+    seen = 0
+    deadline = time.monotonic() + DEADLINE_S
+    round_no = 0
+    while seen < 20 and time.monotonic() < deadline:
+        msgs = consumer.consume(10, 1.0)
+        msgs = [m for m in msgs if m.error() is None]
+        if not msgs:
+            continue
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(dst, value=("out-" + m.value().decode()).encode(), partition=m.partition())
+        p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                      consumer.consumer_group_metadata(), 30)
+        if round_no == 0:
+            # The first transaction is aborted: its output disappears and its offsets are not committed.
+            p.abort_transaction(30)
+            for tp in consumer.assignment():
+                committed = consumer.committed([tp], 15)[0].offset
+                consumer.seek(ck.TopicPartition(tp.topic, tp.partition, committed if committed >= 0 else 0))
+        else:
+            p.commit_transaction(30)
+            seen += len(msgs)
+        round_no += 1
+    consumer.close()
+    assert seen == 20
+    out = _read(broker.bootstrap, [(dst, 0), (dst, 1)], "read_committed", 20)
+    assert sorted(v for _, _, v in out) == sorted(f"out-in-{i}" for i in range(20))
+    check = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    committed = check.committed([ck.TopicPartition(src, 0), ck.TopicPartition(src, 1)], 15)
+    check.close()
+    assert sorted(tp.offset for tp in committed) == [10, 10]
+
+
+def test_confluent_second_producer_fences_the_first(broker):
+    topic = f"fence-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    txn_id = _tid()
+    p1 = _producer(broker.bootstrap, txn_id)
+    p1.init_transactions(30)
+    p1.begin_transaction()
+    _produce(p1, topic, 0, ["zombie-1"])
+    p2 = _producer(broker.bootstrap, txn_id)
+    p2.init_transactions(60)  # fences p1 and aborts its open transaction
+    p2.begin_transaction()
+    _produce(p2, topic, 0, ["fresh-1"])
+    p2.commit_transaction(30)
+    with pytest.raises(ck.KafkaException) as exc:
+        p1.produce(topic, value=b"zombie-2", partition=0)
+        p1.flush(10)
+        p1.commit_transaction(30)
+    err = exc.value.args[0]
+    assert err.fatal() or err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED,
+                                         ck.KafkaError.INVALID_PRODUCER_EPOCH), err
+    rc = _read(broker.bootstrap, [(topic, 0)], "read_committed", 1)
+    assert [v for _, _, v in rc] == ["fresh-1"]
+
+
+def test_stalled_transaction_is_aborted_after_its_timeout(broker_factory):
+    d = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    d.start()
+    topic = f"stall-{uuid.uuid4().hex[:8]}"
+    create_topic(d.bootstrap, topic, 1)
+    p = _producer(d.bootstrap, _tid(), **{"transaction.timeout.ms": 1500})
+    p.init_transactions(30)
+    p.begin_transaction()
+    _produce(p, topic, 0, ["stalled-1", "stalled-2"])
+    # The coordinator aborts: an ABORT marker lands after the two records.
+    deadline = time.monotonic() + DEADLINE_S
+    while _high_watermark(d.bootstrap, topic, 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _high_watermark(d.bootstrap, topic, 0) == 3
+    assert _read(d.bootstrap, [(topic, 0)], "read_committed", 0, timeout_s=2) == []
+    with pytest.raises(ck.KafkaException):
+        p.commit_transaction(30)
+    events = [e.get("event") for e in d.log_lines()]
+    assert "transaction_timed_out" in events
+
+
+@pytest.mark.parametrize("stage", ["open", "committed"])
+def test_kill_9_mid_transaction_and_after_commit(broker_factory, stage):
+    d = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    d.start()
+    topic = f"kill-{uuid.uuid4().hex[:8]}"
+    create_topic(d.bootstrap, topic, 2)
+    p = _producer(d.bootstrap, _tid(), **{"transaction.timeout.ms": 3000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    _produce(p, topic, 0, ["k-0", "k-1"])
+    _produce(p, topic, 1, ["k-2"])
+    if stage == "committed":
+        p.commit_transaction(30)
+    d.kill()
+    d.start()
+    parts = [(topic, 0), (topic, 1)]
+    if stage == "committed":
+        rc = _read(d.bootstrap, parts, "read_committed", 3)
+        assert sorted(v for _, _, v in rc) == ["k-0", "k-1", "k-2"]
+    else:
+        # The open transaction resumes after the restart and times out: aborted, markers in both partitions.
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and (_high_watermark(d.bootstrap, topic, 0) < 3
+                                               or _high_watermark(d.bootstrap, topic, 1) < 2):
+            time.sleep(0.2)
+        assert (_high_watermark(d.bootstrap, topic, 0), _high_watermark(d.bootstrap, topic, 1)) == (3, 2)
+        assert _read(d.bootstrap, parts, "read_committed", 0, timeout_s=2) == []
+        assert len(_read(d.bootstrap, parts, "read_uncommitted", 3)) == 3
+    # A new producer with a fresh id works on the restarted broker.
+    p2 = _producer(d.bootstrap, _tid())
+    p2.init_transactions(30)
+    p2.begin_transaction()
+    _produce(p2, topic, 0, ["after"])
+    p2.commit_transaction(30)
+
+
+def test_invalid_transaction_timeout_is_refused(broker):
+    p = _producer(broker.bootstrap, _tid(), **{"transaction.timeout.ms": 900_001})
+    with pytest.raises(ck.KafkaException) as exc:
+        p.init_transactions(30)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_kafka_python_transactional_producer(broker):
+    from kafka import KafkaProducer
+
+    topic = f"kp-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_tid("kp"), request_timeout_ms=15000)
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(6):
+        p.send(topic, value=f"kc-{i}".encode(), partition=i % 2)
+    p.commit_transaction()
+    p.begin_transaction()
+    for i in range(4):
+        p.send(topic, value=f"ka-{i}".encode(), partition=i % 2)
+    p.abort_transaction()
+    p.close()
+    rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
+    assert sorted(v for _, _, v in rc) == sorted(f"kc-{i}" for i in range(6))
+    ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
+    assert len(ru) == 10
+
+
+def test_aiokafka_transactional_producer(broker):
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = f"aio-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+
+    async def go():
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_tid("aio"))
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(6):
+                    await p.send(topic, value=f"ac-{i}".encode(), partition=i % 2)
+            await p.begin_transaction()
+            for i in range(4):
+                await p.send(topic, value=f"aa-{i}".encode(), partition=i % 2)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(go())
+    rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
+    assert sorted(v for _, _, v in rc) == sorted(f"ac-{i}" for i in range(6))
+    ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
+    assert len(ru) == 10
