@@ -61,6 +61,31 @@ def _not_serving(coord) -> ErrorCode | None:
     return coord.coordinator_error()
 
 
+# -- FindCoordinator (key type TRANSACTION) ----------------------------------------------------
+def find_transaction_coordinator(ctx, key: str) -> dict:
+    """One FindCoordinator answer for a transactional id (called by the FindCoordinator handler).
+
+    Kafka: DESCRIBE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the
+    first request creates ``__transaction_state`` (here at once, so the answer is this node)."""
+    none = {"node_id": -1, "host": "", "port": -1}
+    if not key:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "empty transactional id", **none}
+    if not _txn_id_ok(ctx, AclOperation.DESCRIBE, key):
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "error_message": None, **none}
+    coord = coordinator(ctx)
+    if (err := _not_serving(coord)) is not None:
+        return {"error_code": err, "error_message": err.name, **none}
+    try:
+        coord.ensure_topic()
+    except Exception as exc:  # storage failure creating the internal topic: the client retries
+        logger.error("transaction_state_topic_create_failed", error=str(exc))
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": str(exc), **none}
+    broker = ctx.broker
+    ep = broker.endpoint_for(ctx.listener_name) if hasattr(broker, "endpoint_for") else broker.node
+    return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": ep.node_id, "host": ep.host,
+            "port": ep.port}
+
+
 # -- InitProducerId (transactional) ------------------------------------------------------------
 async def init_transactional_producer_id(ctx, request) -> dict:
     txn_id = request.transactional_id
