@@ -316,3 +316,17 @@ def test_segment_deletion_removes_txn_index(tmp_path):
     log.truncate_fully_and_start_at(100, now_ms=NOW_MS)
     log.close()
     assert not os.path.exists(os.path.join(d, f"{base:020d}.txnindex"))
+
+
+def test_transaction_summary_gauges(tmp_path):
+    log = new_log(tmp_path)
+    assert log.transaction_summary(NOW_MS) == {"open_transactions": 0, "last_stable_offset": 0,
+                                                "last_stable_offset_lag": 0, "oldest_open_transaction_ms": 0}
+    log.append(build_records(2, [SimpleRecord(NOW_MS, None, b"x")]).buffer, now_ms=NOW_MS)
+    log.append(txn_data(1, 0), now_ms=NOW_MS + 100)
+    log.append(txn_data(2, 0), now_ms=NOW_MS + 300)
+    assert log.transaction_summary(NOW_MS + 1000) == {"open_transactions": 2, "last_stable_offset": 1,
+                                                       "last_stable_offset_lag": 4, "oldest_open_transaction_ms": 900}
+    marker(log, 1, commit=True)
+    assert log.transaction_summary(NOW_MS + 1000) == {"open_transactions": 1, "last_stable_offset": 3,
+                                                       "last_stable_offset_lag": 3, "oldest_open_transaction_ms": 700}
