@@ -330,3 +330,17 @@ def test_transaction_summary_gauges(tmp_path):
     marker(log, 1, commit=True)
     assert log.transaction_summary(NOW_MS + 1000) == {"open_transactions": 1, "last_stable_offset": 3,
                                                        "last_stable_offset_lag": 3, "oldest_open_transaction_ms": 700}
+
+
+def test_retention_deletes_txn_index_with_its_segment(tmp_path):
+    d, cfg, expected, _ = _scripted_log(tmp_path)
+    log = PartitionLog.open(d, cfg, topic="t", partition=0)
+    doomed = [b for b, v in expected.items() if v][0]
+    nxt = min(b for b in expected if b > doomed)
+    log.delete_records(nxt)
+    outcome = log.delete_old_segments(NOW_MS)
+    assert [s.base_offset for s in outcome.deleted][-1] == doomed
+    log.delete_expired_files(NOW_MS + 1)
+    log.close()
+    names = os.listdir(d)
+    assert not any(n.startswith(f"{doomed:020d}.txnindex") for n in names)
