@@ -13,6 +13,8 @@ an error in one partition of a Produce, Fetch or ListOffsets never fails the res
   clients that cannot read the stored format (Fetch v0–v3), long-polling through the
   purgatory until ``min_bytes`` are available or ``max_wait_ms`` passes. File slices
   are returned only from the last read, never held across an ``await``.
+* **Transaction markers**: :meth:`ReplicaManager.write_txn_markers` (the coordinator's
+  entry point; see its docstring).
 * **ListOffsets**: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest
   local (-4, v8+), latest tiered (-5, v9+: nothing tiered, so -1/-1), by timestamp
   (T >= 0: first offset whose timestamp >= T, Kafka's algorithm in storage), and the
@@ -47,6 +49,10 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
+# Isolation levels (Fetch v4+, ListOffsets v2+).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
 
 @dataclass(slots=True)
 class AppendOutcome:
@@ -78,6 +84,7 @@ class FetchOutcome:
     log_start_offset: int = -1
     records: Any = None  # None, bytes, or a storage FileSlice
     size_bytes: int = 0
+    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
 
 
 @dataclass(slots=True)
@@ -259,7 +266,8 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
     def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,
-                  client_max_magic: int, api_version: int) -> tuple[list[FetchOutcome], int, bool]:
+                  client_max_magic: int, api_version: int,
+                  read_committed: bool = False) -> tuple[list[FetchOutcome], int, bool]:
         results: list[FetchOutcome] = []
         budget = max_bytes
         total = 0
@@ -278,8 +286,11 @@ class ReplicaManager:
                 out.error_code = epoch_error
                 any_error = True
                 continue
-            out.high_watermark = out.last_stable_offset = log.high_watermark
+            out.high_watermark = log.high_watermark
+            out.last_stable_offset = log.last_stable_offset
             out.log_start_offset = log.log_start_offset
+            if read_committed:
+                out.aborted_transactions = []
             config = log.config
             needs_conversion = config.record_version > client_max_magic
             if needs_conversion and not config.message_downconversion_enable:
@@ -294,7 +305,8 @@ class ReplicaManager:
             if limit <= 0 and not min_one:
                 continue
             try:
-                info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one)
+                info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one,
+                                read_committed=read_committed)
             except se.OffsetOutOfRangeError:
                 out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 any_error = True
@@ -303,6 +315,7 @@ class ReplicaManager:
                 out.error_code = error_code_for(exc)
                 any_error = True
                 continue
+            out.aborted_transactions = info.aborted_transactions
             if info.first_entry_incomplete and not hard_limit:
                 continue  # Fetch v3+: an incomplete first batch becomes empty records
             slices = info.slices
@@ -331,7 +344,10 @@ class ReplicaManager:
         return results, total, any_error
 
     async def fetch(self, parts: list[FetchPartition], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    api_version: int) -> list[FetchOutcome]:
+                    api_version: int, isolation_level: int = READ_UNCOMMITTED) -> list[FetchOutcome]:
+        """Read ``parts``; ``isolation_level`` READ_COMMITTED (1, Fetch v4+) stops at the last
+        stable offset and reports the aborted transactions of the range."""
+        read_committed = isolation_level == READ_COMMITTED and api_version >= 4
         hard_limit = api_version <= 2
         client_max_magic = 0 if api_version <= 1 else 1 if api_version <= 3 else 2
         if hard_limit:
@@ -339,7 +355,8 @@ class ReplicaManager:
         else:
             max_bytes = min(max_bytes, self.broker.config["fetch.max.bytes"])
         results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                                   client_max_magic=client_max_magic, api_version=api_version)
+                                                   client_max_magic=client_max_magic, api_version=api_version,
+                                                   read_committed=read_committed)
         if total >= min_bytes or max_wait_ms <= 0 or any_error or not parts:
             return results
         loop = asyncio.get_running_loop()
@@ -356,7 +373,7 @@ class ReplicaManager:
                     break
                 results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
                                                            client_max_magic=client_max_magic,
-                                                           api_version=api_version)
+                                                           api_version=api_version, read_committed=read_committed)
                 if total >= min_bytes or any_error:
                     return results
                 purgatory.unpark(waiter)
@@ -365,12 +382,21 @@ class ReplicaManager:
             purgatory.unpark(waiter)
         # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
         results, _, _ = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                       client_max_magic=client_max_magic, api_version=api_version)
+                                       client_max_magic=client_max_magic, api_version=api_version,
+                                                   read_committed=read_committed)
         return results
 
     # -- list offsets ------------------------------------------------------------------------
     def list_offset(self, topic: str, partition: int, timestamp: int, *, api_version: int,
-                    current_leader_epoch: int = -1, max_num_offsets: int = 1) -> OffsetAnswer:
+                    current_leader_epoch: int = -1, max_num_offsets: int = 1,
+                    isolation_level: int = READ_UNCOMMITTED) -> OffsetAnswer:
+        """One partition of ListOffsets (Kafka ``Partition.fetchOffsetForTimestamp``).
+
+        The last fetchable offset is the last stable offset under READ_COMMITTED (v2+), else
+        the high watermark. LATEST answers it; EARLIEST and EARLIEST_LOCAL are exempt; any
+        other lookup (a timestamp, MAX_TIMESTAMP, LATEST_TIERED) whose answer is at or past
+        it answers "none" (offset -1, timestamp -1).
+        """
         log = self.log_for(topic, partition)
         if log is None:
             return OffsetAnswer(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -389,8 +415,10 @@ class ReplicaManager:
                 return OffsetAnswer(error_code=ErrorCode.UNSUPPORTED_VERSION)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetAnswer(offset=log.log_start_offset, leader_epoch=LEADER_EPOCH)
+        read_committed = isolation_level == READ_COMMITTED and api_version >= 2
+        last_fetchable = log.last_stable_offset if read_committed else log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return OffsetAnswer(offset=log.high_watermark, leader_epoch=LEADER_EPOCH)
+            return OffsetAnswer(offset=last_fetchable, leader_epoch=LEADER_EPOCH)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return OffsetAnswer()
         self.broker.metrics.time_index_lookup()
@@ -398,7 +426,7 @@ class ReplicaManager:
             found = log.max_timestamp_offset()
         else:
             found = log.fetch_offset_by_timestamp(timestamp)
-        if found is None or found.offset >= log.high_watermark:
+        if found is None or found.offset >= last_fetchable:
             return OffsetAnswer()
         epoch = found.leader_epoch if found.leader_epoch is not None and found.leader_epoch >= 0 else -1
         return OffsetAnswer(timestamp=found.timestamp_ms, offset=found.offset, leader_epoch=epoch)

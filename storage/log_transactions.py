@@ -70,18 +70,24 @@ class LogTransactions:
     def _load_producer_state(self, now_ms: int | None) -> None:
         """Snapshot + header scan (markers parsed). First, after an unclean shutdown, the
         ``.txnindex`` of every recovered segment is rebuilt (:meth:`_rebuild_txn_indexes`)."""
+        rebuilt = None
         if self._txn_rebuild_from is not None:
             rebuild_from, self._txn_rebuild_from = self._txn_rebuild_from, None
-            self._rebuild_txn_indexes(rebuild_from)
+            rebuilt = self._rebuild_txn_indexes(rebuild_from)
         psm = self._producers
         snap = psm.load_latest_snapshot(self._leo, now_ms)
-        if snap is None:
+        scanned = 0
+        if snap is None and rebuilt is not None:
+            # No snapshot left: the rebuild's state (scanned up to the log end) is the state.
+            psm.producers, psm.ongoing = rebuilt.producers, rebuilt.ongoing
+        elif snap is None:
             # No snapshot (first start of an old directory): scan at most the last two segments.
             start = self._segments[max(0, len(self._segments) - 2)].base_offset
             psm.clear(start)
         else:
             start = snap
-        scanned = self._scan_producer_state(psm, max(start, self.log_start_offset), None)
+        if snap is not None or rebuilt is None:
+            scanned = self._scan_producer_state(psm, max(start, self.log_start_offset), None)
         psm.map_end_offset = self._leo
         psm.truncate_head(self.log_start_offset)
         if now_ms is not None:
@@ -96,7 +102,7 @@ class LogTransactions:
             logger.info("producer_state_loaded", topic=self.topic, partition=self.partition,
                         snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
 
-    def _rebuild_txn_indexes(self, rebuild_from: int) -> None:
+    def _rebuild_txn_indexes(self, rebuild_from: int) -> ProducerStateManager:
         """Kafka ``LogSegment.recover``'s transaction-index part: producer state as of the newest
         snapshot at or below ``rebuild_from`` (else the log start), then a scan that refills the
         ``.txnindex`` of every segment from ``rebuild_from`` on (reset first)."""
@@ -112,6 +118,7 @@ class LogTransactions:
         logger.info("txn_indexes_rebuilt", topic=self.topic, partition=self.partition, from_offset=rebuild_from,
                     scanned_from=start, aborted=sum(len(s.txn_index.entries()) for s in self._segments
                                                     if s.base_offset >= rebuild_from))
+        return psm
 
     def _scan_producer_state(self, psm, start: int, index_from: int | None) -> int:
         """Feed ``psm`` the batches from ``start`` to the log end; aborts whose marker is at or

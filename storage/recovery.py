@@ -5,7 +5,7 @@ Kafka's ``LogLoader`` (reference §8), per partition directory:
 1. Leftovers: ``*.deleted`` and ``*.cleaned`` files are removed, ``*.tmp`` files (an
    interrupted atomic write) too; a ``<base>.log.swap`` (an interrupted swap) is
    completed — the segments it covers are removed and it takes their place with
-   rebuilt indexes; index files without a ``.log`` are removed.
+   rebuilt indexes (its ``.txnindex`` is rebuilt from the log, as after recovery); index files without a ``.log`` are removed.
 2. Every ``<base>.log`` becomes a segment (sorted by base offset). Opening reads
    nothing but the file size.
 3. **Index checks on every load (beyond Kafka; KAFKA-10207, KAFKA-19200).** Each
@@ -186,6 +186,8 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
     except OSError as exc:
         raise KafkaStorageError.from_os_error(exc, f"cannot load log directory {dir_path}") from exc
     result = LoadedLog(segments, 0, 0, 0)
+    if swaps:
+        result.recovered_from = min(swaps)    # a completed swap's .txnindex is rebuilt from the log
     recovery_point = recovery_point_checkpoint if recovery_point_checkpoint is not None else 0
     start_recovery_at = len(segments)
     if not clean and segments:
@@ -211,7 +213,8 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         logger.info("log_recovery_started", topic=topic, partition=partition, recovery_point=recovery_point,
                     segments=len(segments) - start_recovery_at, size_bytes=total)
         i = start_recovery_at
-        result.recovered_from = segments[start_recovery_at].base_offset
+        first = segments[start_recovery_at].base_offset
+        result.recovered_from = first if result.recovered_from is None else min(result.recovered_from, first)
         while i < len(segments):
             seg = segments[i]
             cut = _recover_segment(seg, topic, partition, truncate=True)
