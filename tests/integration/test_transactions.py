@@ -290,3 +290,29 @@ def test_aiokafka_transactional_producer(broker):
     assert sorted(v for _, _, v in rc) == sorted(f"ac-{i}" for i in range(6))
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
     assert len(ru) == 10
+
+
+def test_kafkajs_transactional_producer(broker):
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    js_dir = os.path.join(os.path.dirname(__file__), "js")
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node/npm are not installed")
+    if not os.path.isdir(os.path.join(js_dir, "node_modules", "kafkajs")):
+        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=js_dir, capture_output=True,
+                                timeout=300)
+        if result.returncode != 0:
+            pytest.skip(f"npm install failed: {result.stderr.decode(errors='replace')[-500:]}")
+    topic = f"js-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    out = subprocess.run(["node", os.path.join(js_dir, "txn_produce.js"), broker.bootstrap, topic, _tid("js"), "2",
+                          "6", "4"], capture_output=True, timeout=120)
+    lines = [json.loads(x) for x in out.stdout.decode().splitlines() if x.startswith("{")]
+    assert out.returncode == 0 and lines and lines[-1].get("done"), out.stderr.decode(errors="replace")[-2000:]
+    rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
+    assert sorted(v for _, _, v in rc) == sorted(f"jc-{i}" for i in range(6))
+    ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
+    assert sorted(v for _, _, v in ru) == sorted([f"jc-{i}" for i in range(6)] + [f"ja-{i}" for i in range(4)])
