@@ -167,6 +167,51 @@ async def handle_add_offsets_to_txn(ctx, request):
     return {"throttle_time_ms": 0, "error_code": _fenced_for_version(ctx, error)}
 
 
+# -- TxnOffsetCommit ---------------------------------------------------------------------------
+async def handle_txn_offset_commit(ctx, request):
+    """Offsets of a transaction: written now, visible once the transaction commits (the group
+    offset manager keeps them pending; its COMMIT/ABORT marker decides them)."""
+    from ..groups.offset_manager import CommitRequest
+
+    version = ctx.api_version
+    shape: list[tuple[str, list[tuple[int, ErrorCode | None]]]] = []
+    entries: list[CommitRequest] = []
+    txn_ok = _txn_id_ok(ctx, AclOperation.WRITE, request.transactional_id)
+    group_ok = txn_ok and is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or "")
+    for t in request.topics or []:
+        topic_ok = group_ok and is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
+        parts = []
+        for p in t.partitions or []:
+            if not txn_ok:
+                parts.append((p.partition_index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            elif not group_ok:
+                parts.append((p.partition_index, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            elif not topic_ok:
+                parts.append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            else:
+                parts.append((p.partition_index, None))
+                entries.append(CommitRequest(t.name, p.partition_index, p.committed_offset,
+                                             leader_epoch=(p.committed_leader_epoch if version >= 2 else -1),
+                                             metadata=p.committed_metadata))
+        shape.append((t.name, parts))
+    groups = getattr(ctx.broker, "groups", None)
+    if not entries:
+        errors = []
+    elif groups is None:
+        errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
+    else:
+        errors = await groups.txn_commit_offsets(
+            group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+            member_id=(request.member_id or "") if version >= 3 else "",
+            group_instance_id=request.group_instance_id if version >= 3 else None,
+            generation_id=request.generation_id if version >= 3 else -1, offsets=entries)
+    granted = iter(errors)
+    topics = [{"name": name, "partitions": [{"partition_index": p, "error_code": code if code is not None
+                                             else next(granted)} for p, code in parts]}
+              for name, parts in shape]
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
 # -- EndTxn -------------------------------------------------------------------------------------
 async def handle_end_txn(ctx, request):
     if not _txn_id_ok(ctx, AclOperation.WRITE, request.transactional_id):
@@ -231,6 +276,7 @@ HANDLERS = {
     ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
     ApiKey.END_TXN: handle_end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
 }
