@@ -263,3 +263,45 @@ def test_list_filters():
         assert c.list(["Bogus"]) == (["Bogus"], [])
         await c.stop()
     run(go())
+
+
+class FlakyMarkers(Markers):
+    """The first attempt fails on ("a", 1) (storage error) and ("gone", 0) never exists."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_once = False
+
+    async def write_markers(self, pid, epoch, coordinator_epoch, commit, partitions):
+        self.calls.append((pid, epoch, coordinator_epoch, commit, tuple(partitions)))
+        out = {}
+        for tp in partitions:
+            if tp == ("gone", 0):
+                out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif tp == ("a", 1) and not self.failed_once:
+                self.failed_once = True
+                out[tp] = E.KAFKA_STORAGE_ERROR
+            else:
+                out[tp] = E.NONE
+        return out
+
+
+def test_markers_retry_failed_partitions_and_drop_deleted_ones(monkeypatch):
+    import broker.txn.coordinator as coordinator_module
+
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_BACKOFF_MS", 1)
+
+    async def go():
+        c = TransactionCoordinator(CONFIG, MemoryTxnLog(), FlakyMarkers(), Ids(), now_ms=Clock(), run_timers=False)
+        await c.start()
+        r = await c.init_producer_id("t", 60_000)
+        await c.add_partitions("t", r.producer_id, 0, [("a", 0), ("a", 1), ("gone", 0)])
+        assert await c.end_transaction("t", r.producer_id, 0, True) == E.NONE
+        for _ in range(200):
+            if c.describe("t").state == S.COMPLETE_COMMIT:
+                break
+            await asyncio.sleep(0.005)
+        assert c.describe("t").state == S.COMPLETE_COMMIT
+        assert [call[4] for call in c.markers.calls] == [(("a", 0), ("a", 1), ("gone", 0)), (("a", 1),)]
+        await c.stop()
+    run(go())
