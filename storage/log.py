@@ -128,6 +128,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._future_hold_logged: int | None = None   # base offset of the future-timestamp hold last warned
         self._closed = False
+        self._cleaning_job = None        # the pass in progress (LogCleaning), aborted by close
         # some rolled (or rebuilt) segment's index files are not fsynced yet
         self._index_sync_needed = False
         for seg in segments:
@@ -525,12 +526,14 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
                 self._producers.retain_latest_snapshots(keep=max(2, len(self._segments) + 1))
             except OSError as exc:
                 logger.warning("producer_snapshot_failed", topic=self.topic, partition=self.partition, error=str(exc))
+        self._abort_cleaning()
         for seg in self._segments:
             seg.close()
         self._closed = True
 
     def close_handles(self) -> None:
         """Release descriptors and mappings without writing (topic deletion, failed start)."""
+        self._abort_cleaning()
         for seg in self._segments:
             seg.close_handles()
         self._closed = True
