@@ -68,17 +68,17 @@ class LogTransactions:
         self._load_producer_state(now_ms)
 
     def _load_producer_state(self, now_ms: int | None) -> None:
-        """Snapshot + header scan (markers parsed). First, after an unclean shutdown, the
-        ``.txnindex`` of every recovered segment is rebuilt (:meth:`_rebuild_txn_indexes`)."""
+        """Snapshot + header scan (markers parsed). After an unclean shutdown the state comes
+        from the rebuild of the recovered segments' ``.txnindex`` (:meth:`_rebuild_txn_indexes`)."""
         rebuilt = None
         if self._txn_rebuild_from is not None:
             rebuild_from, self._txn_rebuild_from = self._txn_rebuild_from, None
             rebuilt = self._rebuild_txn_indexes(rebuild_from)
         psm = self._producers
-        snap = psm.load_latest_snapshot(self._leo, now_ms)
         scanned = 0
-        if snap is None and rebuilt is not None:
-            # No snapshot left: the rebuild's state (scanned up to the log end) is the state.
+        snap = None if rebuilt is not None else psm.load_latest_snapshot(self._leo, now_ms)
+        if rebuilt is not None:
+            # The rebuild scanned the log up to its end: its state is the state.
             psm.producers, psm.ongoing = rebuilt.producers, rebuilt.ongoing
         elif snap is None:
             # No snapshot (first start of an old directory): scan at most the last two segments.
@@ -103,11 +103,14 @@ class LogTransactions:
                         snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
 
     def _rebuild_txn_indexes(self, rebuild_from: int) -> ProducerStateManager:
-        """Kafka ``LogSegment.recover``'s transaction-index part: producer state as of the newest
-        snapshot at or below ``rebuild_from`` (else the log start), then a scan that refills the
-        ``.txnindex`` of every segment from ``rebuild_from`` on (reset first)."""
+        """Kafka ``LogSegment.recover``'s producer-state and transaction-index part: producer
+        state as of the newest snapshot at or below ``rebuild_from`` (else the log start; newer
+        snapshots are deleted), then a scan to the log end that refills the ``.txnindex`` of
+        every segment from ``rebuild_from`` on (reset first). Returns that state."""
         psm = ProducerStateManager(self.dir, self._producers.producer_id_expiration_ms)
-        snap = psm.load_latest_snapshot(rebuild_from, None, delete_newer=False)
+        # Snapshots above the first recovered segment may describe data the crash lost (Kafka's
+        # recovery deletes them too): the state comes from the one at or below it plus the scan.
+        snap = psm.load_latest_snapshot(rebuild_from, None)
         start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
         if snap is None:
             psm.clear(start)
