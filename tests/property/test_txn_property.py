@@ -288,3 +288,86 @@ def test_torn_tail_recovery_matches_model(ops, cut, lose):
         again.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+keyed_op = st.one_of(
+    st.tuples(st.just("data"), st.sampled_from(TXN_PIDS + PLAIN_PIDS + (-1,)),
+              st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", None]),
+                                 st.one_of(st.none(), st.binary(min_size=1, max_size=4))), min_size=1, max_size=3)),
+    st.tuples(st.just("end"), st.sampled_from(TXN_PIDS), st.booleans()),
+    st.tuples(st.just("roll"), st.just(0), st.just(0)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(keyed_op, min_size=1, max_size=40), slots=st.sampled_from([3, 9, 4096]))
+def test_compaction_with_transactions_matches_model(ops, slots):
+    """Compaction never maps or keeps aborted records below the cleanable end, keeps the last
+    committed (or non-transactional) record of each key, leaves everything from the first
+    uncleanable offset (the LSO at most) alone; a read_committed reader of the cleaned log sees
+    exactly the model, and every aborted record still on disk is covered by a .txnindex entry."""
+    from cleaner_helpers import append as raw_append
+    from cleaner_helpers import batches_on_disk, clean_until_done, compact_log
+    from storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
+    from storage.offset_map import SkimpyOffsetMap
+
+    tmp = tempfile.mkdtemp()
+    log = compact_log(os.path.join(tmp, "t-0"), segment_bytes=400, index_interval_bytes=50,
+                      delete_retention_ms=86_400_000)
+    try:
+        seq, open_txn, state, records, next_txn = {}, {}, {}, [], 0
+        for kind, pid, arg in ops:
+            if kind == "roll":
+                if log.active_segment.size_bytes:
+                    log.roll(NOW_MS)
+            elif kind == "data":
+                txn = pid in TXN_PIDS
+                kwargs = {} if pid < 0 else dict(producer_id=pid, producer_epoch=0, base_sequence=seq.get(pid, 0),
+                                                 is_transactional=txn)
+                recs = raw_append(log, [(k, v, NOW_MS) for k, v in arg], **kwargs)
+                if pid >= 0:
+                    seq[pid] = seq.get(pid, 0) + len(arg)
+                tid = None
+                if txn:
+                    if pid not in open_txn:
+                        open_txn[pid] = next_txn
+                        next_txn += 1
+                    tid = open_txn[pid]
+                records += [(r, tid) for r in recs]
+            else:
+                log.append_txn_marker(producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                      control_type=int(arg), timestamp_ms=NOW_MS, now_ms=NOW_MS)
+                if pid in open_txn:
+                    state[open_txn.pop(pid)] = "commit" if arg else "abort"
+        log.roll(NOW_MS)
+        lso = log.last_stable_offset
+        mgr = LogCleanerManager([tmp])
+        clean_until_done(log, mgr, SkimpyOffsetMap(24 * slots), NOW_MS, load_factor=0.9 if slots > 3 else 1.0)
+        first_dirty, uncleanable, _ = cleanable_offsets(log, mgr.all_checkpoints().get(("t", 0)), NOW_MS)
+        end = cleanable_bytes(log, first_dirty, uncleanable)[0]
+        assert end <= lso
+
+        def good(tid):
+            return tid is None or state.get(tid) == "commit"
+
+        last = {}
+        for r, tid in records:
+            if r.offset < end and r.key is not None and good(tid):
+                last[r.key] = r.offset
+        kept = [(r, tid) for r, tid in records
+                if r.offset >= end or (r.key is not None and good(tid) and last[r.key] == r.offset)]
+        on_disk = [(r.offset, r.key, r.value) for _, v in batches_on_disk(log) if not v.is_control
+                   for r in iter_records(v)]
+        assert on_disk == [(r.offset, r.key, r.value) for r, _ in kept]
+        assert log.last_stable_offset == lso
+        visible = [(r.offset, r.timestamp) for r, tid in kept if r.offset < lso and good(tid)]
+        assert read_committed_view(log, 1 << 20)[0] == visible
+        aborted_left = {r.offset for r, tid in kept if tid is not None and state.get(tid) == "abort"}
+        covered = set()
+        for seg in log.segments:
+            for pid, first, last_off, _ in read_txn_index(seg.txn_index.path):
+                covered |= {o for o in aborted_left if first <= o < last_off}
+        assert covered == aborted_left
+    finally:
+        log.close_handles()
+        shutil.rmtree(tmp, ignore_errors=True)
