@@ -11,6 +11,12 @@ commits and aborts appended directly to a PartitionLog.
 * ListOffsets by timestamp under both isolation levels equals brute force over every
   record (markers included): Kafka's segment-then-record search, then "none" when the
   answer is at or past the last fetchable offset.
+* A crash that tears the last segment at a random byte (and may lose the ``.txnindex``
+  and snapshot files) recovers to the LSO, ``.txnindex`` files and read_committed view of
+  a replay of the batches that survived.
+* Compaction with transactions equals a model: aborted records never mapped nor kept
+  below the cleanable end, the last committed record per key kept, nothing at or past
+  the LSO touched; aborted records left on disk stay covered by ``.txnindex`` entries.
 """
 
 import os
