@@ -136,7 +136,7 @@ def _complete_swaps(dir_path: str, config: TopicConfig, logs: list[int], swaps: 
                 for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
                     files.remove_quietly(files.segment_file(dir_path, other, suffix))
                 logs.remove(other)
-        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
             files.remove_quietly(files.segment_file(dir_path, base, suffix))
         os.replace(swap_path, files.log_file(dir_path, base))
         logs.append(base)
