@@ -57,6 +57,17 @@ class AbortedTransaction(NamedTuple):
     first_offset: int
 
 
+class ProducerDescription(NamedTuple):
+    """One producer of the partition, with the fields of Kafka's DescribeProducers answer."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int                 # -1 when unknown
+    last_timestamp_ms: int             # -1 when unknown
+    coordinator_epoch: int             # -1 before any marker
+    current_txn_start_offset: int      # -1 when no transaction is open
+
+
 class LogTransactions:
     """Mixin of :class:`storage.log.PartitionLog` (see module doc)."""
 
@@ -222,6 +233,13 @@ class LogTransactions:
         self._ensure_producer_state(None)
         return self._producers.ongoing_transactions()
 
+    def describe_producers(self) -> list[ProducerDescription]:
+        """Every producer the partition knows (Kafka ``activeProducers``), by producer id."""
+        self._ensure_producer_state(None)
+        return [ProducerDescription(pid, e.producer_epoch, e.last_seq, e.last_timestamp_ms, e.coordinator_epoch,
+                                    e.current_txn_first_offset)
+                for pid, e in sorted(self._producers.producers.items())]
+
     def transaction_summary(self, now_ms: int) -> dict:
         """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
         ongoing = self.ongoing_transactions()
@@ -266,4 +284,4 @@ class LogTransactions:
         return seg.size_bytes if header is None else header.position
 
 
-__all__ = ["LogTransactions", "AbortedTransaction"]
+__all__ = ["LogTransactions", "AbortedTransaction", "ProducerDescription"]
