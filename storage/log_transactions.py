@@ -35,7 +35,7 @@ import structlog
 
 from records.batch import BatchView
 from records.control import build_end_txn_marker, read_end_txn_marker
-from records.errors import InvalidRecordError
+from records.errors import CorruptRecordError, InvalidRecordError
 from records.framing import iter_batches, walk_headers
 from records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 
@@ -152,7 +152,13 @@ class LogTransactions:
                     continue
                 if h.attributes & CONTROL_FLAG_MASK:
                     view = BatchView(seg.read_batch(h), 0, h.position)
-                    done = psm.update_from_view(view, read_end_txn_marker(view))
+                    try:
+                        marker = read_end_txn_marker(view)
+                    except (InvalidRecordError, CorruptRecordError) as exc:
+                        logger.warning("unreadable_control_batch_skipped", topic=self.topic, partition=self.partition,
+                                       offset=h.last_offset, error=str(exc))
+                        marker = None
+                    done = psm.update_from_view(view, marker)
                     if done is not None:
                         if index_from is not None and done.last_offset >= index_from:
                             self._index_completed([done], seg, psm)
@@ -199,11 +205,31 @@ class LogTransactions:
                                      timestamp_ms=timestamp_ms)
         return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
 
-    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None) -> None:
-        """Record completed transactions: aborts into the marker's segment ``.txnindex``."""
+    def _index_abort_before_append(self, v, marker, segment) -> bool:
+        """Write the ``.txnindex`` entry of an ABORT marker about to be appended (True when done).
+
+        Written before the marker, so a failed index write (disk full) fails the append
+        with nothing in the log; the caller removes the entry if the marker's own write
+        then fails. Never is a marker in the log without its entry.
+        """
+        if marker is None or not marker.is_abort:
+            return False
+        info = next((b for b in v.batches if b.is_control), None)
+        entry = self._producers.producers.get(info.producer_id) if info is not None else None
+        if entry is None or entry.current_txn_first_offset < 0:
+            return False
+        txn = CompletedTxn(info.producer_id, entry.current_txn_first_offset, info.first_offset, True)
+        lso = self._producers.last_stable_offset_after(txn)
+        segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        return True
+
+    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None, *,
+                         indexed: bool = False) -> None:
+        """Record completed transactions: aborts into the marker's segment ``.txnindex`` (unless
+        ``indexed`` before the append), then out of the open set."""
         psm = self._producers if psm is None else psm
         for txn in completed:
-            if txn.is_aborted:
+            if txn.is_aborted and not indexed:
                 seg = segment if segment is not None else self._segments[self._segment_index_for(txn.last_offset)]
                 lso = psm.last_stable_offset_after(txn)
                 try:

@@ -380,3 +380,48 @@ def test_truncated_snapshot_or_txn_index_at_every_length(tmp_path):
             assert {s.base_offset: read_txn_index(s.txn_index.path) for s in log.segments} == expected
             log.close()
             shutil.rmtree(work)
+
+
+def test_disk_full_never_leaves_an_abort_marker_without_its_entry(tmp_path, monkeypatch):
+    import errno
+
+    from storage import files as storage_files
+    from storage.errors import KafkaStorageError
+
+    log = new_log(tmp_path)
+    log.append(txn_data(1, 0), now_ms=NOW_MS)
+    real_pwrite_all = storage_files.pwrite_all
+    real_pwritev_all = storage_files.pwritev_all
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # the .txnindex write fails: nothing reaches the log
+    monkeypatch.setattr(storage_files, "pwrite_all", full)
+    with pytest.raises(KafkaStorageError):
+        marker(log, 1, commit=False)
+    assert log.log_end_offset == 2 and log.last_stable_offset == 0
+    monkeypatch.setattr(storage_files, "pwrite_all", real_pwrite_all)
+    # the marker's own write fails: the entry written first is removed again
+    monkeypatch.setattr(storage_files, "pwritev_all", full)
+    with pytest.raises(KafkaStorageError):
+        marker(log, 1, commit=False)
+    assert read_txn_index(log.active_segment.txn_index.path) == [] and log.last_stable_offset == 0
+    monkeypatch.setattr(storage_files, "pwritev_all", real_pwritev_all)
+    # space is back: the retry (the coordinator resends the marker) lands with its entry
+    assert marker(log, 1, commit=False).first_offset == 2
+    assert read_txn_index(log.active_segment.txn_index.path) == [(1, 0, 2, 3)]
+    assert log.last_stable_offset == 3
+
+
+def test_corrupt_txn_index_is_rebuilt_on_a_clean_start(tmp_path):
+    d, cfg, expected, lso = _scripted_log(tmp_path)
+    base = next(b for b, v in expected.items() if v)
+    path = os.path.join(d, f"{base:020d}.txnindex")
+    raw = bytearray(open(path, "rb").read())
+    struct.pack_into(">h", raw, 0, 7)                     # an entry of an unknown version
+    open(path, "wb").write(bytes(raw))
+    log = PartitionLog.open(d, cfg, topic="t", partition=0)
+    assert {s.base_offset: read_txn_index(s.txn_index.path) for s in log.segments} == expected
+    assert log.last_stable_offset == lso
+    log.close()
