@@ -29,6 +29,8 @@ _CODES: dict[type, ErrorCode] = {
     se.OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     se.InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
     se.UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
+    se.InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    se.TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     se.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
     st.TopicAlreadyExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
     st.InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import time
 from typing import Callable
 
 from prometheus_client import (
@@ -220,11 +221,14 @@ class PartitionRows:
 
     ``oldest_timestamp_ms`` is the timestamp of the record at the log start offset; it is
     read once and kept until that offset moves, the partition empties or fills, or the
-    log is replaced (a topic deleted and created again).
+    log is replaced (a topic deleted and created again). Transactions: open transactions,
+    the last stable offset, its lag behind the high watermark (offsets) and the age of
+    the oldest open transaction (ms since its first append; 0 when none).
     """
 
-    def __init__(self, logs: Callable[[], object]) -> None:
+    def __init__(self, logs: Callable[[], object], now_ms: Callable[[], int] | None = None) -> None:
         self._logs = logs
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._oldest: dict[tuple[str, int], tuple[tuple, int]] = {}
 
     def __call__(self) -> list[dict]:
@@ -249,7 +253,8 @@ class PartitionRows:
                 if cached is None or cached[0] != stamp:
                     ts = plog.record_timestamp_at(lso) if stamp[2] else None
                     cached = self._oldest[key] = (stamp, -1 if ts is None else ts)
-                rows.append({"topic": meta.name, "partition": p, **info, "oldest_timestamp_ms": cached[1]})
+                rows.append({"topic": meta.name, "partition": p, **info, "oldest_timestamp_ms": cached[1],
+                             **plog.transaction_summary(self._now_ms())})
         for key in [k for k in self._oldest if k not in seen]:
             del self._oldest[key]
         return rows
@@ -333,6 +338,19 @@ class _PartitionCollector:
                 "sundial_log_oldest_timestamp_ms",
                 "Timestamp of the first retained record, at the log start offset: how far back a replay by "
                 "time can go (-1 if none)", labels=["topic", "partition"]),
+            "open_transactions": GaugeMetricFamily("sundial_log_open_transactions",
+                                                   "Transactions open in the partition (no marker yet)",
+                                                   labels=["topic", "partition"]),
+            "last_stable_offset": GaugeMetricFamily("sundial_log_last_stable_offset",
+                                                    "Last stable offset (read_committed readers stop here)",
+                                                    labels=["topic", "partition"]),
+            "last_stable_offset_lag": GaugeMetricFamily(
+                "sundial_log_last_stable_offset_lag", "High watermark minus last stable offset (offsets)",
+                labels=["topic", "partition"]),
+            "oldest_open_transaction_ms": GaugeMetricFamily(
+                "sundial_log_oldest_open_transaction_ms",
+                "Age of the oldest open transaction in ms (how long the last stable offset has been held; 0 if none)",
+                labels=["topic", "partition"]),
         }
         for row in self._snapshot():
             labels = [row["topic"], str(row["partition"])]

@@ -13,6 +13,8 @@ an error in one partition of a Produce, Fetch or ListOffsets never fails the res
   clients that cannot read the stored format (Fetch v0–v3), long-polling through the
   purgatory until ``min_bytes`` are available or ``max_wait_ms`` passes. File slices
   are returned only from the last read, never held across an ``await``.
+* **Transaction markers**: :meth:`ReplicaManager.write_txn_markers` (the coordinator's
+  entry point; see its docstring).
 * **ListOffsets**: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest
   local (-4, v8+), latest tiered (-5, v9+: nothing tiered, so -1/-1), by timestamp
   (T >= 0: first offset whose timestamp >= T, Kafka's algorithm in storage), and the
@@ -47,6 +49,10 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
+# Isolation levels (Fetch v4+, ListOffsets v2+).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
 
 @dataclass(slots=True)
 class AppendOutcome:
@@ -78,6 +84,7 @@ class FetchOutcome:
     log_start_offset: int = -1
     records: Any = None  # None, bytes, or a storage FileSlice
     size_bytes: int = 0
+    aborted_transactions: list | None = None   # read_committed: [(producer_id, first_offset)]
 
 
 @dataclass(slots=True)
@@ -197,9 +204,70 @@ class ReplicaManager:
         out.base_offset = -1
         out.log_start_offset = -1
 
+    # -- transaction markers ----------------------------------------------------------------
+    async def write_txn_markers(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool, partitions, timestamp_ms: int | None = None,
+                                timeout_ms: int = 30_000) -> dict[tuple[str, int], int]:
+        """Write one COMMIT (``commit=True``) or ABORT marker to each of ``partitions`` and wait
+        until every successful one is fsynced; ``{(topic, partition): error code}``.
+
+        This is the single-node form of Kafka's WriteTxnMarkers, for the transaction
+        coordinator: each marker is the control batch of
+        ``MemoryRecords.withEndTransactionMarker`` (``records.control``), timestamped
+        ``timestamp_ms`` (default: the broker clock), appended with origin
+        ``coordinator`` (``PartitionLog.append_txn_marker``). It closes the producer's open
+        transaction in the partition, moves the last stable offset and, for an ABORT,
+        adds the transaction to the segment's ``.txnindex``. A marker for a producer with
+        no open transaction in a partition is still appended (Kafka does). Parked fetches
+        of each partition are woken. The call returns once every appended marker is on
+        disk (or ``timeout_ms`` passed: REQUEST_TIMED_OUT for the ones not yet durable).
+
+        Error codes per partition: NONE (0); UNKNOWN_TOPIC_OR_PARTITION (3);
+        INVALID_PRODUCER_EPOCH (47) when ``producer_epoch`` is older than the partition's
+        epoch for the producer; TRANSACTION_COORDINATOR_FENCED (52) when
+        ``coordinator_epoch`` is older than the last marker's; UNSUPPORTED_FOR_MESSAGE_FORMAT
+        (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
+        Storage work runs on the event loop thread, like Produce appends.
+        """
+        from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+        now = self.broker.now_ms()
+        ts = now if timestamp_ms is None else timestamp_ms
+        control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
+        codes: dict[tuple[str, int], int] = {}
+        appended: list[tuple[str, int, AppendOutcome]] = []
+        for topic, partition in partitions:
+            log = self.log_for(topic, partition)
+            if log is None:
+                codes[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                result = log.append_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                               coordinator_epoch=coordinator_epoch, control_type=control_type,
+                                               timestamp_ms=ts, now_ms=now, leader_epoch=LEADER_EPOCH)
+            except se.StorageError as exc:
+                code = error_code_for(exc)
+                codes[(topic, partition)] = code
+                logger.info("txn_marker_rejected", topic=topic, partition=partition, producer_id=producer_id,
+                            error=code.name, reason=str(exc))
+                continue
+            except OSError as exc:
+                logger.error("txn_marker_io_error", topic=topic, partition=partition, error=str(exc))
+                codes[(topic, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            codes[(topic, partition)] = ErrorCode.NONE
+            self.broker.purgatory.notify(topic, partition)
+            appended.append((topic, partition, AppendOutcome(base_offset=result.first_offset,
+                                                             last_offset=result.last_offset)))
+        if appended:
+            await self.wait_durable(appended, timeout_ms)
+            for topic, partition, out in appended:
+                codes[(topic, partition)] = out.error_code
+        return codes
+
     # -- fetch ---------------------------------------------------------------------------------
     def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,
-                  client_max_magic: int, api_version: int) -> tuple[list[FetchOutcome], int, bool]:
+                  client_max_magic: int, api_version: int,
+                  read_committed: bool = False) -> tuple[list[FetchOutcome], int, bool]:
         results: list[FetchOutcome] = []
         budget = max_bytes
         total = 0
@@ -218,8 +286,11 @@ class ReplicaManager:
                 out.error_code = epoch_error
                 any_error = True
                 continue
-            out.high_watermark = out.last_stable_offset = log.high_watermark
+            out.high_watermark = log.high_watermark
+            out.last_stable_offset = log.last_stable_offset
             out.log_start_offset = log.log_start_offset
+            if read_committed:
+                out.aborted_transactions = []
             config = log.config
             needs_conversion = config.record_version > client_max_magic
             if needs_conversion and not config.message_downconversion_enable:
@@ -234,7 +305,8 @@ class ReplicaManager:
             if limit <= 0 and not min_one:
                 continue
             try:
-                info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one)
+                info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one,
+                                read_committed=read_committed)
             except se.OffsetOutOfRangeError:
                 out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 any_error = True
@@ -243,6 +315,7 @@ class ReplicaManager:
                 out.error_code = error_code_for(exc)
                 any_error = True
                 continue
+            out.aborted_transactions = info.aborted_transactions
             if info.first_entry_incomplete and not hard_limit:
                 continue  # Fetch v3+: an incomplete first batch becomes empty records
             slices = info.slices
@@ -271,7 +344,10 @@ class ReplicaManager:
         return results, total, any_error
 
     async def fetch(self, parts: list[FetchPartition], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    api_version: int) -> list[FetchOutcome]:
+                    api_version: int, isolation_level: int = READ_UNCOMMITTED) -> list[FetchOutcome]:
+        """Read ``parts``; ``isolation_level`` READ_COMMITTED (1, Fetch v4+) stops at the last
+        stable offset and reports the aborted transactions of the range."""
+        read_committed = isolation_level == READ_COMMITTED and api_version >= 4
         hard_limit = api_version <= 2
         client_max_magic = 0 if api_version <= 1 else 1 if api_version <= 3 else 2
         if hard_limit:
@@ -279,7 +355,8 @@ class ReplicaManager:
         else:
             max_bytes = min(max_bytes, self.broker.config["fetch.max.bytes"])
         results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                                   client_max_magic=client_max_magic, api_version=api_version)
+                                                   client_max_magic=client_max_magic, api_version=api_version,
+                                                   read_committed=read_committed)
         if total >= min_bytes or max_wait_ms <= 0 or any_error or not parts:
             return results
         loop = asyncio.get_running_loop()
@@ -296,7 +373,7 @@ class ReplicaManager:
                     break
                 results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
                                                            client_max_magic=client_max_magic,
-                                                           api_version=api_version)
+                                                           api_version=api_version, read_committed=read_committed)
                 if total >= min_bytes or any_error:
                     return results
                 purgatory.unpark(waiter)
@@ -305,12 +382,21 @@ class ReplicaManager:
             purgatory.unpark(waiter)
         # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
         results, _, _ = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                       client_max_magic=client_max_magic, api_version=api_version)
+                                       client_max_magic=client_max_magic, api_version=api_version,
+                                                   read_committed=read_committed)
         return results
 
     # -- list offsets ------------------------------------------------------------------------
     def list_offset(self, topic: str, partition: int, timestamp: int, *, api_version: int,
-                    current_leader_epoch: int = -1, max_num_offsets: int = 1) -> OffsetAnswer:
+                    current_leader_epoch: int = -1, max_num_offsets: int = 1,
+                    isolation_level: int = READ_UNCOMMITTED) -> OffsetAnswer:
+        """One partition of ListOffsets (Kafka ``Partition.fetchOffsetForTimestamp``).
+
+        The last fetchable offset is the last stable offset under READ_COMMITTED (v2+), else
+        the high watermark. LATEST answers it; EARLIEST and EARLIEST_LOCAL are exempt; any
+        other lookup (a timestamp, MAX_TIMESTAMP, LATEST_TIERED) whose answer is at or past
+        it answers "none" (offset -1, timestamp -1).
+        """
         log = self.log_for(topic, partition)
         if log is None:
             return OffsetAnswer(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -329,8 +415,10 @@ class ReplicaManager:
                 return OffsetAnswer(error_code=ErrorCode.UNSUPPORTED_VERSION)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetAnswer(offset=log.log_start_offset, leader_epoch=LEADER_EPOCH)
+        read_committed = isolation_level == READ_COMMITTED and api_version >= 2
+        last_fetchable = log.last_stable_offset if read_committed else log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return OffsetAnswer(offset=log.high_watermark, leader_epoch=LEADER_EPOCH)
+            return OffsetAnswer(offset=last_fetchable, leader_epoch=LEADER_EPOCH)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return OffsetAnswer()
         self.broker.metrics.time_index_lookup()
@@ -338,7 +426,7 @@ class ReplicaManager:
             found = log.max_timestamp_offset()
         else:
             found = log.fetch_offset_by_timestamp(timestamp)
-        if found is None or found.offset >= log.high_watermark:
+        if found is None or found.offset >= last_fetchable:
             return OffsetAnswer()
         epoch = found.leader_epoch if found.leader_epoch is not None and found.leader_epoch >= 0 else -1
         return OffsetAnswer(timestamp=found.timestamp_ms, offset=found.offset, leader_epoch=epoch)

@@ -26,6 +26,7 @@ Modules, bottom-up:
   (views or bare headers) and iterating records of any magic.
 * :mod:`records.search` — timestamp search inside one batch.
 * :mod:`records.builder` — batches and message sets built byte-exact with Kafka.
+* :mod:`records.control` — control batches: COMMIT/ABORT transaction markers.
 * :mod:`records.index_entries` — ``.index`` / ``.timeindex`` entry layouts.
 """
 

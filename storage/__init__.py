@@ -13,17 +13,22 @@ storage; its names listed in ``__all__`` are re-exported here.
   :mod:`storage.convert` — down-conversion for old fetchers.
 * :mod:`storage.files` — file names, atomic writes, positional writes, :class:`FileSlice`.
 * :mod:`storage.index`, :mod:`storage.offset_index`, :mod:`storage.time_index` — the
-  mmap'd ``.index`` / ``.timeindex`` files.
+  mmap'd ``.index`` / ``.timeindex`` files; :mod:`storage.txn_index` — ``.txnindex``
+  (aborted transactions).
 * :mod:`storage.segment` — one ``.log`` with its indexes (LogSegment);
   :mod:`storage.segment_recovery` — its recovery and the index checks run at load.
-* :mod:`storage.producer_state` — idempotent producers and ``.snapshot`` files.
+* :mod:`storage.producer_state` — idempotent producers, open transactions and
+  ``.snapshot`` files.
 * :mod:`storage.retention` — which segments retention may delete (incl. consumed retention).
 * :mod:`storage.recovery` — loading a partition directory, clean or unclean (LogLoader).
 * :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; with
   :mod:`storage.log_search` (ListOffsets and its caches), :mod:`storage.log_retention`
-  (deleting old segments) and :mod:`storage.log_flush` (flush jobs) as its bases.
+  (deleting old segments), :mod:`storage.log_flush` (flush jobs) and
+  :mod:`storage.log_transactions` (producer state, markers, last stable offset, aborted
+  lists; docs/transactions.md) as its bases.
 * :mod:`storage.log_cleaning` (a base of the log), :mod:`storage.offset_map`,
-  :mod:`storage.cleaner_batches`, :mod:`storage.cleaned_segment`, :mod:`storage.cleaner`,
+  :mod:`storage.cleaner_batches`, :mod:`storage.cleaner_txn`, :mod:`storage.cleaned_segment`,
+  :mod:`storage.cleaner`,
   :mod:`storage.cleaner_manager` — log compaction (docs/compaction.md); the cleaning itself
   may run on another thread from a snapshot, the swap runs on the log's owner thread.
 * :mod:`storage.checkpoints` — checkpoint files and the clean-shutdown marker.
@@ -40,6 +45,7 @@ from .errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     KafkaStorageError,
     LogSegmentOffsetOverflowError,
     OffsetOutOfRangeError,
@@ -48,6 +54,7 @@ from .errors import (
     RecordError,
     RecordTooLargeError,
     StorageError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
@@ -81,7 +88,8 @@ __all__ = [
     "StorageError", "OffsetOutOfRangeError", "CorruptRecordError", "RecordTooLargeError",
     "RecordBatchTooLargeError", "InvalidRecordError", "InvalidTimestampError", "UnsupportedForMessageFormatError",
     "UnsupportedCompressionTypeError", "OutOfOrderSequenceError", "InvalidProducerEpochError",
-    "UnknownProducerIdError", "KafkaStorageError", "LogSegmentOffsetOverflowError", "CorruptIndexError",
+    "UnknownProducerIdError", "InvalidTxnStateError", "TransactionCoordinatorFencedError", "KafkaStorageError",
+    "LogSegmentOffsetOverflowError", "CorruptIndexError",
     "InvalidOffsetError", "RecordError", "TopicAlreadyExistsError", "InvalidTopicError", "InvalidPartitionsError",
     "UnknownTopicOrPartitionError",
     # logs

@@ -1,4 +1,8 @@
-"""The cleaner's output segment: ``<base>.log.cleaned`` and its two indexes, and their renames.
+"""The cleaner's output segment: ``<base>.log.cleaned`` and its indexes, and their renames.
+
+Besides the offset and time indexes, a ``<base>.txnindex.cleaned`` is written when the
+cleaned segment keeps the ABORT marker of a transaction some of whose batches it walked
+(:mod:`storage.cleaner_txn`); it is renamed with the others and is optional.
 
 A cleaned segment is written by the cleaner thread alone, with plain file writes (it
 never touches the mmap'd index classes, whose mappings are shared with the log's owner
@@ -32,11 +36,18 @@ from . import files
 from .errors import KafkaStorageError, LogSegmentOffsetOverflowError
 
 SUFFIXES = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)
+#: Written only when the cleaned segment keeps an aborted transaction's marker.
+OPTIONAL_SUFFIXES = (files.TXN_INDEX_SUFFIX,)
 
 
 def temp_paths(dir_path: str, base_offset: int, temp_suffix: str) -> list[str]:
     """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment with ``temp_suffix`` appended."""
     return [files.segment_file(dir_path, base_offset, s) + temp_suffix for s in SUFFIXES]
+
+
+def optional_paths(dir_path: str, base_offset: int, temp_suffix: str) -> list[str]:
+    """The ``.txnindex`` path of a segment with ``temp_suffix`` appended."""
+    return [files.segment_file(dir_path, base_offset, s) + temp_suffix for s in OPTIONAL_SUFFIXES]
 
 
 @dataclass(slots=True)
@@ -59,7 +70,8 @@ class CleanedSegment:
 
     def delete_files(self) -> None:
         for suffix in (files.CLEANED_SUFFIX, files.SWAP_SUFFIX):
-            for path in temp_paths(self.dir, self.base_offset, suffix):
+            for path in temp_paths(self.dir, self.base_offset, suffix) + optional_paths(self.dir, self.base_offset,
+                                                                                        suffix):
                 files.remove_quietly(path)
 
 
@@ -72,7 +84,9 @@ class CleanedSegmentWriter:
         self.index_interval_bytes = index_interval_bytes
         self.log_path, self.index_path, self.time_index_path = temp_paths(dir_path, base_offset,
                                                                           files.CLEANED_SUFFIX)
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        self.txn_index_path = optional_paths(dir_path, base_offset, files.CLEANED_SUFFIX)[0]
+        self.txn_entries: list | None = None      # AbortedTxn entries kept (set before finish)
+        for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
             files.remove_quietly(path)
         try:
             self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -139,7 +153,10 @@ class CleanedSegmentWriter:
         self.write_pending()
         self._maybe_time_entry()
         try:
-            for path, entries in ((self.index_path, self._offset_entries), (self.time_index_path, self._time_entries)):
+            indexes = [(self.index_path, self._offset_entries), (self.time_index_path, self._time_entries)]
+            if self.txn_entries:
+                indexes.append((self.txn_index_path, [t.encode() for t in self.txn_entries]))
+            for path, entries in indexes:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
                     data = b"".join(entries)
@@ -165,7 +182,7 @@ class CleanedSegmentWriter:
     def abandon(self) -> None:
         """Close and delete the files (an aborted or failed clean)."""
         self.close()
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
             files.remove_quietly(path)
 
     def result(self) -> CleanedSegment:
@@ -173,13 +190,20 @@ class CleanedSegmentWriter:
 
 
 def rename_all(dir_path: str, base_offset: int, from_suffix: str, to_suffix: str, *, must_exist: bool = True) -> None:
-    """Rename a segment's three files from ``from_suffix`` to ``to_suffix`` (``.log`` first)."""
+    """Rename a segment's three files (``.log`` first), then its ``.txnindex`` if there is one,
+    from ``from_suffix`` to ``to_suffix``."""
     for old, new in zip(temp_paths(dir_path, base_offset, from_suffix), temp_paths(dir_path, base_offset, to_suffix)):
         try:
             os.rename(old, new)
         except FileNotFoundError:
             if must_exist:
                 raise
+    for old, new in zip(optional_paths(dir_path, base_offset, from_suffix),
+                        optional_paths(dir_path, base_offset, to_suffix)):
+        try:
+            os.rename(old, new)
+        except FileNotFoundError:
+            pass
 
 
-__all__ = ["CleanedSegment", "CleanedSegmentWriter", "rename_all", "temp_paths", "SUFFIXES"]
+__all__ = ["CleanedSegment", "CleanedSegmentWriter", "rename_all", "temp_paths", "optional_paths", "SUFFIXES"]

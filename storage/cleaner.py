@@ -21,7 +21,11 @@ Kafka's ``Cleaner`` (``doClean``, ``buildOffsetMap``, ``groupSegmentsBySize``,
    offset (:mod:`storage.cleaned_segment`), batch by batch through
    :func:`storage.cleaner_batches.filter_batch`; segments are read in chunks of the I/O
    buffer, output is written per chunk; the legacy tombstone rule uses each source
-   segment's mtime. The finished segment is handed to ``swap`` (the log's owner thread
+   segment's mtime. Transactions (:mod:`storage.cleaner_txn`): the aborted transactions
+   of each segment's range (from the log's ``.txnindex`` entries, taken with the job)
+   decide which batches are aborted — their keys are not mapped in step 1 and their
+   records go in step 3 — and which markers may go; the aborted transactions whose
+   ABORT marker stays are written to the cleaned segment's ``.txnindex``. The finished segment is handed to ``swap`` (the log's owner thread
    swaps it in: :meth:`~storage.log_cleaning.LogCleaning.replace_segments`); a refused
    swap aborts the pass (:class:`CleaningAborted`) and its files are deleted.
 
@@ -49,6 +53,7 @@ from records.layout import INT32_MAX
 
 from .cleaned_segment import CleanedSegment, CleanedSegmentWriter
 from .cleaner_batches import FilterContext, filter_batch, map_batch
+from .cleaner_txn import CleanedTransactionMetadata, collect
 from .errors import StorageError
 from .offset_map import SkimpyOffsetMap
 
@@ -89,7 +94,8 @@ class CleaningJob:
     index_interval_bytes: int
     delete_retention_ms: int
     legacy_delete_horizon_ms: int
-    active_producers: dict[int, int] = field(default_factory=dict)
+    active_producers: dict[int, tuple[int, int]] = field(default_factory=dict)   # pid -> (last data offset, epoch)
+    aborted_txns: list = field(default_factory=list)   # every .txnindex entry of the log (AbortedTxn)
     log_generation: int = 0          # the log's truncation count when the snapshot was taken
     aborted: bool = False
 
@@ -256,23 +262,31 @@ class Cleaner:
             s for i, s in enumerate(job.sources)
             if s.base_offset < end and (i + 1 >= len(job.sources) or job.sources[i + 1].base_offset > start)]
         max_entries = int(m.slots * self.load_factor)
+        txn = CleanedTransactionMetadata()
+        txn.add_aborted(collect(job.aborted_txns, start, end))
         for i, seg in enumerate(dirty):
             self._check(job)
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(job, seg, start, next_start, max_entries, stats):
+            if self._map_segment(job, seg, start, next_start, max_entries, stats, txn):
                 logger.debug("cleaner_offset_map_full", topic=job.topic, partition=job.partition,
                              segments_mapped=i, base_offset=seg.base_offset)
                 break
 
     def _map_segment(self, job: CleaningJob, seg: SegmentSource, start: int, next_start: int, max_entries: int,
-                     stats: CleanerStats) -> bool:
+                     stats: CleanerStats, txn: CleanedTransactionMetadata) -> bool:
         m = self.offset_map
         position = seg.map_start_position if 0 <= seg.map_start_position <= seg.size_bytes else 0
         since = 0
         for view in iter_file_batches(seg.fd, position, seg.size_bytes, chunk_bytes=self.io_buffer_bytes):
             if job.aborted:
                 self._check(job)
-            full, read = map_batch(view, m, start, max_entries)
+            if view.magic >= 2 and view.is_control:
+                txn.on_control_batch_read(view)
+                full, read = False, 1
+            elif view.magic >= 2 and txn.on_batch_read(view):
+                full, read = False, view.record_count      # aborted: its keys are not mapped
+            else:
+                full, read = map_batch(view, m, start, max_entries)
             stats.map_messages_read += read
             if full:
                 return True
@@ -292,10 +306,16 @@ class Cleaner:
                        stats: CleanerStats) -> CleanedSegment:
         """Rewrite ``group`` into one ``.cleaned`` segment (Kafka ``cleanSegments`` up to the swap)."""
         writer = CleanedSegmentWriter(job.dir, group[0].base_offset, job.index_interval_bytes)
+        txn = CleanedTransactionMetadata(track_index=True)
+        bases = [s.base_offset for s in job.sources]
         try:
             for seg in group:
                 retain_legacy_deletes = seg.last_modified_ms > job.legacy_delete_horizon_ms
-                self._clean_into(job, seg, writer, ctx, retain_legacy_deletes, stats)
+                i = bases.index(seg.base_offset)
+                upper = bases[i + 1] if i + 1 < len(bases) else job.first_uncleanable_offset
+                txn.add_aborted(collect(job.aborted_txns, seg.base_offset, upper))
+                self._clean_into(job, seg, writer, ctx, retain_legacy_deletes, stats, txn)
+            writer.txn_entries = txn.cleaned_index
             writer.finish(group[-1].last_modified_ms)
         except BaseException:
             writer.abandon()
@@ -311,7 +331,7 @@ class Cleaner:
         return cleaned
 
     def _clean_into(self, job: CleaningJob, seg: SegmentSource, writer: CleanedSegmentWriter, ctx: FilterContext,
-                    retain_legacy_deletes: bool, stats: CleanerStats) -> None:
+                    retain_legacy_deletes: bool, stats: CleanerStats, txn: CleanedTransactionMetadata) -> None:
         read_since = 0
         for view in iter_file_batches(seg.fd, 0, seg.size_bytes, chunk_bytes=self.io_buffer_bytes):
             if job.aborted:
@@ -319,7 +339,7 @@ class Cleaner:
             size = view.size_bytes
             stats.bytes_read += size
             read_since += size
-            kept = filter_batch(view, ctx, retain_legacy_deletes, stats)
+            kept = filter_batch(view, ctx, retain_legacy_deletes, stats, txn)
             if kept is not None:
                 writer.append(kept.data, kept.last_offset, kept.max_timestamp)
                 stats.bytes_written += len(kept.data)

@@ -13,10 +13,18 @@ Record rule (``Cleaner.shouldRetainRecord``), for every record of a data batch:
   ``now < horizon``; v0/v1 — the segment's mtime is after the legacy delete horizon
   (the mtime of the last clean segment minus ``delete.retention.ms``).
 
-Batch rule (``checkBatchRetention``; Sundial has no transactions, so no batch is an
-aborted one):
+Batch rule (``checkBatchRetention``), with the walk's transaction state
+(:class:`storage.cleaner_txn.CleanedTransactionMetadata`) saying whether the batch *may be
+discarded* (a data batch of an aborted transaction; a marker whose transaction has no
+batch left in this walk):
 
-* the last batch of a producer that is still active (its last data offset) and the last
+* the records of a discardable data batch all go; a discardable control batch loses its
+  marker once its delete horizon has passed (``horizon <= now``); a discardable marker
+  without a horizon yet is rewritten with one (``now + delete.retention.ms``, attribute
+  bit 6, base timestamp = horizon, the record keeping its timestamp) — Kafka piggy-backs
+  marker removal on tombstone retention; other markers stay as they are;
+* the last batch of a producer that is still active (the batch ending at its last data
+  offset; with no data batch, a control batch of its current epoch) and the last
   batch of the cleaning round (next offset = first uncleanable offset) are kept even
   when every record goes — as an **empty batch**: the 61-byte header with count 0, no
   compression, base timestamp -1 and the old max timestamp, producer id, epoch, base
@@ -30,8 +38,6 @@ aborted one):
   becomes the delete horizon (``now + delete.retention.ms``, attribute bit 6) when the
   batch has or gets one, else the first kept record's timestamp; the max timestamp is
   the kept records' largest (LogAppendTime: unchanged).
-* control batches (a transaction marker can only come from a follower-style append:
-  Sundial has no transaction coordinator) are kept as they are.
 
 Legacy entries (magic 0/1) keep their magic — Sundial still stores them for
 ``message.format.version`` < 0.11, as Kafka did until 3.x (Kafka 4 rewrites them as v2):
@@ -46,7 +52,7 @@ from typing import NamedTuple
 
 from records import codecs
 from records.batch import BatchView
-from records.builder import build_records, v2_header
+from records.builder import build_records, encode_v2_record, v2_header
 from records.framing import iter_records
 from records.layout import (
     CONTROL_FLAG_MASK,
@@ -79,7 +85,7 @@ class FilterContext(NamedTuple):
     now_ms: int
     delete_retention_ms: int
     upper_bound_offset: int                 # first uncleanable offset of the round
-    active_producers: dict[int, int]        # producer id -> last data offset
+    active_producers: dict[int, tuple[int, int]]   # producer id -> (last data offset or -1, epoch)
     max_decompressed_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES
 
 
@@ -131,20 +137,56 @@ def _empty_batch(view: BatchView) -> bytes:
                      payload=b"")
 
 
+def _last_batch_of_producer(view: BatchView, ctx: FilterContext) -> bool:
+    last = ctx.active_producers.get(view.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset >= 0:
+        return view.last_offset == last_data_offset
+    return view.is_control and view.producer_epoch == epoch
+
+
+def _marker_with_horizon(view: BatchView, horizon: int) -> bytes:
+    """The control batch rebuilt with a delete horizon (Kafka ``buildRetainedRecordsInto``)."""
+    parts = [encode_v2_record(r.offset - view.base_offset, r.timestamp - horizon, r.key, r.value, r.headers)
+             for r in iter_records(view)]
+    payload = b"".join(parts)
+    attributes = ((TIMESTAMP_TYPE_MASK if view.timestamp_type == LOG_APPEND_TIME else 0) | TRANSACTIONAL_FLAG_MASK
+                  | CONTROL_FLAG_MASK | DELETE_HORIZON_FLAG_MASK)
+    return v2_header(base_offset=view.base_offset, batch_bytes=RECORD_BATCH_OVERHEAD + len(payload),
+                     partition_leader_epoch=view.partition_leader_epoch, attributes=attributes,
+                     last_offset_delta=view.last_offset_delta, base_timestamp=horizon,
+                     max_timestamp=view.max_timestamp, producer_id=view.producer_id,
+                     producer_epoch=view.producer_epoch, base_sequence=view.base_sequence,
+                     record_count=len(parts), payload=payload) + payload
+
+
 def filter_batch(view: BatchView, ctx: FilterContext, retain_legacy_deletes: bool,
-                 stats) -> KeptBatch | None:
+                 stats, txn=None) -> KeptBatch | None:
     """The batch to write for ``view`` (None: drop it); counts into ``stats``
-    (``messages_read``, ``messages_written``, ``invalid_messages``)."""
+    (``messages_read``, ``messages_written``, ``invalid_messages``). ``txn`` is the walk's
+    :class:`~storage.cleaner_txn.CleanedTransactionMetadata`."""
     if view.magic != MAGIC_V2:
         return _filter_legacy(view, ctx, retain_legacy_deletes, stats)
     count = view.record_count
     stats.messages_read += count
-    if view.is_control:
-        stats.messages_written += count
-        return KeptBatch(view.data, view.last_offset, view.max_timestamp, count)
-    retain_empty = ((view.producer_id >= 0 and ctx.active_producers.get(view.producer_id) == view.last_offset)
-                    or view.next_offset == ctx.upper_bound_offset)
     horizon = delete_horizon(view)
+    can_discard = False
+    if txn is not None:
+        can_discard = txn.on_control_batch_read(view) if view.is_control else txn.on_batch_read(view)
+    retain_empty = ((view.producer_id >= 0 and _last_batch_of_producer(view, ctx))
+                    or view.next_offset == ctx.upper_bound_offset)
+    if view.is_control:
+        if can_discard and horizon is not None and horizon <= ctx.now_ms or count == 0:
+            return KeptBatch(_empty_batch(view), view.last_offset, view.max_timestamp, 0) if retain_empty else None
+        stats.messages_written += count
+        if can_discard and horizon is None:
+            data = _marker_with_horizon(view, ctx.now_ms + ctx.delete_retention_ms)
+            return KeptBatch(data, view.last_offset, view.max_timestamp, count)
+        return KeptBatch(view.data, view.last_offset, view.max_timestamp, count)
+    if can_discard:
+        return KeptBatch(_empty_batch(view), view.last_offset, view.max_timestamp, 0) if retain_empty else None
     buf, pos, end = _payload(view, ctx.max_decompressed_bytes)
     result = ctx.offset_map.filter_v2(
         buf, pos, end, count, base_offset=view.base_offset, base_timestamp=view.base_timestamp,

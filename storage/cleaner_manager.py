@@ -15,8 +15,9 @@ Cleanable range (``cleanableOffsets``)
 * first dirty offset = the checkpoint, or the log start offset when there is none; a
   checkpoint below the log start offset or above the log end offset is reset to the log
   start offset (and written back);
-* first uncleanable offset = the smallest of the high watermark (the last stable offset:
-  Sundial has no open transactions), the active segment's base offset, and — when
+* first uncleanable offset = the smallest of the last stable offset (the high watermark
+  when no transaction is open: an open transaction is never cleaned), the active
+  segment's base offset, and — when
   ``min.compaction.lag.ms`` > 0 — the base offset of the first non-active segment from
   the one holding the first dirty offset whose largest timestamp (max record timestamp,
   else mtime) is newer than ``now - min.compaction.lag.ms``; at least the first dirty offset.
@@ -130,7 +131,7 @@ def cleanable_offsets(log, last_clean_offset: int | None, now_ms: int) -> tuple[
         first_dirty, force = start, True
     else:
         first_dirty = checkpoint
-    candidates = [log.high_watermark, log.active_segment.base_offset]
+    candidates = [log.last_stable_offset, log.active_segment.base_offset]
     lag = max(log.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for seg in _non_active_from(log, first_dirty):

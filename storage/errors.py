@@ -21,6 +21,8 @@ exception                              Kafka error (code)
 ``OutOfOrderSequenceError``            OUT_OF_ORDER_SEQUENCE_NUMBER (45)
 ``InvalidProducerEpochError``          INVALID_PRODUCER_EPOCH (47)
 ``UnknownProducerIdError``             UNKNOWN_PRODUCER_ID (59)
+``InvalidTxnStateError``               INVALID_TXN_STATE (48)
+``TransactionCoordinatorFencedError``  TRANSACTION_COORDINATOR_FENCED (52)
 ``KafkaStorageError``                  KAFKA_STORAGE_ERROR (56): any OSError on a log
 ``LogSegmentOffsetOverflowError``      internal (offset not representable in a segment)
 ``CorruptIndexError``                  internal (index file fails its sanity check)
@@ -77,6 +79,14 @@ class InvalidProducerEpochError(StorageError):
     """An idempotent producer's epoch is older than the one last seen."""
 
 
+class InvalidTxnStateError(StorageError):
+    """A producer with an open transaction appended a non-transactional batch (Kafka ``InvalidTxnStateException``)."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker carries a coordinator epoch older than the one last seen for its producer."""
+
+
 class UnknownProducerIdError(StorageError):
     """No state is known for the producer id of an idempotent append."""
 
@@ -116,6 +126,8 @@ __all__ = [
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
     "UnknownProducerIdError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "KafkaStorageError",
     "LogSegmentOffsetOverflowError",
     "CorruptIndexError",

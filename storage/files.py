@@ -7,6 +7,7 @@ Layout (Kafka's, ``LocalLog.scala`` / ``LogFileUtils.java``)::
             00000000000000000000.log            records of the segment whose base offset is 0
             00000000000000000000.index          offset index (8-byte entries)
             00000000000000000000.timeindex      time index (12-byte entries)
+            00000000000000000000.txnindex       aborted transactions (34-byte entries, created on first abort)
             00000000000000001234.snapshot       producer state up to offset 1234 (exclusive)
             partition.metadata                  "version: 0\\ntopic_id: <base64url uuid>\\n"
         <topic>-<partition>.<32 hex>-delete/    a partition being deleted (removed after a delay)
@@ -73,6 +74,10 @@ def log_file(dir_path: str, base_offset: int) -> str:
 
 def index_file(dir_path: str, base_offset: int) -> str:
     return segment_file(dir_path, base_offset, INDEX_SUFFIX)
+
+
+def txn_index_file(dir_path: str, base_offset: int) -> str:
+    return segment_file(dir_path, base_offset, TXN_INDEX_SUFFIX)
 
 
 def time_index_file(dir_path: str, base_offset: int) -> str:
@@ -242,7 +247,7 @@ class FileSlice:
 
 
 __all__ = [
-    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX",
+    "txn_index_file", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX",
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX", "PARTITION_METADATA_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "CLEAN_SHUTDOWN_FILE",
     "filename_prefix", "segment_file", "log_file", "index_file", "time_index_file", "snapshot_file",

@@ -22,8 +22,10 @@ first batch's timestamp, full index, relative-offset overflow) → append to the
 segment → LEO and producer state.
 
 Timestamp search (ListOffsets, §6.2) is :mod:`storage.log_search`, retention
-:mod:`storage.log_retention`, flushing :mod:`storage.log_flush` and the log's side of
-compaction :mod:`storage.log_cleaning`; :class:`PartitionLog` inherits their methods.
+:mod:`storage.log_retention`, flushing :mod:`storage.log_flush`, the log's side of
+compaction :mod:`storage.log_cleaning` and producer state, markers, the last stable
+offset and aborted-transaction lists :mod:`storage.log_transactions`;
+:class:`PartitionLog` inherits their methods.
 
 Not thread-safe: the broker serialises calls per partition. A ``FileSlice`` returned by
 ``read`` is valid until the next call on this log.
@@ -40,8 +42,8 @@ from typing import NamedTuple
 import structlog
 
 from config.topic import TopicConfig
-from records.framing import iter_batches, walk_headers
-from records.layout import CONTROL_FLAG_MASK, MAGIC_V2
+from records.control import read_end_txn_marker
+from records.framing import iter_batches
 
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
@@ -50,6 +52,7 @@ from .log_cleaning import LogCleaning
 from .log_flush import FlushJob, LogFlushing
 from .log_retention import LogRetention
 from .log_search import TimestampSearch, SearchCache, next_cache_token
+from .log_transactions import AbortedTransaction, LogTransactions
 from .producer_state import ProducerStateManager
 from .recovery import load_partition
 from .segment import LogSegment, random_segment_jitter
@@ -75,10 +78,14 @@ class AppendResult(NamedTuple):
 
 @dataclass(slots=True)
 class FetchDataInfo:
+    """A read's bytes. ``aborted_transactions`` is None unless asked for (read_committed)."""
+
     slices: list[FileSlice]
     high_watermark: int
     log_start_offset: int
     first_entry_incomplete: bool = False
+    last_stable_offset: int = -1
+    aborted_transactions: list[AbortedTransaction] | None = None
 
     @property
     def size_bytes(self) -> int:
@@ -99,7 +106,7 @@ class SegmentInfo:
     is_active: bool
 
 
-class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
+class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogTransactions):
     """The log of one partition (see module doc). Build with :meth:`open` or :meth:`create`."""
 
     def __init__(self, dir_path: str, config: TopicConfig, segments: list[LogSegment], *, topic: str,
@@ -120,6 +127,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
         self.recovery_point = min(recovery_point, self._leo)
         self._producers = ProducerStateManager(dir_path, producer_id_expiration_ms)
         self._producers_loaded = False
+        self._txn_rebuild_from: int | None = None   # .txnindex files from here on are rebuilt by the scan
         self._search: SearchCache | None = None
         self._active_ready = False
         self._generation = 0
@@ -172,6 +180,11 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
                   producer_id_expiration_ms=producer_id_expiration_ms, rng=rng)
         log._dir_dirty = loaded.created_segment
+        log._txn_rebuild_from = loaded.recovered_from
+        if loaded.recovered_from is not None:
+            # Rebuild producer state and the recovered segments' .txnindex now (Kafka's load does):
+            # a later clean shutdown must not leave a stale or missing aborted-transaction entry.
+            log._ensure_producer_state(None)
         return log
 
     # -- offsets ------------------------------------------------------------------------------------
@@ -210,63 +223,6 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
         self.config = config
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
-    # -- producer state -----------------------------------------------------------------------------
-    def _ensure_producer_state(self, now_ms: int | None) -> None:
-        if self._producers_loaded:
-            return
-        self._producers_loaded = True
-        self._load_producer_state(now_ms)
-
-    def _load_producer_state(self, now_ms: int | None) -> None:
-        psm = self._producers
-        snap = psm.load_latest_snapshot(self._leo, now_ms)
-        if snap is None:
-            # No snapshot (first start of an old directory): scan at most the last two segments.
-            start = self._segments[max(0, len(self._segments) - 2)].base_offset
-            psm.clear(start)
-        else:
-            start = snap
-        start = max(start, self.log_start_offset)
-        scanned = 0
-        for seg in self._segments[self._segment_index_for(start):]:
-            if seg.size_bytes == 0 or seg.next_offset <= start:
-                continue
-            position = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-            if position > seg.size_bytes:
-                position = 0
-            for h in walk_headers(seg.fd, position, seg.size_bytes, with_producer=True):
-                if h.last_offset < start:
-                    continue
-                scanned += 1
-                if h.magic >= MAGIC_V2 and h.producer_id >= 0 and not (h.attributes & CONTROL_FLAG_MASK):
-                    last_seq = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset - h.first_field) % (1 << 31)
-                    psm.update([BatchInfo(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                          h.first_field, h.last_offset, h.last_offset - h.first_field + 1, False,
-                                          h.max_timestamp)])
-        psm.map_end_offset = self._leo
-        psm.truncate_head(self.log_start_offset)
-        if now_ms is not None:
-            psm.remove_expired(now_ms)
-        # Drop stray snapshots (not at a segment base), keeping the newest one.
-        bases = set(self._bases)
-        offsets = psm.snapshot_offsets()
-        for off in offsets[:-1]:
-            if off not in bases:
-                files.remove_quietly(files.snapshot_file(self.dir, off))
-        if scanned:
-            logger.info("producer_state_loaded", topic=self.topic, partition=self.partition,
-                        snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
-
-    @property
-    def producer_state(self) -> ProducerStateManager:
-        self._ensure_producer_state(None)
-        return self._producers
-
-    def remove_expired_producers(self, now_ms: int) -> int:
-        if not self._producers_loaded:
-            return 0
-        return self._producers.remove_expired(now_ms)
-
     # -- append ---------------------------------------------------------------------------------------
     def append(self, records, *, now_ms: int, leader_epoch: int = 0, origin: str = "client") -> AppendResult:
         """Validate and append one partition's records (see module doc)."""
@@ -276,14 +232,15 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
                              leader_epoch=leader_epoch, origin=origin)
         if v.record_count == 0:
             return AppendResult(-1, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0)
-        dup = self._producers.check(v.batches, origin=origin)
+        marker = self._marker_of(records, origin) if any(b.is_control for b in v.batches) else None
+        dup = self._producers.check(v.batches, origin=origin, marker=marker)
         if dup is not None:
             logger.debug("duplicate_batch_ignored", topic=self.topic, partition=self.partition,
                          first_offset=dup.first_offset, last_offset=dup.last_offset)
             return AppendResult(dup.first_offset, dup.last_offset,
                                 dup.timestamp_ms if self.config.is_log_append_time else NO_TIMESTAMP,
                                 self.log_start_offset, dup.last_offset - dup.first_offset + 1, 0, duplicate=True)
-        return self._append_validated(v, now_ms)
+        return self._append_validated(v, now_ms, marker)
 
     def append_as_follower(self, records, *, now_ms: int) -> AppendResult:
         """Append batches that already carry offsets (tests, tools): no validation, shallow info only."""
@@ -301,7 +258,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
             count += view.record_count
             batches.append(BatchInfo(view.producer_id, view.producer_epoch, view.base_sequence, view.last_sequence,
                                      view.base_offset, view.last_offset, view.record_count,
-                                     view.is_transactional, view.max_timestamp))
+                                     view.is_transactional, view.max_timestamp, view.is_control))
         end = views[-1].end
         if views[0].base_offset < self._leo:
             raise OffsetOutOfRangeError(
@@ -309,16 +266,31 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
         v = ValidatedRecords((bytes(memoryview(records)[views[0].start:end]),), views[0].base_offset,
                              views[-1].last_offset, count, max_ts, shallow, NO_TIMESTAMP, False, batches,
                              end - views[0].start)
+        if any(view.is_control for view in views):
+            if len(views) > 1:
+                raise ValueError("a follower append holding a control batch must hold one batch")
+            marker = read_end_txn_marker(views[0])
+            self._producers.check(batches, origin="replication", marker=marker)
+            return self._append_validated(v, now_ms, marker)
+        self._producers.check(batches, origin="replication")
         return self._append_validated(v, now_ms)
 
-    def _append_validated(self, v, now_ms: int) -> AppendResult:
+    def _append_validated(self, v, now_ms: int, marker=None) -> AppendResult:
         chunks = v.chunks
         size = v.size_bytes or sum(len(c) for c in chunks)
         segment = self._maybe_roll(size, v.max_timestamp_ms, v.first_offset, v.last_offset, now_ms)
-        segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
-                       size_bytes=size)
+        indexed = self._index_abort_before_append(v, marker, segment)
+        try:
+            segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
+                           size_bytes=size)
+        except BaseException:
+            if indexed:
+                segment.txn_index.truncate_to(v.first_offset)
+            raise
         self._leo = v.last_offset + 1
-        self._producers.update(v.batches)
+        completed = self._producers.update(v.batches, marker=marker, now_ms=now_ms)
+        if completed:
+            self._index_completed(completed, segment, indexed=indexed)
         self._producers.map_end_offset = self._leo
         return AppendResult(v.first_offset, v.last_offset, v.log_append_time_ms, self.log_start_offset,
                             v.record_count, size, False, v.max_timestamp_ms)
@@ -392,8 +364,13 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
         return seg
 
     # -- read -----------------------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, min_one_message: bool = True) -> FetchDataInfo:
-        """Bytes from the batch holding ``offset`` (Fetch). Out of [LSO, LEO] → OffsetOutOfRangeError."""
+    def read(self, offset: int, max_bytes: int, min_one_message: bool = True, *,
+             read_committed: bool = False) -> FetchDataInfo:
+        """Bytes from the batch holding ``offset`` (Fetch). Out of [LSO, LEO] → OffsetOutOfRangeError.
+
+        ``read_committed``: nothing at or past the last stable offset, and the aborted
+        transactions of the range (:mod:`storage.log_transactions`).
+        """
         self._check_open()
         max_bytes = max(0, max_bytes)
         lso, leo = self.log_start_offset, self._leo
@@ -401,16 +378,23 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning):
             raise OffsetOutOfRangeError(
                 f"received request for offset {offset} for partition {self.topic}-{self.partition}, but we only "
                 f"have log segments in the range {lso} to {leo}")
-        if offset == leo:
-            return FetchDataInfo([], leo, lso)
+        stable = self.last_stable_offset
+        aborted = [] if read_committed else None
+        max_offset = stable if read_committed else leo
+        if offset >= max_offset:
+            return FetchDataInfo([], leo, lso, last_stable_offset=stable, aborted_transactions=aborted)
         i = self._segment_index_for(offset)
         while i < len(self._segments):
             seg = self._segments[i]
-            found = seg.read(offset, max_bytes, seg.size_bytes, min_one_message)
+            limit = self._position_limit(i, max_offset) if read_committed else None
+            found = seg.read(offset, max_bytes, seg.size_bytes if limit is None else limit, min_one_message)
             if found is not None:
-                return FetchDataInfo([found.slice], leo, lso, found.first_entry_incomplete)
+                if read_committed:
+                    upper = self._fetch_upper_bound(i, found.position, found.slice.size)
+                    aborted = self.collect_aborted_transactions(offset, upper)
+                return FetchDataInfo([found.slice], leo, lso, found.first_entry_incomplete, stable, aborted)
             i += 1
-        return FetchDataInfo([], leo, lso)
+        return FetchDataInfo([], leo, lso, last_stable_offset=stable, aborted_transactions=aborted)
 
     # -- log start / truncation -------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:

@@ -8,8 +8,9 @@ alone (:mod:`storage.cleaner`).
 every segment below the first uncleanable offset (the active segment never is) and
 notes their sizes, index sizes, mtimes, the offset-index position of the first dirty
 offset, the legacy tombstone horizon (the mtime of the last segment below the first
-dirty offset minus ``delete.retention.ms``, 0 without one) and the last data offset of
-every producer the log knows (Kafka ``lastRecordsOfActiveProducers``).
+dirty offset minus ``delete.retention.ms``, 0 without one), the last data offset (-1
+without a data batch) and epoch of every producer the log knows (Kafka
+``lastRecordsOfActiveProducers``) and every aborted transaction of its ``.txnindex`` files.
 
 ``replace_segments(cleaned, now_ms)`` is Kafka's ``LocalLog.replaceSegments``, done so
 that a crash at any point leaves a directory the loader completes or rolls back
@@ -20,7 +21,8 @@ that a crash at any point leaves a directory the loader completes or rolls back
    order, segments of this log (a retention pass or a deletion since the snapshot); else
    the swap is refused: the caller deletes the cleaned files and the pass ends (Kafka
    aborts the cleaning of a log it truncates);
-2. rename ``<base>.log.cleaned`` (then ``.index``, ``.timeindex``) to ``.swap``;
+2. rename ``<base>.log.cleaned`` (then ``.index``, ``.timeindex``, and ``.txnindex`` when
+   written) to ``.swap``;
 3. rename every replaced segment's files to ``.deleted`` (removed after
    ``file.delete.delay.ms``), the one sharing the base offset included;
 4. rename the ``.swap`` files to their final names and open the new segment in place of
@@ -73,12 +75,18 @@ class LogCleaning:
             for src in sources:
                 os.close(src.fd)
             raise KafkaStorageError.from_os_error(exc, f"cannot prepare the cleaning of {self.dir}") from exc
-        producers = {pid: entry.last_offset for pid, entry in self._producers.producers.items()
-                     if entry.last_offset >= 0}
-        self._cleaning_job = job = CleaningJob(self.topic, self.partition, self.dir, sources, first_dirty_offset,
-                           first_uncleanable_offset, now_ms, cfg.segment_bytes, cfg.segment_index_bytes,
-                           cfg.index_interval_bytes, cfg.delete_retention_ms, legacy_horizon, producers,
-                           log_generation=self._generation)
+        producers = {pid: (entry.last_offset, entry.producer_epoch)
+                     for pid, entry in self._producers.producers.items()}
+        try:
+            aborted = [t for seg in self._segments for t in seg.txn_index.entries()]
+        except KafkaStorageError:
+            for src in sources:
+                os.close(src.fd)
+            raise
+        self._cleaning_job = job = CleaningJob(
+            self.topic, self.partition, self.dir, sources, first_dirty_offset, first_uncleanable_offset, now_ms,
+            cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes, cfg.delete_retention_ms,
+            legacy_horizon, producers, aborted, log_generation=self._generation)
         return job
 
     def _abort_cleaning(self) -> None:

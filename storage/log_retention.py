@@ -129,8 +129,8 @@ class LogRetention:
             if not seg.log_path.endswith(files.DELETED_SUFFIX):
                 paths.extend(seg.rename_suffix(files.DELETED_SUFFIX))
             else:
-                paths.extend(p for p in (seg.log_path, seg.offset_index.path, seg.time_index.path)
-                             if os.path.exists(p))
+                paths.extend(p for p in (seg.log_path, seg.offset_index.path, seg.time_index.path,
+                                         seg.txn_index.path) if os.path.exists(p))
         if not paths:
             return
         delay = self.config.file_delete_delay_ms

@@ -5,7 +5,7 @@ Kafka's ``LogLoader`` (reference §8), per partition directory:
 1. Leftovers: ``*.deleted`` and ``*.cleaned`` files are removed, ``*.tmp`` files (an
    interrupted atomic write) too; a ``<base>.log.swap`` (an interrupted swap) is
    completed — the segments it covers are removed and it takes their place with
-   rebuilt indexes; index files without a ``.log`` are removed.
+   rebuilt indexes (its ``.txnindex`` is rebuilt from the log, as after recovery); index files without a ``.log`` are removed.
 2. Every ``<base>.log`` becomes a segment (sorted by base offset). Opening reads
    nothing but the file size.
 3. **Index checks on every load (beyond Kafka; KAFKA-10207, KAFKA-19200).** Each
@@ -17,11 +17,15 @@ Kafka's ``LogLoader`` (reference §8), per partition directory:
    batches **without** touching its data: a bad index never causes data loss or an
    early deletion (an untrimmed, zero-filled time index would otherwise report a max
    timestamp of 0 and let retention delete the segment at once). Repairs are logged.
+   A ``.txnindex`` that fails Kafka's sanity check (an entry of an unknown version, or
+   a marker below the segment's base) is rebuilt from the log like a recovered one.
 4. Unclean shutdown: every segment from the one holding the recovery point to the end
    is recovered (:meth:`~storage.segment.LogSegment.recover`: validate each batch,
    rebuild both indexes, cut a torn or corrupt tail, reload the max timestamp). When a
    segment loses bytes, every later segment is deleted. Progress is logged for every
-   256 MiB scanned.
+   256 MiB scanned. The ``.txnindex`` files of the recovered segments are rebuilt by the
+   producer-state scan of the log (``recovered_from``; :mod:`storage.log_transactions`),
+   which knows where each aborted transaction started.
 5. If the last segment ends below the log start offset, every segment is deleted; if
    none remains, an empty one is created at the log start offset.
 6. Log start offset = max(checkpoint, first base offset); recovery point = LEO after a
@@ -40,7 +44,7 @@ from config.topic import TopicConfig
 from records.framing import walk_headers
 
 from . import files
-from .errors import InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
+from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .offset_index import IndexFullError
 from .segment import LogSegment, random_segment_jitter
 
@@ -58,6 +62,7 @@ class LoadedLog:
     repaired: list[tuple[int, list[str]]] = field(default_factory=list)   # (base offset, problems)
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    recovered_from: int | None = None   # base offset of the first recovered segment (unclean shutdown)
     deleted_segments: int = 0
     created_segment: bool = False
 
@@ -133,7 +138,7 @@ def _complete_swaps(dir_path: str, config: TopicConfig, logs: list[int], swaps: 
                 for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
                     files.remove_quietly(files.segment_file(dir_path, other, suffix))
                 logs.remove(other)
-        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
             files.remove_quietly(files.segment_file(dir_path, base, suffix))
         os.replace(swap_path, files.log_file(dir_path, base))
         logs.append(base)
@@ -183,6 +188,8 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
     except OSError as exc:
         raise KafkaStorageError.from_os_error(exc, f"cannot load log directory {dir_path}") from exc
     result = LoadedLog(segments, 0, 0, 0)
+    if swaps:
+        result.recovered_from = min(swaps)    # a completed swap's .txnindex is rebuilt from the log
     recovery_point = recovery_point_checkpoint if recovery_point_checkpoint is not None else 0
     start_recovery_at = len(segments)
     if not clean and segments:
@@ -192,6 +199,14 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
                 start_recovery_at = i
     # 3. cheap index checks of the segments that will not be recovered anyway
     for seg in segments[:start_recovery_at]:
+        try:
+            seg.txn_index.sanity_check()
+        except (CorruptIndexError, KafkaStorageError) as exc:
+            logger.warning("txn_index_rebuilding", topic=topic, partition=partition, base_offset=seg.base_offset,
+                           error=str(exc))
+            seg.txn_index.forget_cache()
+            if result.recovered_from is None or seg.base_offset < result.recovered_from:
+                result.recovered_from = seg.base_offset
         problems = seg.check_indexes()
         if problems:
             logger.warning("segment_indexes_rebuilding", topic=topic, partition=partition,
@@ -208,6 +223,8 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         logger.info("log_recovery_started", topic=topic, partition=partition, recovery_point=recovery_point,
                     segments=len(segments) - start_recovery_at, size_bytes=total)
         i = start_recovery_at
+        first = segments[start_recovery_at].base_offset
+        result.recovered_from = first if result.recovered_from is None else min(result.recovered_from, first)
         while i < len(segments):
             seg = segments[i]
             cut = _recover_segment(seg, topic, partition, truncate=True)

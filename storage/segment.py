@@ -1,7 +1,9 @@
 """One log segment: a ``.log`` file of record batches with its offset and time indexes.
 
 Files: ``<20-digit base offset>.log`` (batches, byte-identical to Kafka's), ``.index``
-(:mod:`storage.offset_index`) and ``.timeindex`` (:mod:`storage.time_index`). The
+(:mod:`storage.offset_index`), ``.timeindex`` (:mod:`storage.time_index`) and
+``.txnindex`` (:mod:`storage.txn_index`, aborted transactions whose ABORT marker is in
+this segment; maintained by the partition log, which knows the producer state). The
 ``.log`` is created with the segment; the index files are created on first use.
 
 Append and index maintenance (Kafka ``LogSegment.append``; reference §4.1)
@@ -61,6 +63,7 @@ from .files import FileSlice
 from .offset_index import OffsetIndex, OffsetPosition
 from .segment_recovery import SegmentRecovery
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .txn_index import TransactionIndex
 
 logger = structlog.get_logger(__name__)
 
@@ -92,7 +95,7 @@ class LogSegment(SegmentRecovery):
 
     __slots__ = (
         "dir", "base_offset", "index_interval_bytes", "max_index_size", "_log_path", "_fd", "size_bytes",
-        "offset_index", "time_index", "_max_ts", "_offset_of_max_ts", "_rolling_base_ts", "_rolling_base_loaded",
+        "offset_index", "time_index", "txn_index", "_max_ts", "_offset_of_max_ts", "_rolling_base_ts", "_rolling_base_loaded",
         "created_ms", "roll_jitter_ms", "bytes_since_last_index_entry", "_next_offset", "_preallocated",
         "_cached_mtime_ms", "is_active", "indexes_durable", "_read_map",
     )
@@ -109,6 +112,7 @@ class LogSegment(SegmentRecovery):
         self.size_bytes = size_bytes
         self.offset_index = OffsetIndex(files.index_file(dir_path, base_offset), base_offset, max_index_size)
         self.time_index = TimeIndex(files.time_index_file(dir_path, base_offset), base_offset, max_index_size)
+        self.txn_index = TransactionIndex(files.txn_index_file(dir_path, base_offset), base_offset)
         self._max_ts: int | None = None          # None: not loaded yet
         self._offset_of_max_ts = base_offset
         self._rolling_base_ts: int | None = None
@@ -481,6 +485,7 @@ class LogSegment(SegmentRecovery):
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
         removed = 0
@@ -518,6 +523,9 @@ class LogSegment(SegmentRecovery):
                         out.append(os.open(index.path, os.O_RDONLY))
                     except FileNotFoundError:
                         pass
+            txn_fd = self.txn_index.flush_fd()
+            if txn_fd is not None:
+                out.append(txn_fd)
         return out
 
     def close(self) -> None:
@@ -568,11 +576,16 @@ class LogSegment(SegmentRecovery):
             index.rename_to(index.path + add)
             if existed:
                 renamed.append(index.path)
+        if self.txn_index.file_exists():
+            self.txn_index.rename_to(self.txn_index.path + add)
+            renamed.append(self.txn_index.path)
+        else:
+            self.txn_index.path += add
         return renamed
 
     def delete_files(self) -> None:
         self.close_handles()
-        for path in (self._log_path, self.offset_index.path, self.time_index.path):
+        for path in (self._log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             files.remove_quietly(path)
 
     def __repr__(self) -> str:

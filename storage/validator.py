@@ -135,6 +135,7 @@ class BatchInfo:
     record_count: int
     is_transactional: bool
     max_timestamp: int
+    is_control: bool = False
 
 
 @dataclass(slots=True)
@@ -276,7 +277,7 @@ def _v2_in_place(view: BatchView, ctx: ValidationContext, next_offset: int, batc
         shallow = last_offset if batch_max > NO_TIMESTAMP else -1
         log_append_time = NO_TIMESTAMP
     info = BatchInfo(view.producer_id, view.producer_epoch, view.base_sequence, view.last_sequence, next_offset,
-                     last_offset, count, view.is_transactional, max_ts)
+                     last_offset, count, view.is_transactional, max_ts, view.is_control)
     return ValidatedRecords((header, payload), next_offset, last_offset, count, max_ts, shallow, log_append_time,
                             False, [info], view.size_bytes)
 
@@ -437,7 +438,7 @@ def _v2_recompress(view: BatchView, ctx: ValidationContext, next_offset: int) ->
         result_max, shallow, log_append_time = max_ts, (last_offset if max_ts > NO_TIMESTAMP else -1), NO_TIMESTAMP
     last_sequence = view.last_sequence
     info = BatchInfo(view.producer_id, view.producer_epoch, view.base_sequence, last_sequence, next_offset,
-                     last_offset, count, view.is_transactional, result_max)
+                     last_offset, count, view.is_transactional, result_max, view.is_control)
     return ValidatedRecords((header, body), next_offset, last_offset, count, result_max, shallow,
                             log_append_time, True, [info], size)
 

@@ -6,7 +6,10 @@ session id other than 0 gets FETCH_SESSION_ID_NOT_FOUND (70). Partition order,
 KIP-74 sizing, down-conversion for v0–v3 and the long poll are in
 :meth:`broker.replica_manager.ReplicaManager.fetch`. Record bytes are handed to the
 encoder as storage file slices, which the connection sends with ``sendfile``.
-With an authorizer, partitions of a topic the principal may not READ answer
+Isolation (v4+): READ_COMMITTED (1) returns only data below the last stable offset with
+the aborted transactions (producer id, first offset) of the range, as Kafka's
+``collectAbortedTransactions``; READ_UNCOMMITTED (0) sends a null list. Every partition
+answer carries the last stable offset (v4+). With an authorizer, partitions of a topic the principal may not READ answer
 TOPIC_AUTHORIZATION_FAILED (29) with no records and are not read.
 """
 
@@ -43,8 +46,9 @@ async def handle_fetch(ctx, request):
             position += 1
     max_bytes = getattr(request, "max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
     if parts or not denied:
+        isolation = (getattr(request, "isolation_level", 0) or 0) if version >= 4 else 0
         results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-                                 max_bytes=max_bytes, api_version=version)
+                                 max_bytes=max_bytes, api_version=version, isolation_level=isolation)
     else:
         results = []
     for index, outcome in denied:
@@ -61,7 +65,8 @@ async def handle_fetch(ctx, request):
             "high_watermark": out.high_watermark,
             "last_stable_offset": out.last_stable_offset,
             "log_start_offset": out.log_start_offset,
-            "aborted_transactions": None if version >= 4 else [],
+            "aborted_transactions": (out.aborted_transactions if out.aborted_transactions is not None
+                                     and out.error_code == ErrorCode.NONE else None if version >= 4 else []),
             "preferred_read_replica": -1,
             "records": out.records if out.records is not None else b"",
         })

@@ -5,7 +5,8 @@ as Kafka). Per partition the answer comes from
 :meth:`broker.replica_manager.ReplicaManager.list_offset`; "not found" is offset -1
 with timestamp -1, which kafka-python and aiokafka turn into ``None`` and librdkafka
 into -1. With an authorizer, a topic the principal may not DESCRIBE answers
-TOPIC_AUTHORIZATION_FAILED (29).
+TOPIC_AUTHORIZATION_FAILED (29). The isolation level (v2+) sets the last fetchable offset:
+the last stable offset under READ_COMMITTED, the high watermark otherwise.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ async def handle_list_offsets(ctx, request):
                 continue
             ans = rm.list_offset(t.name, p.partition_index, p.timestamp, api_version=version,
                                  current_leader_epoch=getattr(p, "current_leader_epoch", -1),
-                                 max_num_offsets=getattr(p, "max_num_offsets", 1) or 1)
+                                 max_num_offsets=getattr(p, "max_num_offsets", 1) or 1,
+                                 isolation_level=getattr(request, "isolation_level", 0) or 0)
             parts.append({"partition_index": p.partition_index, "error_code": ans.error_code,
                           "old_style_offsets": ans.old_style_offsets, "timestamp": ans.timestamp,
                           "offset": ans.offset, "leader_epoch": ans.leader_epoch})

@@ -17,7 +17,10 @@ Output (stdout), in kafka-dump-log.sh's words:
   value sizes, sequence, header keys); ``--print-data-log`` adds ``key:``/``payload:``
   (UTF-8, or ``--data-format hex``) and the header values; ``--offsets-decoder`` shows
   ``__consumer_offsets`` keys and values decoded.
-* ``.index``: ``offset: O position: P`` per entry; ``.timeindex``: ``timestamp: T offset: O``.
+* ``.index``: ``offset: O position: P`` per entry; ``.timeindex``: ``timestamp: T offset: O``;
+  ``.txnindex``: aborted transactions, verified against a rebuild from the ``.log`` files
+  (:mod:`broker.tools.dump_txn_index`). Control batches print ``isControl: true`` and, with
+  ``--deep-iteration``, ``endTxnMarker: COMMIT|ABORT coordinatorEpoch: N``.
 
 Verification. Dumping an index always checks every entry against the ``.log`` next to
 it (``--verify-index-only`` checks without printing the entries):
@@ -56,8 +59,10 @@ from records.index_entries import TIME_ENTRY as _TIME_ENTRY
 from records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
 
 from .common import EXIT_FINDINGS, Progress, ToolError, tool_command
+from .dump_txn_index import dump_txn_index
 
 _TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_ORDER = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3}
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|snapshot|txnindex)$")
 _TS_TYPE = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
@@ -197,12 +202,11 @@ def expand_paths(values: list[str]) -> list[str]:
             if not name:
                 continue
             if os.path.isdir(name):
-                entries = sorted(e for e in os.listdir(name) if _kind(e) in ("log", "index", "timeindex"))
+                entries = sorted(e for e in os.listdir(name) if _kind(e) in _ORDER)
                 if not entries:
                     raise ToolError(f"no segment files in directory {name}")
                 # .log first, then its indexes, segment by segment.
-                order = {"log": 0, "index": 1, "timeindex": 2}
-                entries.sort(key=lambda e: (e.split(".")[0], order[_kind(e)]))
+                entries.sort(key=lambda e: (e.split(".")[0], _ORDER[_kind(e)]))
                 paths.extend(os.path.join(name, e) for e in entries)
             elif os.path.exists(name):
                 paths.append(name)
@@ -225,7 +229,7 @@ def _kind(name: str) -> str | None:
     m = _SEGMENT_NAME.match(base)
     if m:
         return m.group(2)
-    for kind in ("log", "index", "timeindex"):
+    for kind in _ORDER:
         if base.endswith("." + kind):
             return kind
     return None
@@ -262,6 +266,9 @@ def dump_file(path: str, opts: Options, findings: Findings, out: TextIO) -> None
         dump_offset_index(path, opts, findings, out)
     elif kind == "timeindex":
         dump_time_index(path, opts, findings, out)
+    elif kind == "txnindex":
+        if not opts.sanity_only:
+            dump_txn_index(path, opts, findings, out, _kind, _base_offset)
     else:
         print(f"Ignoring unknown file {path}", file=sys.stderr)
 

@@ -32,6 +32,17 @@ def read_time_index(path, base):
     return [(ts, base + rel) for ts, rel in struct.iter_unpack(">qi", raw)]
 
 
+def read_txn_index(path):
+    """``.txnindex``: 34-byte entries (version int16 0, producer id, first offset, last offset, LSO)."""
+    raw = open(path, "rb").read()
+    assert len(raw) % 34 == 0
+    out = []
+    for version, pid, first, last, lso in struct.iter_unpack(">hqqqq", raw):
+        assert version == 0
+        out.append((pid, first, last, lso))
+    return out
+
+
 def zigzag_varint(buf, pos):
     shift = value = 0
     while True:
@@ -58,14 +69,16 @@ def parse_log(raw):
              count) = struct.unpack_from(">ibIhiqqqhii", raw, pos + 12)
             assert crc == crc32c(raw[pos + 21:end]), "v2 CRC-32C covers attributes..end"
             entry.update(base_offset=offset, last_offset=offset + last_delta, max_timestamp=max_ts,
-                         leader_epoch=epoch, attributes=attrs, count=count)
+                         leader_epoch=epoch, attributes=attrs, count=count, producer_id=pid,
+                         producer_epoch=pepoch, base_sequence=bseq, is_transactional=bool(attrs & 0x10),
+                         is_control=bool(attrs & 0x20))
             payload = raw[pos + 61:end]
             codec = attrs & 7
             if codec == 1:
                 payload = zlib.decompress(payload, 16 + zlib.MAX_WBITS)
             else:
                 assert codec == 0
-            recs, p = [], 0
+            recs, keys, p = [], [], 0
             for _ in range(count):
                 length, p = zigzag_varint(payload, p)
                 stop = p + length
@@ -73,6 +86,7 @@ def parse_log(raw):
                 ts_delta, p = zigzag_varint(payload, p)
                 off_delta, p = zigzag_varint(payload, p)
                 klen, p = zigzag_varint(payload, p)
+                keys.append(payload[p:p + klen] if klen >= 0 else None)
                 p += max(klen, 0)
                 vlen, p = zigzag_varint(payload, p)
                 value = payload[p:p + vlen] if vlen >= 0 else None
@@ -81,6 +95,15 @@ def parse_log(raw):
                 p = stop
             assert p == len(payload)
             entry["records"] = recs
+            entry["keys"] = keys
+            if attrs & 0x20:
+                # control batch: one record, key (version int16 0, type int16 0 ABORT / 1 COMMIT),
+                # value (version int16 0, coordinator epoch int32); transactional, base sequence -1
+                assert count == 1 and attrs & 0x10 and bseq == -1
+                kver, ctype = struct.unpack(">hh", keys[0])
+                vver, coord = struct.unpack(">hi", recs[0][2])
+                assert kver == 0 and vver == 0 and ctype in (0, 1)
+                entry["marker"] = ("COMMIT" if ctype == 1 else "ABORT", coord)
         else:
             crc, = struct.unpack_from(">I", raw, pos + 12)
             assert crc == zlib.crc32(raw[pos + 16:end]) & 0xFFFFFFFF, "legacy CRC-32 covers magic..end"
@@ -277,3 +300,59 @@ def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_pat
                 assert e["attributes"] & 0x40     # the delete horizon is set on a kept tombstone's batch
     keys_left = len(survivors)
     assert keys_left == 9 and (11 * 9 + 3, None) in survivors
+
+
+def test_control_batches_and_txnindex_parse_with_independent_reader(tmp_path):
+    """Transactional data, COMMIT/ABORT markers and the .txnindex, read without Sundial's parsers;
+    the aborted-transaction entries equal what the independent reader derives from the .log."""
+    from records.builder import SimpleRecord, build_records
+
+    cfg = topic_config(segment_bytes=700)
+    d = str(tmp_path / "txn-0")
+    log = PartitionLog.create(d, cfg, topic="txn", partition=0, now_ms=NOW_MS)
+    seqs = {}
+    script = [(1, "d"), (2, "d"), (1, "d"), (2, "a"), (3, "d"), (1, "c"), (3, "a"), (2, "d"), (2, "a"), (1, "d"),
+              (1, "a")]
+    for pid, op in script:
+        if op == "d":
+            seq = seqs.get(pid, 0)
+            recs = [SimpleRecord(NOW_MS, b"k", b"v" * 30) for _ in range(2)]
+            log.append(build_records(2, recs, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                                     is_transactional=True).buffer, now_ms=NOW_MS)
+            seqs[pid] = seq + 2
+        else:
+            log.append_txn_marker(producer_id=pid, producer_epoch=0, coordinator_epoch=7,
+                                  control_type=0 if op == "a" else 1, timestamp_ms=NOW_MS + 1, now_ms=NOW_MS)
+    log.close()
+    bases = segment_bases(d)
+    assert len(bases) > 1
+    entries = []
+    for base in bases:
+        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
+        entries.extend(parse_log(raw))
+        kp = []
+        records = MemoryRecords(raw)
+        while records.has_next():
+            b = records.next_batch()
+            kp.append((b.base_offset, b.is_control_batch, b.is_transactional))
+        assert kp == [(e["base_offset"], e["is_control"], e["is_transactional"]) for e in entries[-len(kp):]]
+    # independent derivation of the aborted transactions, then compare with every .txnindex
+    open_first, ongoing, expected = {}, {}, {b: [] for b in bases}
+    for e in entries:
+        pid = e["producer_id"]
+        if not e["is_control"]:
+            if pid not in open_first:
+                open_first[pid] = e["base_offset"]
+            continue
+        assert e["marker"][1] == 7 and e["max_timestamp"] == NOW_MS + 1
+        first = open_first.pop(pid, None)
+        if first is not None and e["marker"][0] == "ABORT":
+            others = [f for p, f in open_first.items() if p != pid]
+            lso = min(others) if others else e["base_offset"] + 1
+            seg = max(b for b in bases if b <= e["base_offset"])
+            expected[seg].append((pid, first, e["base_offset"], lso))
+    for base in bases:
+        path = os.path.join(d, f"{base:020d}.txnindex")
+        got = read_txn_index(path) if os.path.exists(path) else []
+        assert got == expected[base]
+    assert sum(len(v) for v in expected.values()) == 4

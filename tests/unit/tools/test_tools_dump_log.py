@@ -314,3 +314,49 @@ def test_offsets_decoder_and_control_batches(tmp_path, capsys):
     assert run_dump("--files", str(cpath), "--deep-iteration") == 0
     out = capsys.readouterr().out
     assert "isControl: true" in out and "endTxnMarker: COMMIT coordinatorEpoch: 7" in out
+
+
+# -- transactions: control batches and .txnindex ------------------------------------------------------------
+
+
+def _txn_partition(path):
+    cfg = topic_config(segment_bytes=600)
+    log = PartitionLog.create(str(path), cfg, topic="t", partition=0, now_ms=1_700_000_000_000)
+    seq = {}
+
+    def data(pid):
+        recs = [SimpleRecord(1_700_000_000_000, b"k", b"v" * 30)] * 2
+        log.append(build_records(2, recs, producer_id=pid, producer_epoch=0, base_sequence=seq.get(pid, 0),
+                                 is_transactional=True).buffer, now_ms=1_700_000_000_000)
+        seq[pid] = seq.get(pid, 0) + 2
+
+    def end(pid, commit):
+        log.append_txn_marker(producer_id=pid, producer_epoch=0, coordinator_epoch=4, control_type=int(commit),
+                              timestamp_ms=1_700_000_000_000, now_ms=1_700_000_000_000)
+
+    data(1); data(2); end(1, False); data(3); end(2, True); data(1); end(3, False); end(1, False)
+    log.close()
+    return str(path)
+
+
+def test_dump_txn_index_prints_and_verifies(tmp_path, capsys):
+    d = _txn_partition(tmp_path / "t-0")
+    txn_files = segment_files(d, ".txnindex")
+    assert txn_files
+    assert run_dump("--files", d) == 0
+    out = capsys.readouterr().out
+    assert "version: 0 producerId: 1 firstOffset: 0 lastOffset: 4 lastStableOffset: 2" in out
+    assert re.search(r"isTransactional: true isControl: true", out)
+    assert run_dump("--files", d, "--deep-iteration") == 0
+    out = capsys.readouterr().out
+    assert "endTxnMarker: ABORT coordinatorEpoch: 4" in out and "endTxnMarker: COMMIT coordinatorEpoch: 4" in out
+    # a wrong last stable offset, then a missing entry, are problems
+    path = txn_files[0]
+    raw = bytearray(open(path, "rb").read())
+    struct.pack_into(">q", raw, 26, 99)
+    open(path, "wb").write(bytes(raw))
+    assert run_dump("--files", path) == EXIT_FINDINGS
+    assert "does not match" in capsys.readouterr().err
+    open(path, "wb").write(bytes(raw[34:]))
+    assert run_dump("--files", path) == EXIT_FINDINGS
+    assert "is not indexed" in capsys.readouterr().err

@@ -1,0 +1,313 @@
+"""The partition log's side of transactions: markers, the last stable offset, aborted lists.
+
+Kafka's ``UnifiedLog`` (``lastStableOffset``, ``collectAbortedTransactions``, the
+completed-transaction step of ``append``) and ``LogSegment.updateTxnIndex``, as a mixin
+of :class:`storage.log.PartitionLog`.
+
+* **Markers.** A control batch may be appended only with origin ``coordinator`` (or by
+  ``append_as_follower``); clients get ``InvalidRecordError`` from the validator. Its one
+  record must be an ABORT/COMMIT marker (else ``InvalidRecordError``). After the append,
+  every transaction it completed is indexed: an ABORT adds
+  ``AbortedTxn(producer_id, first_offset, marker offset, LSO after completion)`` to the
+  ``.txnindex`` of the segment holding the marker; then the transaction leaves the
+  ongoing set.
+* **Last stable offset** = min(high watermark, max(first offset of the oldest open
+  transaction, log start offset)); the high watermark when none is open.
+* **Aborted transactions of a read** (read_committed Fetch): from the segment holding the
+  fetch offset onward, the entries with ``last_offset >= fetch_offset`` and
+  ``first_offset < upper_bound``, stopping at the first entry whose LSO reaches the upper
+  bound. ``upper_bound`` is the first offset-index entry at or past the end of the bytes
+  read (Kafka ``fetchUpperBoundOffset``), else the next segment's base offset, else the
+  log end offset.
+* **Producer state** is loaded lazily: the newest snapshot at or below the log end
+  offset (or, after an unclean shutdown, at or below the first recovered segment) and a
+  header scan of the batches after it (markers are parsed).
+* **Rebuilding** (recovery of unflushed segments, truncation): :meth:`_index_completed`
+  is driven by the producer-state scan of the log, which resets and refills the
+  ``.txnindex`` of every segment it rebuilds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import structlog
+
+from records.batch import BatchView
+from records.control import build_end_txn_marker, read_end_txn_marker
+from records.errors import CorruptRecordError, InvalidRecordError
+from records.framing import iter_batches, walk_headers
+from records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
+
+from . import files
+from .errors import KafkaStorageError
+from .producer_state import CompletedTxn, OngoingTxn, ProducerStateManager
+from .txn_index import AbortedTxn
+from .validator import BatchInfo
+
+logger = structlog.get_logger(__name__)
+
+ORIGIN_COORDINATOR = "coordinator"
+
+
+class AbortedTransaction(NamedTuple):
+    """One entry of a Fetch response's ``aborted_transactions`` list."""
+
+    producer_id: int
+    first_offset: int
+
+
+class ProducerDescription(NamedTuple):
+    """One producer of the partition, with the fields of Kafka's DescribeProducers answer."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int                 # -1 when unknown
+    last_timestamp_ms: int             # -1 when unknown
+    coordinator_epoch: int             # -1 before any marker
+    current_txn_start_offset: int      # -1 when no transaction is open
+
+
+class LogTransactions:
+    """Mixin of :class:`storage.log.PartitionLog` (see module doc)."""
+
+    # -- producer state (snapshot + scan) -----------------------------------------------------------------------------
+    def _ensure_producer_state(self, now_ms: int | None) -> None:
+        if self._producers_loaded:
+            return
+        self._producers_loaded = True
+        self._load_producer_state(now_ms)
+
+    def _load_producer_state(self, now_ms: int | None) -> None:
+        """Snapshot + header scan (markers parsed). After an unclean shutdown the state comes
+        from the rebuild of the recovered segments' ``.txnindex`` (:meth:`_rebuild_txn_indexes`)."""
+        rebuilt = None
+        if self._txn_rebuild_from is not None:
+            rebuild_from, self._txn_rebuild_from = self._txn_rebuild_from, None
+            rebuilt = self._rebuild_txn_indexes(rebuild_from)
+        psm = self._producers
+        scanned = 0
+        snap = None if rebuilt is not None else psm.load_latest_snapshot(self._leo, now_ms)
+        if rebuilt is not None:
+            # The rebuild scanned the log up to its end: its state is the state.
+            psm.producers, psm.ongoing = rebuilt.producers, rebuilt.ongoing
+        elif snap is None:
+            # No snapshot (first start of an old directory): scan at most the last two segments.
+            start = self._segments[max(0, len(self._segments) - 2)].base_offset
+            psm.clear(start)
+        else:
+            start = snap
+        if snap is not None or rebuilt is None:
+            scanned = self._scan_producer_state(psm, max(start, self.log_start_offset), None)
+        psm.map_end_offset = self._leo
+        psm.truncate_head(self.log_start_offset)
+        if now_ms is not None:
+            psm.remove_expired(now_ms)
+        # Drop stray snapshots (not at a segment base), keeping the newest one.
+        bases = set(self._bases)
+        offsets = psm.snapshot_offsets()
+        for off in offsets[:-1]:
+            if off not in bases:
+                files.remove_quietly(files.snapshot_file(self.dir, off))
+        if scanned:
+            logger.info("producer_state_loaded", topic=self.topic, partition=self.partition,
+                        snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
+
+    def _rebuild_txn_indexes(self, rebuild_from: int) -> ProducerStateManager:
+        """Kafka ``LogSegment.recover``'s producer-state and transaction-index part: producer
+        state as of the newest snapshot at or below ``rebuild_from`` (else the log start; newer
+        snapshots are deleted), then a scan to the log end that refills the ``.txnindex`` of
+        every segment from ``rebuild_from`` on (reset first). Returns that state."""
+        psm = ProducerStateManager(self.dir, self._producers.producer_id_expiration_ms)
+        # Snapshots above the first recovered segment may describe data the crash lost (Kafka's
+        # recovery deletes them too): the state comes from the one at or below it plus the scan.
+        snap = psm.load_latest_snapshot(rebuild_from, None)
+        start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
+        if snap is None:
+            psm.clear(start)
+        for seg in self._segments:
+            if seg.base_offset >= rebuild_from:
+                seg.txn_index.reset()
+        self._scan_producer_state(psm, start, rebuild_from)
+        logger.info("txn_indexes_rebuilt", topic=self.topic, partition=self.partition, from_offset=rebuild_from,
+                    scanned_from=start, aborted=sum(len(s.txn_index.entries()) for s in self._segments
+                                                    if s.base_offset >= rebuild_from))
+        return psm
+
+    def _scan_producer_state(self, psm, start: int, index_from: int | None) -> int:
+        """Feed ``psm`` the batches from ``start`` to the log end; aborts whose marker is at or
+        above ``index_from`` are appended to their segment's ``.txnindex``. Batches scanned."""
+        scanned = 0
+        for seg in self._segments[self._segment_index_for(start):]:
+            if seg.size_bytes == 0 or seg.next_offset <= start:
+                continue
+            position = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
+            if position > seg.size_bytes:
+                position = 0
+            for h in walk_headers(seg.fd, position, seg.size_bytes, with_producer=True):
+                if h.last_offset < start:
+                    continue
+                scanned += 1
+                if h.magic < MAGIC_V2 or h.producer_id < 0:
+                    continue
+                if h.attributes & CONTROL_FLAG_MASK:
+                    view = BatchView(seg.read_batch(h), 0, h.position)
+                    try:
+                        marker = read_end_txn_marker(view)
+                    except (InvalidRecordError, CorruptRecordError) as exc:
+                        logger.warning("unreadable_control_batch_skipped", topic=self.topic, partition=self.partition,
+                                       offset=h.last_offset, error=str(exc))
+                        marker = None
+                    done = psm.update_from_view(view, marker)
+                    if done is not None:
+                        if index_from is not None and done.last_offset >= index_from:
+                            self._index_completed([done], seg, psm)
+                        else:
+                            psm.complete_txn(done)
+                    continue
+                last_seq = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset - h.first_field) % (1 << 31)
+                psm.update([BatchInfo(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                      h.first_field, h.last_offset, h.last_offset - h.first_field + 1,
+                                      bool(h.attributes & TRANSACTIONAL_FLAG_MASK), h.max_timestamp)])
+        return scanned
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        self._ensure_producer_state(None)
+        return self._producers
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        if not self._producers_loaded:
+            return 0
+        return self._producers.remove_expired(now_ms)
+
+    # -- markers ---------------------------------------------------------------------------------
+    @staticmethod
+    def _marker_of(records, origin: str):
+        """The EndTxnMarker of a control batch in ``records`` (None when there is none)."""
+        for view in iter_batches(records):
+            if view.magic >= 2 and view.is_control:
+                marker = read_end_txn_marker(view)
+                if marker is None:
+                    raise InvalidRecordError("a control batch must hold one ABORT or COMMIT marker")
+                return marker
+        return None
+
+    def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          control_type: int, timestamp_ms: int, now_ms: int, leader_epoch: int = 0):
+        """Append one COMMIT/ABORT marker as the transaction coordinator does; an AppendResult.
+
+        Raises InvalidProducerEpochError (older producer epoch),
+        TransactionCoordinatorFencedError (older coordinator epoch) or KafkaStorageError.
+        """
+        batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     coordinator_epoch=coordinator_epoch, control_type=control_type,
+                                     timestamp_ms=timestamp_ms)
+        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
+
+    def _index_abort_before_append(self, v, marker, segment) -> bool:
+        """Write the ``.txnindex`` entry of an ABORT marker about to be appended (True when done).
+
+        Written before the marker, so a failed index write (disk full) fails the append
+        with nothing in the log; the caller removes the entry if the marker's own write
+        then fails. Never is a marker in the log without its entry.
+        """
+        if marker is None or not marker.is_abort:
+            return False
+        info = next((b for b in v.batches if b.is_control), None)
+        entry = self._producers.producers.get(info.producer_id) if info is not None else None
+        if entry is None or entry.current_txn_first_offset < 0:
+            return False
+        txn = CompletedTxn(info.producer_id, entry.current_txn_first_offset, info.first_offset, True)
+        lso = self._producers.last_stable_offset_after(txn)
+        segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        return True
+
+    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None, *,
+                         indexed: bool = False) -> None:
+        """Record completed transactions: aborts into the marker's segment ``.txnindex`` (unless
+        ``indexed`` before the append), then out of the open set."""
+        psm = self._producers if psm is None else psm
+        for txn in completed:
+            if txn.is_aborted and not indexed:
+                seg = segment if segment is not None else self._segments[self._segment_index_for(txn.last_offset)]
+                lso = psm.last_stable_offset_after(txn)
+                try:
+                    seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+                except ValueError as exc:   # already indexed (a rebuild over an intact index)
+                    logger.warning("txn_index_entry_skipped", topic=self.topic, partition=self.partition,
+                                   error=str(exc))
+            psm.complete_txn(txn)
+
+    # -- offsets ---------------------------------------------------------------------------------
+    @property
+    def first_unstable_offset(self) -> int | None:
+        self._ensure_producer_state(None)
+        first = self._producers.first_unstable_offset()
+        if first is None:
+            return None
+        return max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.first_unstable_offset
+        hwm = self.high_watermark
+        return hwm if first is None else min(first, hwm)
+
+    def ongoing_transactions(self) -> list[OngoingTxn]:
+        """Open transactions (producer id, first offset, start ms), oldest first."""
+        self._ensure_producer_state(None)
+        return self._producers.ongoing_transactions()
+
+    def describe_producers(self) -> list[ProducerDescription]:
+        """Every producer the partition knows (Kafka ``activeProducers``), by producer id."""
+        self._ensure_producer_state(None)
+        return [ProducerDescription(pid, e.producer_epoch, e.last_seq, e.last_timestamp_ms, e.coordinator_epoch,
+                                    e.current_txn_first_offset)
+                for pid, e in sorted(self._producers.producers.items())]
+
+    def transaction_summary(self, now_ms: int) -> dict:
+        """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
+        ongoing = self.ongoing_transactions()
+        lso = self.last_stable_offset
+        oldest_ms = max(0, now_ms - min(t.start_ms for t in ongoing)) if ongoing else 0
+        return {"open_transactions": len(ongoing), "last_stable_offset": lso,
+                "last_stable_offset_lag": self.high_watermark - lso, "oldest_open_transaction_ms": oldest_ms}
+
+    # -- reads -----------------------------------------------------------------------------------
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
+        """Kafka ``collectAbortedTransactions`` from the segment holding ``fetch_offset``."""
+        out: list[AbortedTransaction] = []
+        i = self._segment_index_for(fetch_offset)
+        segments = self._segments
+        try:
+            while i < len(segments):
+                found, complete = segments[i].txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+                out.extend(AbortedTransaction(t.producer_id, t.first_offset) for t in found)
+                if complete:
+                    break
+                i += 1
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(exc, f"cannot read transaction index of {self.topic}-"
+                                                       f"{self.partition}") from exc
+        return out
+
+    def _fetch_upper_bound(self, segment_index: int, position: int, size: int) -> int:
+        seg = self._segments[segment_index]
+        found = seg.offset_index.fetch_upper_bound_offset(position, size)
+        if found is not None:
+            return found.offset
+        if segment_index + 1 < len(self._segments):
+            return self._segments[segment_index + 1].base_offset
+        return self.log_end_offset
+
+    def _position_limit(self, segment_index: int, max_offset: int) -> int | None:
+        """File position in segment ``segment_index`` where offset ``max_offset`` starts (None: no limit)."""
+        seg = self._segments[segment_index]
+        if max_offset >= seg.next_offset:
+            return None
+        header = seg.translate_offset(max_offset)
+        return seg.size_bytes if header is None else header.position
+
+
+__all__ = ["LogTransactions", "AbortedTransaction", "ProducerDescription"]
