@@ -276,7 +276,7 @@ class BrokerServer:
                     seconds=round(time.monotonic() - t0, 3))
         broker.producer_ids = ProducerIdManager(log_dirs[0])
         broker.replica_manager = ReplicaManager(broker)
-        broker.dispatcher = Dispatcher(extra_modules=("broker.handlers.sasl",))
+        broker.dispatcher = Dispatcher()
         if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
             from .security import SecurityManager
             self.security = broker.security = SecurityManager(cfg, log_dirs[0])

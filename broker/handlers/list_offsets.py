@@ -10,7 +10,6 @@ TOPIC_AUTHORIZATION_FAILED (29).
 
 from __future__ import annotations
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
@@ -46,6 +45,3 @@ async def handle_list_offsets(ctx, request):
                           "offset": ans.offset, "leader_epoch": ans.leader_epoch})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-HANDLERS = {ApiKey.LIST_OFFSETS: handle_list_offsets}

@@ -77,7 +77,8 @@ def _common(p) -> None:
                    help="data directory (default: the broker's first log dir)")
 
 
-def add_parser(subparsers) -> None:
+def add_credentials_parser(subparsers) -> None:
+    """``sundial credentials``: the SCRAM users of the credentials store."""
     fmt = argparse.RawDescriptionHelpFormatter
     c = subparsers.add_parser("credentials", help="manage SASL/SCRAM users (offline, no broker needed)",
                               description="Add, list and delete SASL users in the broker's credentials store. "
@@ -111,6 +112,10 @@ def add_parser(subparsers) -> None:
     _common(dele)
     c.set_defaults(func=run)
 
+
+def add_acls_parser(subparsers) -> None:
+    """``sundial acls``: the rules of the ACL store."""
+    fmt = argparse.RawDescriptionHelpFormatter
     a = subparsers.add_parser("acls", help="manage ACL rules (offline, no broker needed)",
                               description="Add, list and remove ACL rules, with kafka-acls.sh's options. Works on "
                                           "the files; no running broker is needed.",
