@@ -39,7 +39,7 @@ from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..refusals import refuse
-from ..groups.coordinator import CommitRequest, FetchedOffset
+from ..groups.offset_manager import CommitRequest, FetchedOffset
 
 logger = structlog.get_logger(__name__)
 
