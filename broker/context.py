@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .server import Broker
+from .node import Broker
 
 
 def wall_clock_ms() -> int:
@@ -18,7 +17,7 @@ def wall_clock_ms() -> int:
 class RequestContext:
     """Per-request facts. ``broker`` gives access to config, logs, groups and the replica manager."""
 
-    broker: "Broker"
+    broker: Broker
     api_key: int
     api_version: int
     correlation_id: int

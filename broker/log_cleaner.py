@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import structlog
 
@@ -39,10 +40,12 @@ logger = structlog.get_logger(__name__)
 class LogCleanerService:
     """Runs compaction for one broker (see module doc)."""
 
-    def __init__(self, broker, config: CleanerConfig, log_dirs: list[str]) -> None:
-        self.broker = broker
+    def __init__(self, logs, config: CleanerConfig, log_dirs: list[str], *, metrics,
+                 now_ms: Callable[[], int]) -> None:
+        self.logs = logs
         self.config = config
-        logs = broker.logs
+        self.metrics = metrics
+        self.now_ms = now_ms
 
         def exists(topic: str, partition: int) -> bool:
             meta = logs.topic(topic)
@@ -72,7 +75,7 @@ class LogCleanerService:
     OPEN_PER_CHECK = 32
 
     def _compacted_logs(self):
-        logs = self.broker.logs
+        logs = self.logs
         opened = 0
         for meta in logs.topics():
             if not meta.config.compact:
@@ -102,7 +105,7 @@ class LogCleanerService:
 
     async def clean_filthiest_log(self) -> bool:
         """One pass (Kafka ``cleanFilthiestLog``); True when a log was cleaned."""
-        now = self.broker.now_ms()
+        now = self.now_ms()
         ltc = self.manager.grab_filthiest_log(self._compacted_logs(), now)
         self._update_gauges()
         if ltc is None:
@@ -177,7 +180,7 @@ class LogCleanerService:
     async def _swap(self, log, cleaned) -> bool:
         if self._stopping:
             return False
-        return log.replace_segments(cleaned, self.broker.now_ms())
+        return log.replace_segments(cleaned, self.now_ms())
 
     def _uncleanable(self, ltc, exc: BaseException) -> None:
         self.manager.mark_uncleanable(ltc.topic, ltc.partition)
@@ -199,17 +202,13 @@ class LogCleanerService:
         if stats.invalid_messages:
             logger.warning("log_cleaner_invalid_records", topic=ltc.topic, partition=ltc.partition,
                            count=stats.invalid_messages)
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_pass_done"):
-            metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
+        self.metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
         self._update_gauges()
 
     def _update_gauges(self) -> None:
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_state"):
-            pre = self.manager.last_pre_clean
-            metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
-                                  len(self.manager.uncleanable))
+        pre = self.manager.last_pre_clean
+        self.metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
+                                   len(self.manager.uncleanable))
 
     async def stop(self) -> None:
         """Abort a pass in progress and wait for the cleaner thread; then release it."""

@@ -76,12 +76,12 @@ class GroupCoordinator:
         self._heap: list[tuple[int, int, str]] = []
         self._scheduled: dict[str, int] = {}
         self._seq = itertools.count()
-        self._wake: asyncio.Event | None = None
+        self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._membership_version = 0
 
     @property
-    def store(self) -> OffsetStore | None:
+    def store(self) -> OffsetStore:
         """The offset manager's store (committed offsets and group records in memory)."""
         return self.offsets.store
 
@@ -97,7 +97,6 @@ class GroupCoordinator:
         self.active = True
         logger.info("group_coordinator_started", groups=len(self.groups),
                     seconds=round(time.monotonic() - t0, 3))
-        self._wake = asyncio.Event()
         if self._run_timers:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._timer_loop(), name="group-timers"))
@@ -164,7 +163,7 @@ class GroupCoordinator:
             return
         self._scheduled[group.group_id] = deadline
         heapq.heappush(self._heap, (deadline, next(self._seq), group.group_id))
-        if self._wake is not None and self._heap[0][2] == group.group_id:
+        if self._heap[0][2] == group.group_id:
             self._wake.set()
 
     def _apply(self, group: Group, effects: list) -> None:

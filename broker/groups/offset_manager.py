@@ -87,7 +87,11 @@ class _Unknown(Exception):
 
 
 class GroupMetadataManager:
-    """Committed offsets of every group, their log, their expiry and the consumed-retention input."""
+    """Committed offsets of every group, their log, their expiry and the consumed-retention input.
+
+    Without ``store``, the store is opened over ``__consumer_offsets`` (created through
+    ``logs`` when missing, so the logs are loaded first); :meth:`load` replays it.
+    """
 
     def __init__(self, config, logs, *, now_ms: Callable[[], int], store: OffsetStore | None = None,
                  topic_partitions: Callable[[str], int | None] | None = None) -> None:
@@ -97,6 +101,10 @@ class GroupMetadataManager:
         self.offsets_retention_ms = config["offsets.retention.minutes"] * 60_000
         self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
         self.metadata_max_bytes = config["offset.metadata.max.bytes"]
+        if store is None:
+            snapshot_min = config.get("sundial.offsets.snapshot.min.records", None) or DEFAULT_SNAPSHOT_MIN_RECORDS
+            store = OffsetStore(PartitionOffsetsLog.open(logs, config, now_ms=now_ms),
+                                snapshot_min_records=snapshot_min)
         self.store = store
         self._topic_partitions = topic_partitions
         self._background: set[asyncio.Task] = set()
@@ -105,12 +113,7 @@ class GroupMetadataManager:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Open (or create) ``__consumer_offsets`` and replay it into the store."""
-        if self.store is None:
-            snapshot_min = self.config.get("sundial.offsets.snapshot.min.records", None) \
-                or DEFAULT_SNAPSHOT_MIN_RECORDS
-            log = PartitionOffsetsLog.open(self.logs, self.config, now_ms=self.now_ms)
-            self.store = OffsetStore(log, snapshot_min_records=snapshot_min)
+        """Replay ``__consumer_offsets`` into the store."""
         self.store.load(progress=lambda n: logger.info("offsets_loading", topic=OFFSETS_TOPIC, records=n))
 
     def spawn(self, coro) -> None:
