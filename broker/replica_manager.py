@@ -32,6 +32,13 @@ import structlog
 import storage.errors as se
 from storage.convert import down_convert
 from protocol.errors import ErrorCode
+from records.timestamps import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
 from .errors import NO_LOG_START_OFFSET, error_code_for
 from .flusher import PartitionFlusher, flush_executor
@@ -40,12 +47,6 @@ logger = structlog.get_logger(__name__)
 
 LEADER_EPOCH = 0
 
-# ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 

@@ -41,12 +41,12 @@ import structlog
 from prometheus_client import start_http_server
 
 from config import BrokerConfig
+from records.timestamps import wall_clock_ms
 from storage import LogManager
 from storage.files import write_file_atomically
 
 from . import __version__
 from .connection import Connection
-from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
 from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop

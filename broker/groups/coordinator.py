@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 import structlog
 
 from protocol.errors import ErrorCode
+from records.timestamps import wall_clock_ms
 
 import storage.errors as se
 
@@ -49,12 +50,8 @@ logger = structlog.get_logger(__name__)
 GROUP_TYPE_CLASSIC = "classic"
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class GroupCoordinator:
-    def __init__(self, config, logs, *, now_ms: Callable[[], int] = _wall_clock_ms, store: OffsetStore | None = None,
+    def __init__(self, config, logs, *, now_ms: Callable[[], int] = wall_clock_ms, store: OffsetStore | None = None,
                  run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
                  topic_partitions: Callable[[str], int | None] | None = None) -> None:
         self.config = config
