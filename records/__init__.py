@@ -27,6 +27,8 @@ Modules, bottom-up:
 * :mod:`records.search` — timestamp search inside one batch.
 * :mod:`records.builder` — batches and message sets built byte-exact with Kafka.
 * :mod:`records.index_entries` — ``.index`` / ``.timeindex`` entry layouts.
+* :mod:`records.timestamps` — the wall clock in ms and ListOffsets' sentinel timestamps
+  (-1 latest … -5 latest tiered), shared by storage, the daemon and the tools.
 """
 
 from .batch import BatchView
