@@ -43,6 +43,7 @@ from prometheus_client import start_http_server
 from config import BrokerConfig
 from records.timestamps import wall_clock_ms
 from storage import LogManager
+from storage.log_manager import remove_expired
 from storage.files import write_file_atomically
 
 from . import __version__
@@ -378,9 +379,12 @@ class BrokerServer:
     async def _retention_pass(self) -> None:
         await self.broker.replica_manager.run_retention()
 
-    def _housekeeping(self) -> None:
-        now = self.broker.now_ms()
-        self.broker.logs.delete_expired_files(now)
+    async def _housekeeping(self) -> None:
+        # Unlinking a large segment can take long on a slow disk: only the bookkeeping
+        # runs on the event loop, the unlinks on a worker thread.
+        due_files, due_dirs = self.broker.logs.take_expired_files(self.broker.now_ms())
+        if due_files or due_dirs:
+            await asyncio.to_thread(remove_expired, due_files, due_dirs)
 
     def _checkpoint(self) -> None:
         self.broker.logs.checkpoint()

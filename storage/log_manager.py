@@ -375,23 +375,31 @@ class LogManager:
                 outcomes.append(outcome)
         return outcomes
 
-    def delete_expired_files(self, now_ms: int) -> int:
-        """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
-        removed = 0
+    def take_expired_files(self, now_ms: int) -> tuple[list[str], list[str]]:
+        """``(files, dirs)`` whose delete delay has passed, handed over and forgotten.
+
+        Bookkeeping only, on the owner thread; removing them is file-system work the
+        caller may do on another thread (:func:`remove_expired`).
+        """
+        due_files: list[str] = []
         for _t, _p, log in self.open_logs():
-            removed += log.delete_expired_files(now_ms)
+            due_files.extend(log.take_expired_files(now_ms))
+        due_dirs: list[str] = []
         keep = []
         for entry in self._pending_dirs:
             path, due, delay = entry
             if due is None:
                 entry[1] = due = now_ms + delay
             if due <= now_ms:
-                shutil.rmtree(path, ignore_errors=True)
-                removed += 1
+                due_dirs.append(path)
             else:
                 keep.append(entry)
         self._pending_dirs = keep
-        return removed
+        return due_files, due_dirs
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
+        return remove_expired(*self.take_expired_files(now_ms))
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every log dir (tmp + fsync + rename)."""
@@ -442,4 +450,17 @@ class LogManager:
         self._shut_down = True
 
 
-__all__ = ["LogManager"]
+def remove_expired(due_files: list[str], due_dirs: list[str]) -> int:
+    """Unlink what :meth:`LogManager.take_expired_files` handed over; number removed.
+
+    Safe on any thread: nothing opens a ``.deleted`` file or a ``-delete`` directory.
+    """
+    removed = sum(files.remove_quietly(p) for p in due_files)
+    for path in due_dirs:
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+__all__ = ["LogManager", "remove_expired"]
+

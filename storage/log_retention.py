@@ -140,18 +140,25 @@ class LogRetention:
         else:
             self._pending_deletes.append((now_ms + delay, paths))
 
-    def delete_expired_files(self, now_ms: int) -> int:
-        """Remove ``.deleted`` files whose delay has passed; number of files removed."""
-        removed = 0
+    def take_expired_files(self, now_ms: int) -> list[str]:
+        """Hand over the ``.deleted`` files whose delay has passed and forget them.
+
+        Only bookkeeping: the caller removes the returned paths (``files.remove_quietly``),
+        on any thread, since nothing else opens a file once it is renamed ``.deleted``.
+        """
+        due_paths: list[str] = []
         keep = []
         for due, paths in self._pending_deletes:
             if due <= now_ms:
-                for p in paths:
-                    removed += files.remove_quietly(p)
+                due_paths.extend(paths)
             else:
                 keep.append((due, paths))
         self._pending_deletes = keep
-        return removed
+        return due_paths
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Remove ``.deleted`` files whose delay has passed; number of files removed."""
+        return sum(files.remove_quietly(p) for p in self.take_expired_files(now_ms))
 
     def pending_delete_paths(self) -> list[str]:
         return [p for _, paths in self._pending_deletes for p in paths]

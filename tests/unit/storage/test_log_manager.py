@@ -271,3 +271,27 @@ def test_run_retention_with_consumed_upto(dirs):
     assert 1 not in by_partition
     assert mgr.get_log("t", 0).log_start_offset == 2
     mgr.shutdown()
+
+
+def test_expired_files_are_handed_over_once_and_removed_elsewhere(dirs):
+    """The broker takes due paths on its loop and unlinks them on a worker thread."""
+    import threading
+
+    from storage.log_manager import remove_expired
+
+    mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 5000})
+    mgr.startup()
+    mgr.create_topic("gone", 2)
+    mgr.delete_topic("gone")
+    assert mgr.take_expired_files(NOW_MS) == ([], [])          # schedules the delay
+    due_files, due_dirs = mgr.take_expired_files(NOW_MS + 5000)
+    assert due_files == [] and sorted(os.path.basename(p) for p in due_dirs) == sorted(
+        n for d in dirs for n in os.listdir(d) if n.startswith("gone-"))
+    assert mgr.take_expired_files(NOW_MS + 10_000) == ([], [])  # handed over only once
+    removed = []
+    worker = threading.Thread(target=lambda: removed.append(remove_expired(due_files, due_dirs)))
+    worker.start()
+    worker.join()
+    assert removed == [2]
+    assert not [n for d in dirs for n in os.listdir(d) if n.startswith("gone-")]
+    mgr.shutdown()
