@@ -51,11 +51,17 @@ GROUP_TYPE_CLASSIC = "classic"
 
 
 class GroupCoordinator:
+    """Membership of every group (Kafka ``GroupCoordinator``); offsets go to :attr:`offsets`.
+
+    ``logs`` and ``store`` go to the offset manager (``store`` replaces the one it would
+    open over ``__consumer_offsets``); ``topic_partitions`` answers a topic's partition
+    count (default: from ``logs``); ``now_ms`` is the clock; ``run_timers=False`` leaves
+    the timer and expiry tasks out (tests call :meth:`fire_timers`).
+    """
+
     def __init__(self, config, logs, *, now_ms: Callable[[], int] = wall_clock_ms, store: OffsetStore | None = None,
                  run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
                  topic_partitions: Callable[[str], int | None] | None = None) -> None:
-        self.config = config
-        self.logs = logs
         self.now_ms = now_ms
         self.settings = GroupSettings(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -84,7 +90,7 @@ class GroupCoordinator:
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Open (or create) ``__consumer_offsets``, rebuild every group, start the timers."""
+        """Replay ``__consumer_offsets`` (the offset manager), rebuild every group, start the timers."""
         self.loading = True
         now = self.now_ms()
         t0 = time.monotonic()
