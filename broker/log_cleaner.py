@@ -34,6 +34,7 @@ import concurrent.futures
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import structlog
 
@@ -51,10 +52,12 @@ _test_pause_s = [int(os.environ.get("SUNDIAL_TEST_CLEANER_PAUSE_AFTER_FIRST_SWAP
 class LogCleanerService:
     """Runs compaction for one broker (see module doc)."""
 
-    def __init__(self, broker, config: CleanerConfig, log_dirs: list[str]) -> None:
-        self.broker = broker
+    def __init__(self, logs, config: CleanerConfig, log_dirs: list[str], *, metrics,
+                 now_ms: Callable[[], int]) -> None:
+        self.logs = logs
         self.config = config
-        logs = broker.logs
+        self.metrics = metrics
+        self.now_ms = now_ms
 
         def exists(topic: str, partition: int) -> bool:
             meta = logs.topic(topic)
@@ -85,7 +88,7 @@ class LogCleanerService:
     OPEN_PER_CHECK = 32
 
     def _compacted_logs(self):
-        logs = self.broker.logs
+        logs = self.logs
         opened = 0
         for meta in logs.topics():
             if not meta.config.compact:
@@ -120,7 +123,7 @@ class LogCleanerService:
         """One pass (Kafka ``cleanFilthiestLog``) on ``worker`` (the first by default); True when a
         log was cleaned."""
         worker = worker or self._workers[0]
-        now = self.broker.now_ms()
+        now = self.now_ms()
         ltc = self.manager.grab_filthiest_log(self._compacted_logs(), now)
         self._update_gauges()
         if ltc is None:
@@ -201,7 +204,7 @@ class LogCleanerService:
     async def _swap(self, log, cleaned) -> bool:
         if self._stopping:
             return False
-        return log.replace_segments(cleaned, self.broker.now_ms())
+        return log.replace_segments(cleaned, self.now_ms())
 
     def _uncleanable(self, ltc, exc: BaseException) -> None:
         self.manager.mark_uncleanable(ltc.topic, ltc.partition)
@@ -223,17 +226,13 @@ class LogCleanerService:
         if stats.invalid_messages:
             logger.warning("log_cleaner_invalid_records", topic=ltc.topic, partition=ltc.partition,
                            count=stats.invalid_messages)
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_pass_done"):
-            metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
+        self.metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
         self._update_gauges()
 
     def _update_gauges(self) -> None:
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_state"):
-            pre = self.manager.last_pre_clean
-            metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
-                                  len(self.manager.uncleanable))
+        pre = self.manager.last_pre_clean
+        self.metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
+                                   len(self.manager.uncleanable))
 
     async def stop(self) -> None:
         """Abort the passes in progress and wait for the cleaner threads; then release them."""

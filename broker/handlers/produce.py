@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from records.codecs import ZSTD
 from records.layout import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD, V2_HEADER
@@ -142,8 +141,3 @@ class ProduceAnswer:
 
 async def handle_produce(ctx, request):
     return await begin_produce(ctx, request).result()
-
-
-HANDLERS = {ApiKey.PRODUCE: handle_produce}
-#: APIs whose handling splits into an in-order start and a later answer (see broker.connection).
-PIPELINED = {ApiKey.PRODUCE: begin_produce}

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storag
 
 from log_helpers import NOW_MS, brute_force_search_segments, topic_config  # noqa: E402
 
+from config import BrokerConfig
 from broker.replica_manager import READ_COMMITTED, READ_UNCOMMITTED, ReplicaManager  # noqa: E402
 from records import iter_batches, iter_records  # noqa: E402
 from records.builder import SimpleRecord, build_records  # noqa: E402
@@ -69,15 +70,9 @@ class _Logs:
         return self.log
 
 
-class _Broker:
-    """The three things ReplicaManager.list_offset reads from its broker."""
-
-    def __init__(self, log):
-        self.logs = _Logs(log)
-        self.metrics = _Metrics()
-
-    def now_ms(self):
-        return NOW_MS
+def replica_manager(log) -> ReplicaManager:
+    """A ReplicaManager over one real log; list_offset reads logs, metrics and the clock."""
+    return ReplicaManager(BrokerConfig({}), _Logs(log), purgatory=None, metrics=_Metrics(), now_ms=lambda: NOW_MS)
 
 
 def run_script(log, ops, ends=None):
@@ -169,7 +164,7 @@ def expected_txn_indexes(log, aborted):
 
 
 def check_list_offsets(log, records, control):
-    rm = ReplicaManager(_Broker(log))
+    rm = replica_manager(log)
     everything = sorted([(o, t) for o, t, _, _ in records] + control)
     segments = [[(o, t) for o, t in everything if s.base_offset <= o < s.next_offset] for s in log.segments]
     targets = sorted({NOW_MS - 100, NOW_MS + 100} | {t + d for _, t in everything for d in (-1, 0, 1)})
