@@ -12,9 +12,10 @@ from setuptools import Extension, setup
 
 ext_modules = []
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
-    ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], optional=True,
-                                 extra_compile_args=["-O2"]))
-    ext_modules.append(Extension("storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], optional=True,
-                                 extra_compile_args=["-O2"]))
+    # records/_varint.h (the varint reader and writer) is shared by both.
+    shared = {"include_dirs": ["records"], "depends": ["records/_varint.h"], "optional": True,
+              "extra_compile_args": ["-O2"]}
+    ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], **shared))
+    ext_modules.append(Extension("storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
 
 setup(ext_modules=ext_modules)

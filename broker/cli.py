@@ -16,8 +16,9 @@ Exit codes of ``serve``: 0 stopped cleanly; 1 the start failed (one ``sundial: e
 error (one ``sundial: configuration error: ...`` line, nothing touched); 130 forced
 exit by a second Ctrl-C.
 
-Tool subcommands live in :mod:`broker.tools`; each registers itself with
-``add_parser(subparsers)`` and runs with ``run(args) -> exit code``. Errors a user
+Tool subcommands live in the top-level package :mod:`tools`. :data:`SUBCOMMANDS` is the one table of
+subcommand → the function that registers its parser (``add(subparsers)``, which sets
+``func``: ``run(args) -> exit code``); adding a tool is one import and one row. Errors a user
 can fix (bad config, unreachable broker, unknown topic, bad time format) print one
 line and exit non-zero; they never print a traceback.
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import signal
 import sys
@@ -37,18 +37,10 @@ from config import ConfigError, load_broker_config
 
 from . import __version__
 from .logsetup import configure_logging
+from .server import BrokerServer, StartupError, os_reason
+from tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics
 
 logger = structlog.get_logger(__name__)
-
-TOOL_MODULES = (
-    "broker.tools.topics",
-    "broker.tools.get_offsets",
-    "broker.tools.dump_log",
-    "broker.tools.consumer_groups",
-    "broker.tools.failover",
-    "broker.tools.mirror",
-    "broker.tools.credentials",
-)
 
 
 SERVE_EPILOG = """examples:
@@ -92,14 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    _add_serve(sub)
-    for name in TOOL_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        module.add_parser(sub)
+    for name, add in SUBCOMMANDS.items():
+        add(sub)
+        if name not in sub.choices:
+            raise RuntimeError(f"{add.__qualname__} did not register the subcommand {name!r}")
     return parser
+
+
+#: subcommand → the function that adds its parser (in the order ``sundial --help`` lists them).
+SUBCOMMANDS = {
+    "serve": _add_serve,
+    "topics": topics.add_parser,
+    "get-offsets": get_offsets.add_parser,
+    "dump-log": dump_log.add_parser,
+    "consumer-groups": consumer_groups.add_parser,
+    "failover": failover.add_parser,
+    "mirror": mirror.add_parser,
+    "credentials": credentials.add_credentials_parser,
+    "acls": credentials.add_acls_parser,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,8 +174,6 @@ class ShutdownSignals:
 
 
 async def _serve(config, unknown) -> int:
-    from .server import BrokerServer
-
     server = BrokerServer(config, unknown)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -212,8 +213,6 @@ async def _serve(config, unknown) -> int:
 
 def _start_failure(exc: BaseException) -> tuple[int, str]:
     """Exit code and the one line (after ``sundial: ``) for a start that failed."""
-    from .server import StartupError, os_reason
-
     if isinstance(exc, StartupError):
         return 1, f"error: {exc}"
     if isinstance(exc, ConfigError):

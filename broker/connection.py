@@ -59,7 +59,7 @@ import os
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import structlog
 
@@ -76,12 +76,10 @@ from protocol.framing import FrameDecoder
 from protocol.header import parse_request_header
 
 from .context import RequestContext
+from .node import Broker
 from .errors import CloseConnection
 from .produce_pipeline import ProducePipeline, is_produce
 from .refusals import unsupported_api
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .server import BrokerServer
 
 logger = structlog.get_logger(__name__)
 
@@ -93,10 +91,22 @@ WRITE_HIGH_WATER_BYTES = 1024 * 1024
 DEFERRED_CHUNK_BYTES = 256 * 1024
 
 
+class ConnectionOwner(Protocol):
+    """What a connection uses of the server that accepted it (:class:`broker.server.BrokerServer`)."""
+
+    broker: Broker
+    metrics: Any
+    request_pool: Any
+    sendfile_enabled: bool
+
+    def admit(self, conn: "Connection") -> bool: ...
+    def forget(self, conn: "Connection") -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """asyncio protocol for one socket; a task per connection processes its requests."""
 
-    def __init__(self, server: "BrokerServer", listener) -> None:
+    def __init__(self, server: ConnectionOwner, listener) -> None:
         self._server = server
         self._broker = server.broker
         self._listener = listener
@@ -150,7 +160,7 @@ class Connection(asyncio.Protocol):
             self._closed = True
             transport.abort()
             return
-        security = self._server.security
+        security = self._broker.security
         if security is not None:
             security.on_connect(self)
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -360,7 +370,7 @@ class Connection(asyncio.Protocol):
         started = time.perf_counter()
         sasl = self.sasl
         if sasl is not None and sasl.raw_tokens and not self.authenticated:
-            answer = await server.security.raw_token(self, frame)  # SaslHandshake v0 framing
+            answer = await broker.security.raw_token(self, frame)  # SaslHandshake v0 framing
             if answer is None:
                 return False
             self.write_buffers([answer])
@@ -382,7 +392,7 @@ class Connection(asyncio.Protocol):
             unsupported_api(self, header, advertised, self.peer_host)
             server.metrics.bad_frame()
             return False
-        if not self.authenticated and not server.security.allowed_before_auth(api_key):
+        if not self.authenticated and not broker.security.allowed_before_auth(api_key):
             logger.warning("request_before_authentication", client=self.peer_host, api_key=api_key)
             return False
         try:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .server import Broker
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+from .node import Broker
 
 
 @dataclass(slots=True)
 class RequestContext:
     """Per-request facts. ``broker`` gives access to config, logs, groups and the replica manager."""
 
-    broker: "Broker"
+    broker: Broker
     api_key: int
     api_version: int
     correlation_id: int

@@ -1,62 +1,120 @@
-"""The handler table: API key → handler, and the versions the broker advertises.
+"""The handler table: API key → handler, the versions the broker advertises, pipelining.
 
-Each module under ``broker/handlers`` exposes ``HANDLERS: dict[int, handler]`` and
-optionally ``VERSIONS: dict[int, (min, max)]`` narrowing what the protocol package
-can decode. The advertised range of an API is the intersection of the protocol's
-``SUPPORTED_VERSIONS`` and the handler's ``VERSIONS``; an API without a handler is
-not advertised at all (librdkafka, for one, sends whatever is advertised).
-A module may also expose ``PIPELINED: dict[int, begin]``: ``begin(ctx, request)`` does
-the in-order part of a request at once and returns an awaitable of its response, so
-the connection can go on with the requests behind it (Produce with acks != 0).
+:data:`ROUTES` is the one place that says which handler serves which API. Each row is a
+:class:`Route`: the API key, its handler (``async handler(ctx, request) -> response``,
+see :mod:`broker.handlers`), optionally ``versions=(min, max)`` narrowing what the
+protocol package can decode, and optionally ``begin`` for a pipelined API.
+
+* The advertised range of an API is the intersection of the protocol's
+  ``SUPPORTED_VERSIONS`` and the row's ``versions``; an API without a row is not
+  advertised at all (librdkafka, for one, sends whatever is advertised).
+* ``begin(ctx, request)`` does the in-order part of a request at once and returns an
+  awaitable of its response, so the connection can go on with the requests behind it
+  (Produce with acks != 0, see :mod:`broker.produce_pipeline`).
+
+Adding an API: write its handler in a module of :mod:`broker.handlers`, import the
+module here and add one row. A row whose API the protocol package cannot decode is
+a programming error and fails at start-up (never silently dropped).
 """
 
 from __future__ import annotations
 
-import importlib
-
-import structlog
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from protocol.schema_codec import encode_api_versions_fallback
 
-logger = structlog.get_logger(__name__)
+from .handlers import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer, sasl, \
+    security_admin
 
-HANDLER_MODULES = (
-    "broker.handlers.api_versions",
-    "broker.handlers.metadata",
-    "broker.handlers.produce",
-    "broker.handlers.fetch",
-    "broker.handlers.list_offsets",
-    "broker.handlers.admin",
-    "broker.handlers.producer",
-    "broker.handlers.groups",
-    "broker.handlers.security_admin",
+Handler = Callable[[Any, Any], Awaitable[Any]]
+Begin = Callable[[Any, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API: its key, its handler, an optional version narrowing, an optional pipelined start."""
+
+    api_key: ApiKey
+    handler: Handler
+    versions: tuple[int, int] | None = None
+    begin: Begin | None = None
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(ApiKey.API_VERSIONS, api_versions.handle_api_versions),
+    # Metadata and cluster
+    Route(ApiKey.METADATA, metadata.handle_metadata),
+    Route(ApiKey.DESCRIBE_CLUSTER, metadata.handle_describe_cluster),
+    # Data plane
+    Route(ApiKey.PRODUCE, produce.handle_produce, begin=produce.begin_produce),
+    Route(ApiKey.FETCH, fetch.handle_fetch),
+    Route(ApiKey.LIST_OFFSETS, list_offsets.handle_list_offsets),
+    # Producers
+    Route(ApiKey.INIT_PRODUCER_ID, producer.handle_init_producer_id),
+    Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, producer.handle_offset_for_leader_epoch),
+    # Topics and configs
+    Route(ApiKey.CREATE_TOPICS, admin.handle_create_topics),
+    Route(ApiKey.DELETE_TOPICS, admin.handle_delete_topics),
+    Route(ApiKey.CREATE_PARTITIONS, admin.handle_create_partitions),
+    Route(ApiKey.DESCRIBE_CONFIGS, admin.handle_describe_configs),
+    Route(ApiKey.ALTER_CONFIGS, admin.handle_alter_configs),
+    Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, admin.handle_incremental_alter_configs),
+    Route(ApiKey.DELETE_RECORDS, admin.handle_delete_records),
+    # Consumer groups. Kafka 4 removed OffsetCommit/OffsetFetch v0-v1 from its JSON; the
+    # protocol package still decodes them and the handlers serve them (old simple consumers).
+    Route(ApiKey.FIND_COORDINATOR, groups.handle_find_coordinator),
+    Route(ApiKey.JOIN_GROUP, groups.handle_join_group),
+    Route(ApiKey.SYNC_GROUP, groups.handle_sync_group),
+    Route(ApiKey.HEARTBEAT, groups.handle_heartbeat),
+    Route(ApiKey.LEAVE_GROUP, groups.handle_leave_group),
+    Route(ApiKey.OFFSET_COMMIT, groups.handle_offset_commit, versions=(0, 9)),
+    Route(ApiKey.OFFSET_FETCH, groups.handle_offset_fetch, versions=(0, 9)),
+    Route(ApiKey.OFFSET_DELETE, groups.handle_offset_delete),
+    Route(ApiKey.LIST_GROUPS, groups.handle_list_groups),
+    Route(ApiKey.DESCRIBE_GROUPS, groups.handle_describe_groups),
+    Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
+    # Security
+    Route(ApiKey.SASL_HANDSHAKE, sasl.handle_sasl_handshake),
+    Route(ApiKey.SASL_AUTHENTICATE, sasl.handle_sasl_authenticate),
+    Route(ApiKey.CREATE_ACLS, security_admin.handle_create_acls),
+    Route(ApiKey.DESCRIBE_ACLS, security_admin.handle_describe_acls),
+    Route(ApiKey.DELETE_ACLS, security_admin.handle_delete_acls),
+    Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, security_admin.handle_describe_user_scram_credentials),
+    Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, security_admin.handle_alter_user_scram_credentials),
 )
 
 
+def advertised_range(route: Route) -> tuple[int, int] | None:
+    """The versions served for ``route``: the protocol's range narrowed by the row (None: empty)."""
+    supported = SUPPORTED_VERSIONS.get(route.api_key)
+    if supported is None:
+        raise ValueError(f"no codec for API {route.api_key!r}: the protocol package must decode it first")
+    lo, hi = supported
+    if route.versions is not None:
+        lo, hi = max(lo, route.versions[0]), min(hi, route.versions[1])
+    return (lo, hi) if lo <= hi else None
+
+
 class Dispatcher:
-    def __init__(self, modules=HANDLER_MODULES, extra_modules=()) -> None:
-        self.handlers: dict[int, object] = {}
+    """The routes indexed by API key, as the connection looks them up per request."""
+
+    def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
+        self.handlers: dict[int, Handler] = {}
         self.advertised: dict[int, tuple[int, int]] = {}
-        self.pipelined: dict[int, object] = {}
-        for name in (*modules, *extra_modules):
-            module = importlib.import_module(name)
-            narrowed = getattr(module, "VERSIONS", {})
-            for api_key, handler in module.HANDLERS.items():
-                supported = SUPPORTED_VERSIONS.get(ApiKey(api_key))
-                if supported is None:
-                    logger.warning("handler_without_codec", api_key=api_key, module=name)
-                    continue
-                lo, hi = supported
-                if api_key in narrowed:
-                    lo, hi = max(lo, narrowed[api_key][0]), min(hi, narrowed[api_key][1])
-                if lo > hi:
-                    continue
-                self.handlers[int(api_key)] = handler
-                self.advertised[int(api_key)] = (lo, hi)
-                begin = getattr(module, "PIPELINED", {}).get(api_key)
-                if begin is not None:
-                    self.pipelined[int(api_key)] = begin
+        self.pipelined: dict[int, Begin] = {}
+        for route in routes:
+            key = int(route.api_key)
+            if key in self.handlers:
+                raise ValueError(f"two routes for API {route.api_key!r}")
+            served = advertised_range(route)
+            if served is None:
+                continue
+            self.handlers[key] = route.handler
+            self.advertised[key] = served
+            if route.begin is not None:
+                self.pipelined[key] = route.begin
 
     def api_versions_table(self) -> list[dict]:
         return [{"api_key": k, "min_version": lo, "max_version": hi}

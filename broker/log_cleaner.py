@@ -5,16 +5,24 @@ is not thread-safe; docs/architecture.md):
 
 * on the loop: choose the dirtiest compacted log (:class:`storage.cleaner_manager.LogCleanerManager`)
   and take the job's snapshot (:meth:`PartitionLog.cleaning_job`);
-* on the cleaner thread (``log.cleaner.threads`` is accepted; one thread runs, with
-  ``dedupe.buffer.size / threads`` of map): build the offset map and write the cleaned
-  segments (:class:`storage.cleaner.Cleaner`); each finished segment is handed back to
-  the loop, which swaps it in (:meth:`PartitionLog.replace_segments`) while the thread
-  waits, then the thread goes on with the next group;
+* on a cleaner thread (``log.cleaner.threads`` of them, each with its own offset map of
+  ``dedupe.buffer.size / threads`` and one shared I/O throttle, as Kafka's
+  ``CleanerThread``s): build the offset map and write the cleaned segments
+  (:class:`storage.cleaner.Cleaner`); each finished segment is handed back to the loop,
+  which swaps it in (:meth:`PartitionLog.replace_segments`) while the thread waits, then
+  the thread goes on with the next group. Two threads never clean the same log: the
+  manager marks a grabbed log in progress;
 * back on the loop: checkpoint the end offset, log the pass and update the metrics.
 
 When a pass cleaned something the next one starts at once, else after
 ``log.cleaner.backoff.ms``. A pass that fails for any reason but an abort marks its
 partition uncleanable until the next restart (Kafka does the same), logged as an error.
+Test hook: with the environment variable ``SUNDIAL_TEST_CLEANER_PAUSE_AFTER_FIRST_SWAP_MS``
+set, the cleaner thread waits that long after the first swap of the process (an abort ends
+the wait). It is not a
+setting: it exists so that the crash and topic-deletion tests can act in the middle of a
+pass on any host, however fast it cleans.
+
 Retention of ``compact,delete`` topics is the broker's ordinary retention task (see
 docs/compaction.md). ``stop()`` aborts a pass in progress and waits for its thread.
 """
@@ -23,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import structlog
 
@@ -35,44 +45,50 @@ from storage.offset_map import SkimpyOffsetMap
 
 logger = structlog.get_logger(__name__)
 
+# The test hook (see module doc): seconds to hold the cleaner after the process's first swap.
+_test_pause_s = [int(os.environ.get("SUNDIAL_TEST_CLEANER_PAUSE_AFTER_FIRST_SWAP_MS") or 0) / 1000]
+
 
 class LogCleanerService:
     """Runs compaction for one broker (see module doc)."""
 
-    def __init__(self, broker, config: CleanerConfig, log_dirs: list[str]) -> None:
-        self.broker = broker
+    def __init__(self, logs, config: CleanerConfig, log_dirs: list[str], *, metrics,
+                 now_ms: Callable[[], int]) -> None:
+        self.logs = logs
         self.config = config
-        logs = broker.logs
+        self.metrics = metrics
+        self.now_ms = now_ms
 
         def exists(topic: str, partition: int) -> bool:
             meta = logs.topic(topic)
             return meta is not None and 0 <= partition < meta.partitions
 
         self.manager = LogCleanerManager(log_dirs, exists)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sundial-log-cleaner")
-        self._cleaner: Cleaner | None = None
-        self._job = None
-        self._future: asyncio.Future | None = None
+        threads = max(config.threads, 1)
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sundial-log-cleaner")
+        # Checkpoint writes (tmp file, fsync, rename) run one at a time, in the order staged.
+        self._checkpoint_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sundial-cleaner-checkpoint")
+        self._throttler = Throttler(config.max_io_bytes_per_second, time.monotonic, time.sleep)
+        self._workers = [_Worker(i) for i in range(threads)]
         self._stopping = False
         self.passes = 0
         self.last_stats = None
 
-    def _make_cleaner(self) -> Cleaner:
-        if self._cleaner is None:
+    def _make_cleaner(self, worker: "_Worker") -> Cleaner:
+        if worker.cleaner is None:
             cfg = self.config
-            throttler = Throttler(cfg.max_io_bytes_per_second, time.monotonic, time.sleep)
             io_buffer = max(cfg.io_buffer_size // max(cfg.threads, 1) // 2, 1024)
-            self._cleaner = Cleaner(SkimpyOffsetMap(cfg.dedupe_buffer_per_thread), io_buffer_bytes=io_buffer,
-                                    load_factor=cfg.dedupe_buffer_load_factor, throttler=throttler,
-                                    clock=time.monotonic)
-        return self._cleaner
+            worker.cleaner = Cleaner(SkimpyOffsetMap(cfg.dedupe_buffer_per_thread), io_buffer_bytes=io_buffer,
+                                     load_factor=cfg.dedupe_buffer_load_factor, throttler=self._throttler,
+                                     clock=time.monotonic)
+        return worker.cleaner
 
     #: Compacted partitions not opened yet (lazy opening after a clean start) that one check opens:
     #: opening checks index files on the loop, so a broker with thousands of them spreads it out.
     OPEN_PER_CHECK = 32
 
     def _compacted_logs(self):
-        logs = self.broker.logs
+        logs = self.logs
         opened = 0
         for meta in logs.topics():
             if not meta.config.compact:
@@ -87,22 +103,27 @@ class LogCleanerService:
                     yield meta.name, p, log
 
     async def run(self) -> None:
-        """The cleaner task: pass after pass, backing off when nothing was cleaned."""
+        """The cleaner task: one pass loop per cleaner thread, backing off when nothing was cleaned."""
+        await asyncio.gather(*(self._run_worker(w) for w in self._workers))
+
+    async def _run_worker(self, worker: "_Worker") -> None:
         while not self._stopping:
             try:
-                cleaned = await self.clean_filthiest_log()
+                cleaned = await self.clean_filthiest_log(worker)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the task must survive anything one pass does
-                logger.exception("log_cleaner_pass_failed")
+                logger.exception("log_cleaner_pass_failed", cleaner_thread=worker.index)
                 cleaned = False
             self.manager.maintain()
             if not cleaned:
                 await asyncio.sleep(self.config.backoff_ms / 1000)
 
-    async def clean_filthiest_log(self) -> bool:
-        """One pass (Kafka ``cleanFilthiestLog``); True when a log was cleaned."""
-        now = self.broker.now_ms()
+    async def clean_filthiest_log(self, worker: "_Worker | None" = None) -> bool:
+        """One pass (Kafka ``cleanFilthiestLog``) on ``worker`` (the first by default); True when a
+        log was cleaned."""
+        worker = worker or self._workers[0]
+        now = self.now_ms()
         ltc = self.manager.grab_filthiest_log(self._compacted_logs(), now)
         self._update_gauges()
         if ltc is None:
@@ -121,11 +142,11 @@ class LogCleanerService:
             job.close()
             self.manager.done_cleaning(ltc, None)
             return False
-        self._job = job
+        worker.job = job
         logger.info("log_cleaning_started", topic=ltc.topic, partition=ltc.partition,
                     first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
                     dirty_ratio=round(ltc.cleanable_ratio, 4), cleanable_bytes=ltc.cleanable_bytes,
-                    compaction_delay_ms=ltc.compaction_delay_ms)
+                    compaction_delay_ms=ltc.compaction_delay_ms, cleaner_thread=worker.index)
 
         def swap(cleaned) -> bool:      # on the cleaner thread: the loop does the swap
             if job.aborted or loop.is_closed():
@@ -133,12 +154,18 @@ class LogCleanerService:
             fut = asyncio.run_coroutine_threadsafe(self._swap(log, cleaned), loop)
             while True:
                 try:
-                    return fut.result(timeout=1.0)
+                    swapped = fut.result(timeout=1.0)
+                    break
                 except concurrent.futures.TimeoutError:
                     if (job.aborted or loop.is_closed()) and fut.cancel():
                         return False
+            if swapped and _test_pause_s[0]:
+                pause_until, _test_pause_s[0] = time.monotonic() + _test_pause_s[0], 0
+                while time.monotonic() < pause_until and not job.aborted:
+                    time.sleep(0.05)
+            return swapped
 
-        cleaner = self._make_cleaner()
+        cleaner = self._make_cleaner(worker)
 
         def work():                     # on the cleaner thread; the descriptors are closed there
             try:
@@ -147,8 +174,8 @@ class LogCleanerService:
                 job.close()
 
         try:
-            self._future = loop.run_in_executor(self._executor, work)
-            end_offset, stats = await asyncio.shield(self._future)
+            worker.future = loop.run_in_executor(self._executor, work)
+            end_offset, stats = await asyncio.shield(worker.future)
         except CleaningAborted as exc:
             logger.info("log_cleaning_aborted", topic=ltc.topic, partition=ltc.partition, reason=str(exc))
             return False
@@ -160,13 +187,13 @@ class LogCleanerService:
                 self._uncleanable(ltc, exc)
             return False
         finally:
-            if self._future is not None and self._future.done():
-                self._future = None
-                self._job = None
+            if worker.future is not None and worker.future.done():
+                worker.future = None
+                worker.job = None
             staged = self.manager.done_cleaning(ltc, end_offset, write=False)
             if staged is not None:          # the checkpoint's fsyncs stay off the loop
                 try:
-                    await loop.run_in_executor(self._executor, write_cleaner_checkpoint, *staged)
+                    await loop.run_in_executor(self._checkpoint_writer, write_cleaner_checkpoint, *staged)
                 except RuntimeError:        # the executor was shut down by stop(): write it here
                     write_cleaner_checkpoint(*staged)
         self.passes += 1
@@ -177,7 +204,7 @@ class LogCleanerService:
     async def _swap(self, log, cleaned) -> bool:
         if self._stopping:
             return False
-        return log.replace_segments(cleaned, self.broker.now_ms())
+        return log.replace_segments(cleaned, self.now_ms())
 
     def _uncleanable(self, ltc, exc: BaseException) -> None:
         self.manager.mark_uncleanable(ltc.topic, ltc.partition)
@@ -199,30 +226,41 @@ class LogCleanerService:
         if stats.invalid_messages:
             logger.warning("log_cleaner_invalid_records", topic=ltc.topic, partition=ltc.partition,
                            count=stats.invalid_messages)
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_pass_done"):
-            metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
+        self.metrics.cleaner_pass_done(stats.bytes_read, stats.bytes_written, seconds, stats.buffer_utilization)
         self._update_gauges()
 
     def _update_gauges(self) -> None:
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None and hasattr(metrics, "cleaner_state"):
-            pre = self.manager.last_pre_clean
-            metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
-                                  len(self.manager.uncleanable))
+        pre = self.manager.last_pre_clean
+        self.metrics.cleaner_state(self.manager.max_dirty_ratio, pre.max_compaction_delay_ms,
+                                   len(self.manager.uncleanable))
 
     async def stop(self) -> None:
-        """Abort a pass in progress and wait for the cleaner thread; then release it."""
+        """Abort the passes in progress and wait for the cleaner threads; then release them."""
         self._stopping = True
-        job, future = self._job, self._future
-        if job is not None:
-            job.abort()
-        if future is not None and not future.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(future), 120)
-            except BaseException:  # noqa: BLE001 - the pass ends one way or another
-                pass
+        for worker in self._workers:
+            if worker.job is not None:
+                worker.job.abort()
+        for worker in self._workers:
+            future = worker.future
+            if future is not None and not future.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(future), 120)
+                except BaseException:  # noqa: BLE001 - the pass ends one way or another
+                    pass
         self._executor.shutdown(wait=False)
+        self._checkpoint_writer.shutdown(wait=True)
+
+
+class _Worker:
+    """One cleaner thread's state: its Cleaner (and offset map) and the pass it runs."""
+
+    __slots__ = ("index", "cleaner", "job", "future")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.cleaner: Cleaner | None = None
+        self.job = None
+        self.future: asyncio.Future | None = None
 
 
 __all__ = ["LogCleanerService"]

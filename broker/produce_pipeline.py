@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import structlog
 
@@ -34,10 +34,21 @@ from protocol import encode_response
 
 from .errors import CloseConnection
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .connection import Connection
-
 logger = structlog.get_logger(__name__)
+
+
+class PipelineConnection(Protocol):
+    """What the pipeline uses of its connection (:class:`broker.connection.Connection`)."""
+
+    closed: bool
+    write_paused: bool
+    peer_host: str
+    last_active_monotonic: float
+    server_metrics: Any
+
+    def write_buffers(self, buffers) -> None: ...
+    def close(self) -> None: ...
+    async def wait_writable(self) -> None: ...
 
 
 def is_produce(frame) -> bool:
@@ -61,7 +72,7 @@ class ProducePipeline:
     left) and ``async result()`` (the response body, or None for no answer).
     """
 
-    def __init__(self, conn: "Connection", max_requests: int, max_bytes: int) -> None:
+    def __init__(self, conn: PipelineConnection, max_requests: int, max_bytes: int) -> None:
         self._conn = conn
         self._pending: deque[_Pending] = deque()
         self._bytes = 0

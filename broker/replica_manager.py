@@ -27,26 +27,29 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
 import storage.errors as se
+from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from storage.convert import down_convert
 from protocol.errors import ErrorCode
+from records.timestamps import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
 from .errors import NO_LOG_START_OFFSET, error_code_for
-from .flusher import PartitionFlusher
+from .flusher import PartitionFlusher, flush_executor
 
 logger = structlog.get_logger(__name__)
 
 LEADER_EPOCH = 0
 
-# ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 # Isolation levels (Fetch v4+, ListOffsets v2+).
@@ -97,15 +100,28 @@ class OffsetAnswer:
 
 
 class ReplicaManager:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    """The data plane of one node over ``logs``; each collaborator is handed in at construction.
+
+    ``purgatory`` parks long-polling fetches and is woken by appends; ``metrics`` counts
+    appends, retention and time-index lookups; ``now_ms`` is the clock; ``groups``
+    (anything with ``consumed_upto(topic, partition, log_start_offset)``, the group
+    coordinator) is the consumed-retention input, None for none.
+    """
+
+    def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None) -> None:
+        self.config = config
+        self.logs = logs
+        self.purgatory = purgatory
+        self.metrics = metrics
+        self.now_ms = now_ms
+        self.groups = groups
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
 
     # -- helpers ----------------------------------------------------------------------------
     def log_for(self, topic: str, partition: int):
         """The partition log, or None when the topic or partition does not exist."""
-        return self.broker.logs.get_log(topic, partition)
+        return self.logs.get_log(topic, partition)
 
     def _flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
         key = (topic, partition)
@@ -150,8 +166,8 @@ class ReplicaManager:
             logger.error("append_io_error", topic=topic, partition=partition, error=str(exc))
             return AppendOutcome(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
         if not result.duplicate:
-            self.broker.purgatory.notify(topic, partition)
-            self.broker.metrics.appended(topic, result.record_count, result.size_bytes)
+            self.purgatory.notify(topic, partition)
+            self.metrics.appended(topic, result.record_count, result.size_bytes)
         return AppendOutcome(base_offset=result.first_offset, last_offset=result.last_offset,
                              log_append_time_ms=result.log_append_time_ms,
                              log_start_offset=result.log_start_offset)
@@ -229,8 +245,7 @@ class ReplicaManager:
         (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
         Storage work runs on the event loop thread, like Produce appends.
         """
-        from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
-        now = self.broker.now_ms()
+        now = self.now_ms()
         ts = now if timestamp_ms is None else timestamp_ms
         control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
         codes: dict[tuple[str, int], int] = {}
@@ -255,7 +270,7 @@ class ReplicaManager:
                 codes[(topic, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             codes[(topic, partition)] = ErrorCode.NONE
-            self.broker.purgatory.notify(topic, partition)
+            self.purgatory.notify(topic, partition)
             appended.append((topic, partition, AppendOutcome(base_offset=result.first_offset,
                                                              last_offset=result.last_offset)))
         if appended:
@@ -325,7 +340,6 @@ class ReplicaManager:
             if needs_conversion:
                 try:
                     raw = b"".join(s.read() for s in slices)
-                    from storage.convert import down_convert
                     data = down_convert(raw, client_max_magic, p.fetch_offset)
                 except se.StorageError as exc:
                     out.error_code = error_code_for(exc)
@@ -353,7 +367,7 @@ class ReplicaManager:
         if hard_limit:
             max_bytes = 2**31 - 1
         else:
-            max_bytes = min(max_bytes, self.broker.config["fetch.max.bytes"])
+            max_bytes = min(max_bytes, self.config["fetch.max.bytes"])
         results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
                                                    client_max_magic=client_max_magic, api_version=api_version,
                                                    read_committed=read_committed)
@@ -361,7 +375,7 @@ class ReplicaManager:
             return results
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
-        purgatory = self.broker.purgatory
+        purgatory = self.purgatory
         waiter = purgatory.park((p.topic, p.partition) for p in parts)
         try:
             while True:
@@ -406,7 +420,7 @@ class ReplicaManager:
         if api_version == 0:
             if timestamp < EARLIEST_TIMESTAMP:
                 return OffsetAnswer(error_code=ErrorCode.UNSUPPORTED_VERSION)
-            offsets = log.legacy_offsets_before(timestamp, max_num_offsets, self.broker.now_ms())
+            offsets = log.legacy_offsets_before(timestamp, max_num_offsets, self.now_ms())
             return OffsetAnswer(old_style_offsets=list(offsets))
         if timestamp < 0:
             needed = _MIN_VERSION_FOR.get(timestamp, 0 if timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
@@ -421,7 +435,7 @@ class ReplicaManager:
             return OffsetAnswer(offset=last_fetchable, leader_epoch=LEADER_EPOCH)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return OffsetAnswer()
-        self.broker.metrics.time_index_lookup()
+        self.metrics.time_index_lookup()
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_offset()
         else:
@@ -433,10 +447,9 @@ class ReplicaManager:
 
     # -- periodic --------------------------------------------------------------------------------
     async def run_retention(self) -> None:
-        broker = self.broker
-        logs = broker.logs
-        groups = broker.groups
-        now = broker.now_ms()
+        logs = self.logs
+        groups = self.groups
+        now = self.now_ms()
         holders: dict[tuple[str, int], tuple[str | None, int | None]] = {}
 
         def consumed_upto(topic: str, partition: int):
@@ -466,7 +479,7 @@ class ReplicaManager:
                             group=group)
 
     def _report_retention(self, outcome, holders, held_now: set) -> None:
-        metrics = self.broker.metrics
+        metrics = self.metrics
         topic, partition = outcome.topic, outcome.partition
         for seg in outcome.deleted:
             metrics.retention_deleted_segments.labels(topic, str(partition), seg.reason).inc()
@@ -483,10 +496,9 @@ class ReplicaManager:
                                 committed_offset=offset)
 
     async def flush_due(self) -> None:
-        now = self.broker.now_ms()
+        now = self.now_ms()
         loop = asyncio.get_running_loop()
-        from .flusher import flush_executor
-        for topic, partition, log in self.broker.logs.open_logs():
+        for topic, partition, log in self.logs.open_logs():
             job = log.maybe_flush_due(now)
             if job is not None:
                 await loop.run_in_executor(flush_executor(), job.run)

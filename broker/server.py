@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import fcntl
 import gc
@@ -34,25 +35,25 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Callable
 
 import structlog
+from prometheus_client import start_http_server
 
 from config import BrokerConfig
+from records.timestamps import wall_clock_ms
 from storage import LogManager
 from storage.log_manager import remove_expired
 from storage.files import write_file_atomically
 
 from . import __version__
 from .connection import Connection
-from .context import wall_clock_ms
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
 from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop
-from .producer_ids import ProducerIdManager
+from .node import Broker, build_broker
 from .purgatory import FetchPurgatory
-from .replica_manager import ReplicaManager
+from .security import build_server_ssl_context
 
 logger = structlog.get_logger(__name__)
 
@@ -67,6 +68,13 @@ def os_reason(exc: BaseException) -> str:
     """``[Errno 98] Address already in use`` → ``address already in use``."""
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return text[:1].lower() + text[1:]
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _same_node_id(text: str, node_id: int) -> bool:
@@ -129,75 +137,33 @@ def bind_sockets(host: str, port: int, what: str = "") -> list[socket.socket]:
     return socks
 
 
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    node_id: int
-    host: str
-    port: int
-
-
-class Broker:
-    """The broker's parts, shared by every connection and handler."""
-
-    def __init__(self, config: BrokerConfig, *, now_ms: Callable[[], int] = wall_clock_ms) -> None:
-        self.config = config
-        self.now_ms = now_ms
-        self.node_id = config.node_id
-        self.cluster_id = ""
-        self.logs: LogManager | None = None
-        self.groups = None
-        self.replica_manager: ReplicaManager | None = None
-        self.purgatory = FetchPurgatory()
-        self.producer_ids: ProducerIdManager | None = None
-        self.dispatcher: Dispatcher | None = None
-        self.metrics = BrokerMetrics()
-        self.security = None  # SecurityManager when a listener is not PLAINTEXT (broker.security)
-        self.authorizer = None  # ACL authorizer when authorizer.class.name is set (broker.authorizer)
-        self.credentials = None  # SCRAM credential store (broker.sasl), shared with the SASL listeners
-        self.advertised = {l.name: l for l in config.advertised_listeners}
-        self.started_monotonic = time.monotonic()
-        self._host_name: str | None = None
-
-    def endpoint_for(self, listener_name: str) -> NodeEndpoint:
-        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
-
-        An empty advertised host is the host's canonical name, as Kafka advertises it; the
-        configuration refuses the wildcards 0.0.0.0 and :: (config.broker)."""
-        adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
-        host = adv.host
-        if not host:
-            if self._host_name is None:
-                self._host_name = socket.getfqdn() or "localhost"
-            host = self._host_name
-        return NodeEndpoint(self.node_id, host, adv.port)
-
-    @property
-    def node(self) -> NodeEndpoint:
-        return self.endpoint_for(next(iter(self.advertised)))
-
-
 class BrokerServer:
     """Owns the listeners, the connections and the periodic tasks of one Broker."""
 
-    def __init__(self, config: BrokerConfig, unknown_keys: dict[str, str] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, unknown_keys: dict[str, str] | None = None, *,
+                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
-        self.broker = Broker(config)
-        self.metrics = self.broker.metrics
+        self.now_ms = now_ms
+        self.metrics = BrokerMetrics()
+        self.purgatory = FetchPurgatory()
+        self.dispatcher = Dispatcher()
+        #: The daemon's parts (:mod:`broker.node`), built once by :meth:`start` when the logs
+        #: are loaded. Until then None: a start that fails before it releases what it took.
+        self.broker: Broker | None = None
         self.unknown_keys = unknown_keys or {}
         self.connections: set[Connection] = set()
         self._per_ip: dict[str, int] = {}
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: list[asyncio.Task] = []
-        self._lock_fds: list[int] = []
+        #: What start() took that shutdown() gives back, last taken first released: the
+        #: metrics endpoint, the directory locks, the loaded logs, the coordinator's tasks.
+        self._release = contextlib.AsyncExitStack()
         self._bound: list[tuple[object, list[socket.socket]]] = []  # (listener, sockets) not yet serving
         self._stopping = False
         self._started = False
         self.bound_ports: dict[str, int] = {}
         self.sendfile_enabled = os.environ.get("SUNDIAL_SENDFILE", "1") != "0"
-        self.security = None
         self.request_pool = RequestMemoryPool(config["queued.max.request.bytes"])
-        self._metrics_server = None
-        self.cleaner = None   # LogCleanerService when log.cleaner.enable (broker.log_cleaner)
 
     # -- admission -----------------------------------------------------------------------
     def admit(self, conn: Connection) -> bool:
@@ -246,22 +212,26 @@ class BrokerServer:
     async def start(self) -> None:
         """Bind, load, serve; raises :class:`StartupError` (or ``ConfigError``) when it cannot."""
         cfg = self.config
-        broker = self.broker
         loop = asyncio.get_running_loop()
         # Nothing is written before every address is ours: certificates, listeners, metrics.
-        ssl_contexts = {}
+        ssl_contexts = {listener.name: build_server_ssl_context(cfg) for listener in cfg.listeners
+                        if listener.security_protocol in ("SSL", "SASL_SSL")}
+        advertised = {l.name: l for l in cfg.advertised_listeners}
         for listener in cfg.listeners:
-            if listener.security_protocol in ("SSL", "SASL_SSL"):
-                from .security import build_server_ssl_context
-                ssl_contexts[listener.name] = build_server_ssl_context(cfg)
-        for listener in cfg.listeners:
-            self._bound.append((listener, bind_sockets(listener.host, listener.port)))
+            socks = bind_sockets(listener.host, listener.port)
+            self._bound.append((listener, socks))
+            port = socks[0].getsockname()[1]
+            self.bound_ports[listener.name] = port
+            adv = advertised.get(listener.name)
+            if listener.port == 0 and adv is not None and adv.port == 0:
+                # An ephemeral port: advertise what was bound unless advertised.listeners says otherwise.
+                advertised[listener.name] = type(adv)(adv.name, adv.host, port, adv.security_protocol)
         if cfg.metrics_listener is not None:
             self._start_metrics_endpoint(*cfg.metrics_listener)
         log_dirs = [os.path.abspath(d) for d in cfg.log_dirs]
         for d in log_dirs:
             self._prepare_dir(d)
-        broker.cluster_id = self._read_or_create_meta(log_dirs)
+        cluster_id = self._read_or_create_meta(log_dirs)
         for key in sorted(self.unknown_keys):
             logger.warning("config_key_ignored", key=key)
         t0 = time.monotonic()
@@ -272,32 +242,17 @@ class BrokerServer:
         except OSError as exc:
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             raise StartupError(f"cannot load the logs in {', '.join(log_dirs)}: {os_reason(exc)}{where}") from None
-        broker.logs = logs
+        self._release.push_async_callback(asyncio.to_thread, logs.shutdown)
         logger.info("logs_loaded", log_dirs=log_dirs, topics=len(logs.topics()),
                     seconds=round(time.monotonic() - t0, 3))
-        broker.producer_ids = ProducerIdManager(log_dirs[0])
-        broker.replica_manager = ReplicaManager(broker)
-        broker.dispatcher = Dispatcher(extra_modules=("broker.handlers.sasl",))
-        if any(l.security_protocol != "PLAINTEXT" for l in cfg.listeners):
-            from .security import SecurityManager
-            self.security = broker.security = SecurityManager(cfg, log_dirs[0])
-            broker.credentials = self.security.credentials
-        else:
-            from .sasl import CredentialStore
-            broker.credentials = CredentialStore(cfg["sundial.credentials.file"]
-                                                 or os.path.join(log_dirs[0], "credentials.json"))
-        if cfg["authorizer.class.name"]:
-            from .authorizer import Authorizer
-            broker.authorizer = Authorizer.from_config(cfg, log_dirs[0])
-        try:
-            from .groups.coordinator import GroupCoordinator
-        except ImportError:  # pragma: no cover - only while the coordinator is being built
-            GroupCoordinator = None
-        if GroupCoordinator is not None:
-            broker.groups = GroupCoordinator(cfg, logs, now_ms=broker.now_ms)
-            await broker.groups.start()
+        self.broker = broker = build_broker(cfg, now_ms=self.now_ms, cluster_id=cluster_id, advertised=advertised,
+                                            logs=logs, metrics=self.metrics, purgatory=self.purgatory,
+                                            dispatcher=self.dispatcher)
+        self._release.push_async_callback(broker.replica_manager.close)
+        self._release.push_async_callback(broker.groups.stop)
+        await broker.groups.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: broker.logs)))
+        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         while self._bound:
             listener, socks = self._bound.pop(0)
@@ -306,14 +261,6 @@ class BrokerServer:
                     lambda l=listener: Connection(self, l), sock=sock,
                     backlog=cfg["socket.listen.backlog.size"], ssl=ssl_contexts.get(listener.name))
                 self._servers.append(srv)
-            port = socks[0].getsockname()[1]
-            self.bound_ports[listener.name] = port
-            if listener.port == 0:
-                # An ephemeral port: advertise what was bound unless advertised.listeners says otherwise.
-                adv = broker.advertised.get(listener.name)
-                if adv is not None and adv.port == 0:
-                    broker.advertised[listener.name] = type(adv)(adv.name, adv.host, port,
-                                                                 adv.security_protocol)
         self._start_periodic_tasks()
         # Everything built so far (modules, configs, the log manager) lives as long as the
         # process: move it out of the collector's reach so full collections stay short.
@@ -348,7 +295,7 @@ class BrokerServer:
         except OSError:
             os.close(fd)
             raise StartupError(f"data directory {d} is locked by another Sundial or Kafka process") from None
-        self._lock_fds.append(fd)
+        self._release.callback(_close_quietly, fd)
 
     def _read_or_create_meta(self, log_dirs: list[str]) -> str:
         """Kafka's ``meta.properties``: the cluster id and node id of each data directory."""
@@ -386,14 +333,12 @@ class BrokerServer:
         return cluster_id
 
     def _start_metrics_endpoint(self, host: str, port: int) -> None:
-        from prometheus_client import start_http_server
-
         try:
             server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
         except OSError as exc:
             raise StartupError(f"cannot listen on {_address(host, port)} (sundial.metrics.listener): "
                                f"{os_reason(exc)}") from None
-        self._metrics_server = server
+        self._release.callback(server.shutdown)
         self.metrics_port = server.server_address[1]
         logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")
 
@@ -415,10 +360,8 @@ class BrokerServer:
         # flush.ms / flush.messages and the flush Kafka does after every roll (recovery point).
         self._tasks.append(loop.create_task(self._every(1000, self._flush_due, name="flush")))
         self._tasks.append(loop.create_task(self._every(60_000, self._expire_producers, name="producers")))
-        if cfg.cleaner.enable:
-            from .log_cleaner import LogCleanerService
-            self.cleaner = LogCleanerService(self.broker, cfg.cleaner, self.broker.logs.log_dirs)
-            self._tasks.append(loop.create_task(self.cleaner.run(), name="log-cleaner"))
+        if self.broker.cleaner is not None:
+            self._tasks.append(loop.create_task(self.broker.cleaner.run(), name="log-cleaner"))
 
     async def _every(self, period_ms: int, fn, *, initial_delay_ms: int | None = None, name: str) -> None:
         await asyncio.sleep((period_ms if initial_delay_ms is None else initial_delay_ms) / 1000)
@@ -478,9 +421,10 @@ class BrokerServer:
         self._bound.clear()
         for srv in self._servers:
             srv.close()
-        self.broker.purgatory.wake_all()
-        if self.broker.groups is not None:
-            self.broker.groups.begin_shutdown()  # parked joins/syncs answer NOT_COORDINATOR now
+        self.purgatory.wake_all()
+        broker = self.broker
+        if broker is not None:
+            broker.groups.begin_shutdown()  # parked joins/syncs answer NOT_COORDINATOR now
         for conn in list(self.connections):
             conn.stop_after_current()
         grace_s = self.config["sundial.shutdown.grace.ms"] / 1000
@@ -489,8 +433,8 @@ class BrokerServer:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
             conn.close()
-        if self.cleaner is not None:
-            await self.cleaner.stop()
+        if broker is not None and broker.cleaner is not None:
+            await broker.cleaner.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -499,18 +443,6 @@ class BrokerServer:
                 await asyncio.wait_for(srv.wait_closed(), 1.0)
             except (asyncio.TimeoutError, Exception):
                 pass
-        if self.broker.groups is not None:
-            await self.broker.groups.stop()
-        if self.broker.replica_manager is not None:
-            await self.broker.replica_manager.close()
-        if self.broker.logs is not None:
-            await asyncio.to_thread(self.broker.logs.shutdown)
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-        for fd in self._lock_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        await self._release.aclose()
         if self._started:
             logger.info("broker_stopped")

@@ -10,19 +10,17 @@ error code and a message, so callers can answer per topic.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
 import structlog
 
 from config import ConfigError
+from config.topic_names import collision_key, topic_name_problem
 from protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
 
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -34,20 +32,10 @@ class TopicError(Exception):
 
 
 def validate_topic_name(name: str | None) -> None:
-    if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
-    if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
-    if len(name) > MAX_NAME_LENGTH:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"topic name is longer than {MAX_NAME_LENGTH} characters")
-    if not _LEGAL.match(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-
-
-def _collision_key(name: str) -> str:
-    return name.replace(".", "_")
+    """INVALID_TOPIC_EXCEPTION with Kafka's message unless ``name`` is legal (:mod:`config.topic_names`)."""
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +58,9 @@ def create_topic(broker, name: str, num_partitions: int, replication_factor: int
     validate_topic_name(name)
     if logs.topic(name) is not None:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
-    key = _collision_key(name)
+    key = collision_key(name)
     for other in logs.topics():
-        if _collision_key(other.name) == key:
+        if collision_key(other.name) == key:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"topic '{name}' collides with existing topic '{other.name}'")
     if assignments:

@@ -5,6 +5,8 @@
   which gives a topic's effective :class:`TopicConfig` from its overrides and the broker's keys.
 * :mod:`config.broker`: broker-level keys (Kafka's ``KafkaConfig``) and :class:`BrokerConfig`.
 * :mod:`config.loader`: ``server.properties`` and ``--override`` parsing.
+* :mod:`config.topic_names`: Kafka's topic-name rules (storage, the daemon and the tools
+  read them from here).
 
 This package imports only the standard library; storage, protocol and broker all read it.
 """

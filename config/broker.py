@@ -117,8 +117,8 @@ _def(ConfigDef("log.cleaner.min.cleanable.ratio", D, 0.5, "Default min.cleanable
 _def(ConfigDef("log.cleaner.enable", B, True,
                "Run the log cleaner: topics with cleanup.policy=compact are compacted only while it runs."))
 _def(ConfigDef("log.cleaner.threads", I, 1,
-               "Cleaner threads; Sundial runs one and gives it dedupe.buffer.size / threads (Kafka's share "
-               "per thread).", at_least(0)))
+               "Cleaner threads, each cleaning one log at a time with a dedupe map of "
+               "dedupe.buffer.size / threads.", at_least(0)))
 _def(ConfigDef("log.cleaner.dedupe.buffer.size", L, 128 * 1024 * 1024,
                "Memory of the key -> offset map of one cleaning pass, across all cleaner threads."))
 _def(ConfigDef("log.cleaner.io.buffer.load.factor", D, 0.9,

@@ -28,6 +28,8 @@ Modules, bottom-up:
 * :mod:`records.builder` — batches and message sets built byte-exact with Kafka.
 * :mod:`records.control` — control batches: COMMIT/ABORT transaction markers.
 * :mod:`records.index_entries` — ``.index`` / ``.timeindex`` entry layouts.
+* :mod:`records.timestamps` — the wall clock in ms and ListOffsets' sentinel timestamps
+  (-1 latest … -5 latest tiered), shared by storage, the daemon and the tools.
 """
 
 from .batch import BatchView

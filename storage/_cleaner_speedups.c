@@ -37,6 +37,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+#include "_varint.h"   /* records/_varint.h: the varint reader and writer */
 #include <string.h>
 
 #define ENTRY_BYTES 24
@@ -191,63 +193,6 @@ static int get_map(PyObject *obj, Py_buffer *view, long long slots, offset_map *
     m->bytes = (unsigned char *)view->buf;
     m->slots = slots;
     return 0;
-}
-
-/* ------------------------------------------------------------------ varints */
-typedef struct {
-    const unsigned char *p;
-    Py_ssize_t end;
-    const char *error;
-} reader;
-
-static int read_zigzag(reader *r, Py_ssize_t *pos, int max_bytes, int64_t *out)
-{
-    uint64_t result = 0;
-    Py_ssize_t at = *pos;
-    int i;
-    for (i = 0; i < max_bytes; i++) {
-        unsigned char b;
-        if (at + i >= r->end) {
-            r->error = "record runs past the end of its batch";
-            return -1;
-        }
-        b = r->p[at + i];
-        if (i == max_bytes - 1 && (b >= 0x80 || (max_bytes == 5 && b > 0x0F) || (max_bytes == 10 && b > 1))) {
-            r->error = max_bytes == 5 ? "varint does not fit in 32 bits" : "varlong does not fit in 64 bits";
-            return -1;
-        }
-        result |= ((uint64_t)(b & 0x7F)) << (7 * i);
-        if (b < 0x80) {
-            *pos = at + i + 1;
-            *out = (int64_t)((result >> 1) ^ (~(result & 1) + 1));
-            return 0;
-        }
-    }
-    r->error = "varint is too long";
-    return -1;
-}
-
-static int write_zigzag(unsigned char *out, int64_t value)
-{
-    uint64_t u = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
-    int n = 0;
-    while (u >= 0x80) {
-        out[n++] = (unsigned char)(u | 0x80);
-        u >>= 7;
-    }
-    out[n++] = (unsigned char)u;
-    return n;
-}
-
-static int zigzag_size(int64_t value)
-{
-    uint64_t u = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
-    int n = 1;
-    while (u >= 0x80) {
-        u >>= 7;
-        n++;
-    }
-    return n;
 }
 
 /* One v2 record: positions of its parts. */

@@ -42,6 +42,7 @@ durations use the ``clock``/``sleep`` functions the caller passes (monotonic sec
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -140,7 +141,11 @@ class CleanerStats:
 
 
 class Throttler:
-    """Kafka ``Throttler``: keeps the observed rate below ``rate`` by sleeping, checked every 300 ms."""
+    """Kafka ``Throttler``: keeps the observed rate below ``rate`` by sleeping, checked every 300 ms.
+
+    Shared by all cleaner threads (the rate is the broker's total): like Kafka's, the check
+    and the sleep run under one lock, so while one thread sleeps the others wait too.
+    """
 
     def __init__(self, rate_per_second: float, clock: Callable[[], float], sleep: Callable[[float], None],
                  check_interval_s: float = 0.3) -> None:
@@ -150,10 +155,15 @@ class Throttler:
         self._interval = check_interval_s
         self._period_start = clock()
         self._observed = 0.0
+        self._lock = threading.Lock()
 
     def maybe_throttle(self, observed: int) -> None:
         if self.rate >= 1e300:
             return
+        with self._lock:
+            self._throttle(observed)
+
+    def _throttle(self, observed: int) -> None:
         self._observed += observed
         now = self._clock()
         elapsed = now - self._period_start

@@ -60,9 +60,10 @@ def _default_max_mapped() -> int:
         import resource
 
         soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        unlimited = resource.RLIM_INFINITY
     except (ImportError, ValueError, OSError):
-        soft = 1024
-    if soft <= 0 or soft == getattr(__import__("resource"), "RLIM_INFINITY", -1):
+        soft, unlimited = 1024, -1
+    if soft <= 0 or soft == unlimited:
         soft = 65536
     return max(64, min(8192, soft // 8))
 

@@ -24,7 +24,8 @@ segment → LEO and producer state.
 Timestamp search (ListOffsets, §6.2) is :mod:`storage.log_search`, retention
 :mod:`storage.log_retention`, flushing :mod:`storage.log_flush`, the log's side of
 compaction :mod:`storage.log_cleaning` and producer state, markers, the last stable
-offset and aborted-transaction lists :mod:`storage.log_transactions`; :class:`PartitionLog` inherits their methods.
+offset and aborted-transaction lists :mod:`storage.log_transactions`;
+:class:`PartitionLog` inherits their methods.
 
 Not thread-safe: the broker serialises calls per partition. A ``FileSlice`` returned by
 ``read`` is valid until the next call on this log.
@@ -135,6 +136,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._future_hold_logged: int | None = None   # base offset of the future-timestamp hold last warned
         self._closed = False
+        self._cleaning_job = None        # the pass in progress (LogCleaning), aborted by close
         # some rolled (or rebuilt) segment's index files are not fsynced yet
         self._index_sync_needed = False
         for seg in segments:
@@ -277,12 +279,18 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         chunks = v.chunks
         size = v.size_bytes or sum(len(c) for c in chunks)
         segment = self._maybe_roll(size, v.max_timestamp_ms, v.first_offset, v.last_offset, now_ms)
-        segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
-                       size_bytes=size)
+        indexed = self._index_abort_before_append(v, marker, segment)
+        try:
+            segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
+                           size_bytes=size)
+        except BaseException:
+            if indexed:
+                segment.txn_index.truncate_to(v.first_offset)
+            raise
         self._leo = v.last_offset + 1
         completed = self._producers.update(v.batches, marker=marker, now_ms=now_ms)
         if completed:
-            self._index_completed(completed, segment)
+            self._index_completed(completed, segment, indexed=indexed)
         self._producers.map_end_offset = self._leo
         return AppendResult(v.first_offset, v.last_offset, v.log_append_time_ms, self.log_start_offset,
                             v.record_count, size, False, v.max_timestamp_ms)
@@ -502,12 +510,14 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
                 self._producers.retain_latest_snapshots(keep=max(2, len(self._segments) + 1))
             except OSError as exc:
                 logger.warning("producer_snapshot_failed", topic=self.topic, partition=self.partition, error=str(exc))
+        self._abort_cleaning()
         for seg in self._segments:
             seg.close()
         self._closed = True
 
     def close_handles(self) -> None:
         """Release descriptors and mappings without writing (topic deletion, failed start)."""
+        self._abort_cleaning()
         for seg in self._segments:
             seg.close_handles()
         self._closed = True

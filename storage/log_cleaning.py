@@ -83,10 +83,17 @@ class LogCleaning:
             for src in sources:
                 os.close(src.fd)
             raise
-        return CleaningJob(self.topic, self.partition, self.dir, sources, first_dirty_offset,
-                           first_uncleanable_offset, now_ms, cfg.segment_bytes, cfg.segment_index_bytes,
-                           cfg.index_interval_bytes, cfg.delete_retention_ms, legacy_horizon, producers,
-                           aborted, log_generation=self._generation)
+        self._cleaning_job = job = CleaningJob(
+            self.topic, self.partition, self.dir, sources, first_dirty_offset, first_uncleanable_offset, now_ms,
+            cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes, cfg.delete_retention_ms,
+            legacy_horizon, producers, aborted, log_generation=self._generation)
+        return job
+
+    def _abort_cleaning(self) -> None:
+        """Closing the log (topic deletion, shutdown) aborts its pass, as Kafka's abortCleaning."""
+        if self._cleaning_job is not None:
+            self._cleaning_job.abort()
+            self._cleaning_job = None
 
     def replace_segments(self, cleaned: CleanedSegment, now_ms: int) -> bool:
         """Swap ``cleaned`` in for the segments it replaces (owner thread); False when refused."""

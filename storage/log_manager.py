@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator, Mapping
 import structlog
 
 from config.topic import TopicConfig, format_overrides, resolve_topic_config
+from config.topic_names import collision_key
 
 from . import files
 from .checkpoints import (
@@ -203,9 +204,9 @@ class LogManager:
         validate_topic_name(name)
         if name in self._topics:
             raise TopicAlreadyExistsError(f"topic '{name}' already exists")
-        collision = name.replace(".", "_")
+        collision = collision_key(name)
         for other in self._topics:
-            if other.replace(".", "_") == collision:
+            if collision_key(other) == collision:
                 raise InvalidTopicError(f"topic '{name}' collides with existing topic '{other}'")
         if partitions <= 0:
             raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions}")

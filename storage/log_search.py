@@ -29,15 +29,17 @@ from records.batch import BatchView
 from records.framing import iter_records
 from records.layout import MAGIC_V2
 from records.search import BatchTimestampIndex, find_first_at_or_after, first_record_with_timestamp
+from records.timestamps import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
 from .segment import LogSegment
 from .time_index import NO_TIMESTAMP, TimestampOffset
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 
 
 class SearchCache(NamedTuple):

@@ -35,7 +35,7 @@ import structlog
 
 from records.batch import BatchView
 from records.control import build_end_txn_marker, read_end_txn_marker
-from records.errors import InvalidRecordError
+from records.errors import CorruptRecordError, InvalidRecordError
 from records.framing import iter_batches, walk_headers
 from records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 
@@ -57,6 +57,17 @@ class AbortedTransaction(NamedTuple):
     first_offset: int
 
 
+class ProducerDescription(NamedTuple):
+    """One producer of the partition, with the fields of Kafka's DescribeProducers answer."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int                 # -1 when unknown
+    last_timestamp_ms: int             # -1 when unknown
+    coordinator_epoch: int             # -1 before any marker
+    current_txn_start_offset: int      # -1 when no transaction is open
+
+
 class LogTransactions:
     """Mixin of :class:`storage.log.PartitionLog` (see module doc)."""
 
@@ -68,17 +79,17 @@ class LogTransactions:
         self._load_producer_state(now_ms)
 
     def _load_producer_state(self, now_ms: int | None) -> None:
-        """Snapshot + header scan (markers parsed). First, after an unclean shutdown, the
-        ``.txnindex`` of every recovered segment is rebuilt (:meth:`_rebuild_txn_indexes`)."""
+        """Snapshot + header scan (markers parsed). After an unclean shutdown the state comes
+        from the rebuild of the recovered segments' ``.txnindex`` (:meth:`_rebuild_txn_indexes`)."""
         rebuilt = None
         if self._txn_rebuild_from is not None:
             rebuild_from, self._txn_rebuild_from = self._txn_rebuild_from, None
             rebuilt = self._rebuild_txn_indexes(rebuild_from)
         psm = self._producers
-        snap = psm.load_latest_snapshot(self._leo, now_ms)
         scanned = 0
-        if snap is None and rebuilt is not None:
-            # No snapshot left: the rebuild's state (scanned up to the log end) is the state.
+        snap = None if rebuilt is not None else psm.load_latest_snapshot(self._leo, now_ms)
+        if rebuilt is not None:
+            # The rebuild scanned the log up to its end: its state is the state.
             psm.producers, psm.ongoing = rebuilt.producers, rebuilt.ongoing
         elif snap is None:
             # No snapshot (first start of an old directory): scan at most the last two segments.
@@ -103,11 +114,14 @@ class LogTransactions:
                         snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
 
     def _rebuild_txn_indexes(self, rebuild_from: int) -> ProducerStateManager:
-        """Kafka ``LogSegment.recover``'s transaction-index part: producer state as of the newest
-        snapshot at or below ``rebuild_from`` (else the log start), then a scan that refills the
-        ``.txnindex`` of every segment from ``rebuild_from`` on (reset first)."""
+        """Kafka ``LogSegment.recover``'s producer-state and transaction-index part: producer
+        state as of the newest snapshot at or below ``rebuild_from`` (else the log start; newer
+        snapshots are deleted), then a scan to the log end that refills the ``.txnindex`` of
+        every segment from ``rebuild_from`` on (reset first). Returns that state."""
         psm = ProducerStateManager(self.dir, self._producers.producer_id_expiration_ms)
-        snap = psm.load_latest_snapshot(rebuild_from, None, delete_newer=False)
+        # Snapshots above the first recovered segment may describe data the crash lost (Kafka's
+        # recovery deletes them too): the state comes from the one at or below it plus the scan.
+        snap = psm.load_latest_snapshot(rebuild_from, None)
         start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
         if snap is None:
             psm.clear(start)
@@ -138,7 +152,13 @@ class LogTransactions:
                     continue
                 if h.attributes & CONTROL_FLAG_MASK:
                     view = BatchView(seg.read_batch(h), 0, h.position)
-                    done = psm.update_from_view(view, read_end_txn_marker(view))
+                    try:
+                        marker = read_end_txn_marker(view)
+                    except (InvalidRecordError, CorruptRecordError) as exc:
+                        logger.warning("unreadable_control_batch_skipped", topic=self.topic, partition=self.partition,
+                                       offset=h.last_offset, error=str(exc))
+                        marker = None
+                    done = psm.update_from_view(view, marker)
                     if done is not None:
                         if index_from is not None and done.last_offset >= index_from:
                             self._index_completed([done], seg, psm)
@@ -185,11 +205,31 @@ class LogTransactions:
                                      timestamp_ms=timestamp_ms)
         return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
 
-    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None) -> None:
-        """Record completed transactions: aborts into the marker's segment ``.txnindex``."""
+    def _index_abort_before_append(self, v, marker, segment) -> bool:
+        """Write the ``.txnindex`` entry of an ABORT marker about to be appended (True when done).
+
+        Written before the marker, so a failed index write (disk full) fails the append
+        with nothing in the log; the caller removes the entry if the marker's own write
+        then fails. Never is a marker in the log without its entry.
+        """
+        if marker is None or not marker.is_abort:
+            return False
+        info = next((b for b in v.batches if b.is_control), None)
+        entry = self._producers.producers.get(info.producer_id) if info is not None else None
+        if entry is None or entry.current_txn_first_offset < 0:
+            return False
+        txn = CompletedTxn(info.producer_id, entry.current_txn_first_offset, info.first_offset, True)
+        lso = self._producers.last_stable_offset_after(txn)
+        segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        return True
+
+    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None, *,
+                         indexed: bool = False) -> None:
+        """Record completed transactions: aborts into the marker's segment ``.txnindex`` (unless
+        ``indexed`` before the append), then out of the open set."""
         psm = self._producers if psm is None else psm
         for txn in completed:
-            if txn.is_aborted:
+            if txn.is_aborted and not indexed:
                 seg = segment if segment is not None else self._segments[self._segment_index_for(txn.last_offset)]
                 lso = psm.last_stable_offset_after(txn)
                 try:
@@ -218,6 +258,13 @@ class LogTransactions:
         """Open transactions (producer id, first offset, start ms), oldest first."""
         self._ensure_producer_state(None)
         return self._producers.ongoing_transactions()
+
+    def describe_producers(self) -> list[ProducerDescription]:
+        """Every producer the partition knows (Kafka ``activeProducers``), by producer id."""
+        self._ensure_producer_state(None)
+        return [ProducerDescription(pid, e.producer_epoch, e.last_seq, e.last_timestamp_ms, e.coordinator_epoch,
+                                    e.current_txn_first_offset)
+                for pid, e in sorted(self._producers.producers.items())]
 
     def transaction_summary(self, now_ms: int) -> dict:
         """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
@@ -263,4 +310,4 @@ class LogTransactions:
         return seg.size_bytes if header is None else header.position
 
 
-__all__ = ["LogTransactions", "AbortedTransaction"]
+__all__ = ["LogTransactions", "AbortedTransaction", "ProducerDescription"]

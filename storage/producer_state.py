@@ -439,19 +439,18 @@ class ProducerStateManager:
         files.write_file_atomically(path, self.encode_snapshot(), sync=sync)
         return path
 
-    def load_latest_snapshot(self, max_offset: int, now_ms: int | None, *, delete_newer: bool = True) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, now_ms: int | None) -> int | None:
         """Load the newest readable snapshot at or below ``max_offset``; its offset or None.
 
-        Snapshots above ``max_offset`` are deleted (they describe truncated data) unless
-        ``delete_newer`` is False, as are corrupt ones (logged).
+        Snapshots above ``max_offset`` are deleted (they describe truncated data), as are
+        corrupt ones (logged).
         """
         self.producers.clear()
         self.ongoing.clear()
         for off in reversed(self.snapshot_offsets()):
             path = files.snapshot_file(self.dir, off)
             if off > max_offset:
-                if delete_newer:
-                    files.remove_quietly(path)
+                files.remove_quietly(path)
                 continue
             try:
                 with open(path, "rb") as fh:

@@ -17,6 +17,8 @@ Kafka's ``LogLoader`` (reference §8), per partition directory:
    batches **without** touching its data: a bad index never causes data loss or an
    early deletion (an untrimmed, zero-filled time index would otherwise report a max
    timestamp of 0 and let retention delete the segment at once). Repairs are logged.
+   A ``.txnindex`` that fails Kafka's sanity check (an entry of an unknown version, or
+   a marker below the segment's base) is rebuilt from the log like a recovered one.
 4. Unclean shutdown: every segment from the one holding the recovery point to the end
    is recovered (:meth:`~storage.segment.LogSegment.recover`: validate each batch,
    rebuild both indexes, cut a torn or corrupt tail, reload the max timestamp). When a
@@ -42,7 +44,7 @@ from config.topic import TopicConfig
 from records.framing import walk_headers
 
 from . import files
-from .errors import InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
+from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .offset_index import IndexFullError
 from .segment import LogSegment, random_segment_jitter
 
@@ -136,7 +138,7 @@ def _complete_swaps(dir_path: str, config: TopicConfig, logs: list[int], swaps: 
                 for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
                     files.remove_quietly(files.segment_file(dir_path, other, suffix))
                 logs.remove(other)
-        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
             files.remove_quietly(files.segment_file(dir_path, base, suffix))
         os.replace(swap_path, files.log_file(dir_path, base))
         logs.append(base)
@@ -197,6 +199,14 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
                 start_recovery_at = i
     # 3. cheap index checks of the segments that will not be recovered anyway
     for seg in segments[:start_recovery_at]:
+        try:
+            seg.txn_index.sanity_check()
+        except (CorruptIndexError, KafkaStorageError) as exc:
+            logger.warning("txn_index_rebuilding", topic=topic, partition=partition, base_offset=seg.base_offset,
+                           error=str(exc))
+            seg.txn_index.forget_cache()
+            if result.recovered_from is None or seg.base_offset < result.recovered_from:
+                result.recovered_from = seg.base_offset
         problems = seg.check_indexes()
         if problems:
             logger.warning("segment_indexes_rebuilding", topic=topic, partition=partition,

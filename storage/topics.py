@@ -17,8 +17,8 @@ Each partition directory also holds Kafka's ``partition.metadata``::
     version: 0
     topic_id: <22-char base64url uuid>
 
-Topic names follow Kafka (``Topic.validate``): 1–249 characters of ``[a-zA-Z0-9._-]``,
-not ``.`` or ``..``. Topic ids are random 16-byte UUIDs whose base64url form does not
+Topic names follow Kafka (``Topic.validate``, :mod:`config.topic_names`): 1–249
+characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``. Topic ids are random 16-byte UUIDs whose base64url form does not
 start with ``-`` (Kafka ``Uuid.randomUuid``) and that are never all zero.
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -35,6 +34,7 @@ from typing import Any, Mapping
 import structlog
 
 from config.topic import TopicConfig
+from config.topic_names import topic_name_problem
 
 from . import files
 from .errors import StorageError
@@ -43,8 +43,6 @@ logger = structlog.get_logger(__name__)
 
 METADATA_FILE = "sundial-topics.json"
 METADATA_VERSION = 1
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 class TopicAlreadyExistsError(StorageError):
@@ -64,18 +62,10 @@ class UnknownTopicOrPartitionError(StorageError):
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise :class:`InvalidTopicError` unless ``name`` is a legal Kafka topic name."""
-    if not name:
-        raise InvalidTopicError("topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError("topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}")
-    if not _LEGAL.match(name):
-        raise InvalidTopicError(
-            f"topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', "
-            "'_' and '-'")
+    """Raise :class:`InvalidTopicError` unless ``name`` is a legal Kafka topic name (:mod:`config.topic_names`)."""
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise InvalidTopicError(problem)
 
 
 def topic_id_to_str(topic_id: bytes) -> str:

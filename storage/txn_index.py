@@ -26,15 +26,13 @@ after the first read (the file only grows by :meth:`append`, or shrinks by
 from __future__ import annotations
 
 import os
-import struct
 from typing import NamedTuple
+
+from records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE, ABORTED_TXN_VERSION
 
 from . import files
 from .errors import CorruptIndexError, KafkaStorageError
 
-ABORTED_TXN = struct.Struct(">hqqqq")
-ABORTED_TXN_SIZE = ABORTED_TXN.size          # 34
-ABORTED_TXN_VERSION = 0
 
 
 class AbortedTxn(NamedTuple):

@@ -1,33 +1,26 @@
-"""The group coordinator: groups, their timers, committed offsets, and the retention input.
+"""The group coordinator: groups' membership and their timers (Kafka ``GroupCoordinator``).
 
 This broker coordinates every group (FindCoordinator always answers with this node).
 :class:`GroupCoordinator` owns one :class:`~broker.groups.state.Group` per group id
-and the :class:`~broker.groups.offsets.OffsetStore`; the wire handlers
-(``broker/handlers/groups.py``) call its methods and turn the results into responses.
+and hands everything about committed offsets to the offset manager,
+:class:`~broker.groups.offset_manager.GroupMetadataManager` (``self.offsets``); the
+wire handlers (``broker/handlers/groups.py``) call its methods and turn the results
+into responses. The offset requests come here first for the membership checks
+(generation, member id, group state), then go to the manager, as in Kafka.
 
 Timers: the state machine is pure and reports, per group, the next time it has work
 (session expiry, rebalance or initial-delay deadline, sync deadline). The coordinator
 keeps a heap of (deadline, group) and one asyncio task sleeps until the earliest
 entry and calls ``Group.poll(now)``. The clock is injectable (``now_ms``) and
 ``run_timers=False`` leaves the task out, so unit tests drive time with
-:meth:`GroupCoordinator.fire_timers`.
+:meth:`GroupCoordinator.fire_timers`. A second task runs the manager's offset expiry
+every ``offsets.retention.check.interval.ms``.
 
 Durability: OffsetCommit answers after the commit record is fsynced; the leader's
 SyncGroup answers (to every member) after the generation's metadata record is.
 Group metadata is reloaded at start-up: a group with members comes back Stable and
 its members keep their ids and generation, so a broker restart does not force a
 rebalance if the clients come back within their session timeout.
-
-Offset expiry (Kafka 2.1+, KIP-211) runs every ``offsets.retention.check.interval.ms``:
-an Empty group's offsets expire ``offsets.retention.minutes`` after the group became
-Empty (or after the commit when that time is unknown); a Stable consumer group's
-offsets of topics it no longer subscribes to expire that long after their commit; a
-group without a protocol (simple consumers) expires each offset that long after its
-commit; an offset committed with an explicit retention (OffsetCommit v2–v4) expires
-at its own expire timestamp. An Empty group left without offsets becomes Dead.
-
-Consumed retention (seed 004): :meth:`GroupCoordinator.consumed_upto` is the input of
-the two-level retention; see its docstring.
 """
 
 from __future__ import annotations
@@ -36,85 +29,39 @@ import asyncio
 import heapq
 import itertools
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import structlog
 
 from protocol.errors import ErrorCode
+from records.timestamps import wall_clock_ms
 
 import storage.errors as se
 
-from .lag import LagRow, compute_lag
-from .offsets import (
-    DEFAULT_SNAPSHOT_MIN_RECORDS,
-    OFFSETS_TOPIC,
-    CommittedOffset,
-    OffsetStore,
-    PartitionOffsetsLog,
-)
+from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
+from .lag import LagRow
+from .offset_manager import CommitRequest, ConsumedUpto, FetchedOffset, GroupMetadataManager, storage_error_code
+from .offsets import OffsetStore
 from .schema import GroupValue, MemberRecord
-from .state import (
-    CONSUMER_PROTOCOL_TYPE,
-    DEAD,
-    EMPTY,
-    STABLE,
-    Group,
-    GroupSettings,
-    JoinReply,
-    Note,
-    StoreGroup,
-    SyncReply,
-    default_member_id,
-)
+from .state import Group, JoinReply, StoreGroup, SyncReply
 
 logger = structlog.get_logger(__name__)
 
 GROUP_TYPE_CLASSIC = "classic"
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumedUpto:
-    """The smallest offset every consuming group has committed past, and which group holds it."""
-
-    offset: int | None
-    holder_group: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRequest:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-    commit_timestamp_ms: int = -1  # OffsetCommit v1 only; -1 = now
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedOffset:
-    topic: str
-    partition: int
-    committed: CommittedOffset | None  # None: nothing committed (offset -1 on the wire)
-
-
-def _storage_error_code(exc: BaseException) -> ErrorCode:
-    """Kafka ``GroupMetadataManager`` maps append failures to coordinator errors."""
-    if isinstance(exc, (se.RecordTooLargeError, se.RecordBatchTooLargeError)):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-
 class GroupCoordinator:
-    def __init__(self, config, logs, *, now_ms: Callable[[], int] = _wall_clock_ms, store: OffsetStore | None = None,
+    """Membership of every group (Kafka ``GroupCoordinator``); offsets go to :attr:`offsets`.
+
+    ``logs`` and ``store`` go to the offset manager (``store`` replaces the one it would
+    open over ``__consumer_offsets``); ``topic_partitions`` answers a topic's partition
+    count (default: from ``logs``); ``now_ms`` is the clock; ``run_timers=False`` leaves
+    the timer and expiry tasks out (tests call :meth:`fire_timers`).
+    """
+
+    def __init__(self, config, logs, *, now_ms: Callable[[], int] = wall_clock_ms, store: OffsetStore | None = None,
                  run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
                  topic_partitions: Callable[[str], int | None] | None = None) -> None:
-        self.config = config
-        self.logs = logs
         self.now_ms = now_ms
         self.settings = GroupSettings(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -122,44 +69,37 @@ class GroupCoordinator:
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
         )
-        self.offsets_retention_ms = config["offsets.retention.minutes"] * 60_000
-        self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
-        self.metadata_max_bytes = config["offset.metadata.max.bytes"]
-        self.store = store
+        self.offsets = GroupMetadataManager(config, logs, now_ms=now_ms, store=store,
+                                            topic_partitions=topic_partitions)
         self._run_timers = run_timers
         self._new_member_id = new_member_id
-        self._topic_partitions = topic_partitions
         self.groups: dict[str, Group] = {}
         self.active = False
         self.loading = False
         self._heap: list[tuple[int, int, str]] = []
         self._scheduled: dict[str, int] = {}
         self._seq = itertools.count()
-        self._wake: asyncio.Event | None = None
+        self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
-        self._background: set[asyncio.Task] = set()
-        self._consumed_cache: tuple[int, int, dict] | None = None
-        self._subscribers_cache: dict[str, set[str]] = {}
         self._membership_version = 0
+
+    @property
+    def store(self) -> OffsetStore:
+        """The offset manager's store (committed offsets and group records in memory)."""
+        return self.offsets.store
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Open (or create) ``__consumer_offsets``, rebuild every group, start the timers."""
+        """Replay ``__consumer_offsets`` (the offset manager), rebuild every group, start the timers."""
         self.loading = True
         now = self.now_ms()
         t0 = time.monotonic()
-        if self.store is None:
-            snapshot_min = self.config.get("sundial.offsets.snapshot.min.records", None) \
-                or DEFAULT_SNAPSHOT_MIN_RECORDS
-            log = PartitionOffsetsLog.open(self.logs, self.config, now_ms=self.now_ms)
-            self.store = OffsetStore(log, snapshot_min_records=snapshot_min)
-        self.store.load(progress=lambda n: logger.info("offsets_loading", topic=OFFSETS_TOPIC, records=n))
+        self.offsets.load()
         self._rebuild_groups(now)
         self.loading = False
         self.active = True
         logger.info("group_coordinator_started", groups=len(self.groups),
                     seconds=round(time.monotonic() - t0, 3))
-        self._wake = asyncio.Event()
         if self._run_timers:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._timer_loop(), name="group-timers"))
@@ -198,8 +138,7 @@ class GroupCoordinator:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=5)
+        await self.offsets.drain(timeout_s=5)
         logger.info("group_coordinator_stopped", groups=len(self.groups))
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -227,7 +166,7 @@ class GroupCoordinator:
             return
         self._scheduled[group.group_id] = deadline
         heapq.heappush(self._heap, (deadline, next(self._seq), group.group_id))
-        if self._wake is not None and self._heap[0][2] == group.group_id:
+        if self._heap[0][2] == group.group_id:
             self._wake.set()
 
     def _apply(self, group: Group, effects: list) -> None:
@@ -254,11 +193,11 @@ class GroupCoordinator:
     def _store_group(self, group: Group, effect: StoreGroup) -> None:
         now = self.now_ms()
         try:
-            last = self.store.store_group(group.group_id, self._group_value(group, effect.assignment), now)
+            last = self.offsets.store_group(group.group_id, self._group_value(group, effect.assignment), now)
             error = ErrorCode.NONE
         except (se.StorageError, OSError, RuntimeError) as exc:
             logger.error("group_metadata_store_failed", group=group.group_id, error=str(exc))
-            last, error = None, _storage_error_code(exc)
+            last, error = None, storage_error_code(exc)
         if effect.sync_generation is None:
             return
         gen, assignment = effect.sync_generation, effect.assignment or {}
@@ -266,25 +205,14 @@ class GroupCoordinator:
         async def finish(error=error):
             if error == ErrorCode.NONE:
                 try:
-                    await self.store.durable(last)
+                    await self.offsets.durable(last)
                 except Exception as exc:  # fsync failure
                     logger.error("group_metadata_flush_failed", group=group.group_id, error=str(exc))
                     error = ErrorCode.COORDINATOR_NOT_AVAILABLE
             self._apply(group, group.on_sync_stored(gen, assignment, error, self.now_ms()))
-            await self._maybe_snapshot()
+            await self.offsets.maybe_snapshot()
 
-        self._spawn(finish())
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _maybe_snapshot(self) -> None:
-        try:
-            await self.store.maybe_snapshot(self.now_ms())
-        except Exception as exc:
-            logger.error("offsets_snapshot_failed", topic=OFFSETS_TOPIC, error=str(exc))
+        self.offsets.spawn(finish())
 
     def fire_timers(self, now_ms: int | None = None) -> None:
         """Poll every group whose deadline has passed."""
@@ -316,7 +244,7 @@ class GroupCoordinator:
 
     async def _expiry_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.retention_check_interval_ms / 1000)
+            await asyncio.sleep(self.offsets.retention_check_interval_ms / 1000)
             try:
                 await self.expire_offsets()
             except Exception:
@@ -324,14 +252,6 @@ class GroupCoordinator:
 
     def _valid_group_id(self, group_id: str | None, allow_empty: bool) -> bool:
         return group_id is not None and (allow_empty or group_id != "")
-
-    def _partitions_of(self, topic: str) -> int | None:
-        if self._topic_partitions is not None:
-            return self._topic_partitions(topic)
-        if self.logs is None:
-            return None
-        meta = self.logs.topic(topic)
-        return None if meta is None else meta.partitions
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
     async def join_group(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
@@ -433,43 +353,7 @@ class GroupCoordinator:
                                              generation_id=generation_id, now_ms=now)
         if error:
             return [error] * len(offsets)
-        results: list[ErrorCode] = []
-        to_store: dict[tuple[str, int], CommittedOffset] = {}
-        for req in offsets:
-            partitions = self._partitions_of(req.topic)
-            metadata = req.metadata if req.metadata is not None else ""
-            if partitions is None or not 0 <= req.partition < partitions:
-                results.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif len(metadata.encode("utf-8")) > self.metadata_max_bytes:
-                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-            else:
-                commit_ts = req.commit_timestamp_ms if req.commit_timestamp_ms != -1 else now
-                expire_ts = commit_ts + retention_time_ms if retention_time_ms != -1 else -1
-                to_store[(req.topic, req.partition)] = CommittedOffset(req.offset, req.leader_epoch, metadata,
-                                                                       commit_ts, expire_ts)
-                results.append(ErrorCode.NONE)
-        if not to_store:
-            return results
-        failure = ErrorCode.NONE
-        try:
-            last = self.store.commit(group_id, to_store, now)
-        except (se.StorageError, OSError, RuntimeError) as exc:
-            logger.error("offset_commit_failed", group=group_id, error=str(exc))
-            failure = _storage_error_code(exc)
-        else:
-            self._consumed_cache = None
-            try:
-                await self.store.durable(last)
-            except Exception as exc:
-                logger.error("offset_commit_flush_failed", group=group_id, error=str(exc))
-                failure = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if failure:
-            stored = set(to_store)
-            results = [failure if (r.topic, r.partition) in stored and code == ErrorCode.NONE else code
-                       for r, code in zip(offsets, results)]
-        elif self.store.snapshot_due():
-            self._spawn(self._maybe_snapshot())
-        return results
+        return await self.offsets.store_offsets(group_id, offsets, retention_time_ms, now)
 
     def fetch_offsets(self, *, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
@@ -479,12 +363,7 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return error, [FetchedOffset(t, p, None) for t, p in (partitions or [])]
-        committed = self.store.offsets_of(group_id)
-        if partitions is None:
-            rows = [FetchedOffset(t, p, c) for (t, p), c in sorted(committed.items())]
-        else:
-            rows = [FetchedOffset(t, p, committed.get((t, p))) for t, p in partitions]
-        return ErrorCode.NONE, rows
+        return ErrorCode.NONE, self.offsets.fetch_offsets(group_id, partitions)
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[ErrorCode, list[ErrorCode]]:
@@ -505,7 +384,7 @@ class GroupCoordinator:
         errors: list[ErrorCode] = []
         eligible: list[tuple[str, int]] = []
         for topic, partition in partitions:
-            count = self._partitions_of(topic)
+            count = self.offsets.partitions_of(topic)
             if count is None or not 0 <= partition < count:
                 errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif subscribed is None or topic in subscribed:
@@ -515,12 +394,10 @@ class GroupCoordinator:
                 errors.append(ErrorCode.NONE)
         if eligible:
             try:
-                last = self.store.delete_offsets(group_id, eligible, self.now_ms())
-                await self.store.durable(last)
+                await self.offsets.delete_offsets(group_id, eligible)
             except Exception as exc:
                 logger.error("offset_delete_failed", group=group_id, error=str(exc))
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-            self._consumed_cache = None
             logger.info("offsets_deleted", group=group_id, partitions=len(eligible))
         return ErrorCode.NONE, errors
 
@@ -574,7 +451,7 @@ class GroupCoordinator:
                 results.append(ErrorCode.NON_EMPTY_GROUP)
             else:
                 try:
-                    written = self.store.delete_group(group_id, now)
+                    written = self.offsets.delete_group(group_id, now)
                 except Exception as exc:
                     logger.error("group_delete_failed", group=group_id, error=str(exc))
                     results.append(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -582,156 +459,52 @@ class GroupCoordinator:
                 last = written if written is not None else last
                 group.mark_dead(now)
                 del self.groups[group_id]
-                self._consumed_cache = None
                 logger.info("group_deleted", group=group_id)
                 results.append(ErrorCode.NONE)
         if last is not None:
             try:
-                await self.store.durable(last)
+                await self.offsets.durable(last)
             except Exception as exc:
                 logger.error("group_delete_flush_failed", error=str(exc))
         return results
 
     async def expire_offsets(self, now_ms: int | None = None) -> int:
-        """One pass of Kafka's ``cleanupGroupMetadata``; returns how many offsets expired."""
+        """One pass of Kafka's ``cleanupGroupMetadata``; returns how many offsets expired.
+
+        The manager expires offsets and deletes the records of Empty groups left
+        without any; those groups are marked Dead here in the same step.
+        """
         if not self.active:
             return 0
         now = self.now_ms() if now_ms is None else now_ms
-        retention = self.offsets_retention_ms
-        expired_total = 0
-        last = None
-        for group_id, group in list(self.groups.items()):
-            offsets = self.store.offsets_of(group_id)
-            expired: list[tuple[str, int]] = []
-            if offsets:
-                if group.protocol_type is not None and group.state is EMPTY:
-                    base = group.state_timestamp_ms
-                    expired = [tp for tp, c in offsets.items()
-                               if self._offset_expired(c, now, retention, base)]
-                elif group.is_consumer_group() and group.state is STABLE:
-                    subscribed = group.subscribed_topics()
-                    if subscribed is not None:
-                        expired = [tp for tp, c in offsets.items()
-                                   if tp[0] not in subscribed and self._offset_expired(c, now, retention, None)]
-                elif group.protocol_type is None:
-                    expired = [tp for tp, c in offsets.items() if self._offset_expired(c, now, retention, None)]
-            if expired:
-                try:
-                    last = self.store.delete_offsets(group_id, expired, now) or last
-                except Exception as exc:
-                    logger.error("offsets_expiry_write_failed", group=group_id, error=str(exc))
-                    continue
-                expired_total += len(expired)
-                logger.info("offsets_expired", group=group_id, partitions=len(expired),
-                            state=group.state.value)
-            if group.state is EMPTY and not self.store.has_offsets(group_id):
-                try:
-                    written = self.store.delete_group(group_id, now)
-                except Exception as exc:
-                    logger.error("group_delete_failed", group=group_id, error=str(exc))
-                    continue
-                last = written if written is not None else last
-                group.mark_dead(now)
-                del self.groups[group_id]
-                logger.info("group_expired", group=group_id, generation_id=group.generation_id)
-        if expired_total or last is not None:
-            self._consumed_cache = None
+        expired_total, last, dead = self.offsets.expire_pass(self.groups, now)
+        for group_id in dead:
+            group = self.groups.pop(group_id)
+            group.mark_dead(now)
+            logger.info("group_expired", group=group_id, generation_id=group.generation_id)
         if last is not None:
-            await self.store.durable(last)
-        await self._maybe_snapshot()
+            await self.offsets.durable(last)
+        await self.offsets.maybe_snapshot()
         return expired_total
-
-    @staticmethod
-    def _offset_expired(c: CommittedOffset, now: int, retention_ms: int, base_ms: int | None) -> bool:
-        if c.expire_timestamp_ms >= 0:
-            return now >= c.expire_timestamp_ms
-        base = base_ms if base_ms is not None else c.commit_timestamp_ms
-        return now - base >= retention_ms
 
     def remove_offsets_of_topic(self, topic: str) -> int:
         """Forget every committed offset of a deleted topic (Kafka ``onPartitionsDeleted``)."""
-        removed = 0
-        now = self.now_ms()
-        for group_id in list(self.store.offsets):
-            partitions = [tp for tp in self.store.offsets_of(group_id) if tp[0] == topic]
-            if partitions:
-                try:
-                    self.store.delete_offsets(group_id, partitions, now)
-                except Exception as exc:
-                    logger.error("offsets_delete_failed", group=group_id, topic=topic, error=str(exc))
-                    continue
-                removed += len(partitions)
-        if removed:
-            self._consumed_cache = None
-            logger.info("offsets_of_deleted_topic_removed", topic=topic, partitions=removed)
-        return removed
+        return self.offsets.remove_offsets_of_topic(topic)
 
     # -- consumed retention and lag ---------------------------------------------------------------------
     def consumed_upto(self, topic: str, partition: int, log_start_offset: int) -> ConsumedUpto:
-        """Input of the two-level retention (seed 004, issue 4 item 3).
+        """Input of the two-level retention: see :meth:`GroupMetadataManager.consumed_upto`.
 
-        The smallest committed offset over every group that has committed for this
-        partition or has a live member subscribed to the topic; a subscribed group that
-        has not committed counts as ``log_start_offset`` (nothing consumed yet).
-        ``offset=None`` when no group has ever consumed the partition, or when the
-        answer cannot be computed (a consumer group whose subscription cannot be read,
-        the coordinator not running): the caller then skips consumed retention.
+        ``offset=None`` also when the coordinator is not running.
         """
         if not self.active:
             return ConsumedUpto(None, None)
-        try:
-            holders = self._consumed_index()
-        except _Unknown:
-            return ConsumedUpto(None, None)
-        best: tuple[int, str] | None = None
-        for group_id in holders.get(topic, ()):
-            committed = self.store.offsets_of(group_id).get((topic, partition))
-            if committed is not None:
-                candidate = committed.offset
-            elif group_id in self._subscribers_cache.get(topic, ()):
-                candidate = log_start_offset
-            else:
-                continue
-            if best is None or candidate < best[0]:
-                best = (candidate, group_id)
-        if best is None:
-            return ConsumedUpto(None, None)
-        return ConsumedUpto(best[0], best[1])
-
-    def _consumed_index(self) -> dict[str, list[str]]:
-        """topic -> groups that committed on it or subscribe to it (cached until something changes)."""
-        key = (self.store.version, self._membership_version)
-        if self._consumed_cache is not None and self._consumed_cache[:2] == key:
-            return self._consumed_cache[2]
-        by_topic: dict[str, set[str]] = {}
-        subscribers: dict[str, set[str]] = {}
-        for group_id, offsets in self.store.offsets.items():
-            for topic, _ in offsets:
-                by_topic.setdefault(topic, set()).add(group_id)
-        for group_id, group in self.groups.items():
-            if group.state in (EMPTY, DEAD) or not group.members:
-                continue
-            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-                continue
-            topics = group.subscribed_topics()
-            if topics is None:
-                raise _Unknown(group_id)
-            for topic in topics:
-                by_topic.setdefault(topic, set()).add(group_id)
-                subscribers.setdefault(topic, set()).add(group_id)
-        index = {t: sorted(gs) for t, gs in by_topic.items()}
-        self._subscribers_cache = subscribers
-        self._consumed_cache = (key[0], key[1], index)
-        return index
+        return self.offsets.consumed_upto(topic, partition, log_start_offset, self.groups,
+                                          self._membership_version)
 
     def lag(self, group_id: str, now_ms: int | None = None) -> list[LagRow]:
         """Per committed partition: committed offset, log end offset, offset lag and time lag."""
-        now = self.now_ms() if now_ms is None else now_ms
-        return compute_lag(self.store.offsets_of(group_id), self.logs, now)
+        return self.offsets.lag(group_id, now_ms)
 
     def group_ids(self) -> list[str]:
         return sorted(self.groups)
-
-
-class _Unknown(Exception):
-    """A live consumer group's subscription cannot be read."""

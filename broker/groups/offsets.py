@@ -42,6 +42,7 @@ from records.builder import SimpleRecord, build_batch
 from records.framing import iter_records
 from records.layout import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
+from ..flusher import PartitionFlusher
 from .schema import (
     GroupValue,
     OffsetKey,
@@ -229,8 +230,6 @@ class PartitionOffsetsLog:
         return result.last_offset
 
     async def wait_durable(self, last_offset):
-        from ..flusher import PartitionFlusher
-
         log = self.log
         if self._flusher is None or self._flusher._log is not log:
             self._flusher = PartitionFlusher(log, OFFSETS_TOPIC, 0)

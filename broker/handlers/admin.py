@@ -38,6 +38,7 @@ from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..errors import error_code_for
 from ..refusals import refuse
 from ..topics import INTERNAL_TOPICS, TopicError, create_topic
+from .metadata import ZERO_UUID, _uuid
 
 logger = structlog.get_logger(__name__)
 
@@ -88,8 +89,6 @@ async def handle_create_topics(ctx, request):
                         reason=exc.message)
             results.append(entry)
             continue
-        from .metadata import _uuid
-
         entry["topic_id"] = _uuid(created.topic_id)
         entry["num_partitions"] = created.partitions
         entry["replication_factor"] = created.replication_factor
@@ -105,8 +104,6 @@ async def handle_create_topics(ctx, request):
 async def handle_delete_topics(ctx, request):
     broker = ctx.broker
     logs = broker.logs
-    from .metadata import ZERO_UUID, _uuid
-
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -384,14 +381,3 @@ async def handle_delete_records(ctx, request):
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-HANDLERS = {
-    ApiKey.CREATE_TOPICS: handle_create_topics,
-    ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
-    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
-    ApiKey.ALTER_CONFIGS: handle_alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-    ApiKey.DELETE_RECORDS: handle_delete_records,
-}

@@ -44,6 +44,3 @@ async def handle_api_versions(ctx, request):
             "throttle_time_ms": 0,
         })
     return body
-
-
-HANDLERS = {ApiKey.API_VERSIONS: handle_api_versions}

@@ -15,7 +15,6 @@ TOPIC_AUTHORIZATION_FAILED (29) with no records and are not read.
 
 from __future__ import annotations
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
@@ -71,6 +70,3 @@ async def handle_fetch(ctx, request):
             "records": out.records if out.records is not None else b"",
         })
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
-
-
-HANDLERS = {ApiKey.FETCH: handle_fetch}

@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..refusals import refuse
-from ..groups.coordinator import CommitRequest
+from ..groups.offset_manager import CommitRequest, FetchedOffset
 
 logger = structlog.get_logger(__name__)
 
@@ -271,7 +270,6 @@ def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_er
     """(error, topics list) for one group of an OffsetFetch."""
     partitions = None if topics is None else [(t.name, p) for t in topics for p in (t.partition_indexes or [])]
     if ctx is not None and not _group_ok(ctx, AclOperation.DESCRIBE, group_id):
-        from ..groups.coordinator import FetchedOffset
         rows = [FetchedOffset(t, p, None) for t, p in partitions or []]
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         by_topic: dict[str, list[dict]] = {}
@@ -281,8 +279,7 @@ def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_er
     if coord is None:
         error, rows = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         if partitions:
-            from ..groups.coordinator import FetchedOffset
-            rows = [FetchedOffset(t, p, None) for t, p in partitions]
+                rows = [FetchedOffset(t, p, None) for t, p in partitions]
     else:
         error, rows = coord.fetch_offsets(group_id=group_id, partitions=partitions, require_stable=require_stable)
     by_topic: dict[str, list[dict]] = {}
@@ -395,25 +392,3 @@ async def handle_delete_groups(ctx, request):
         errors = [done.get(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names]
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": e} for g, e in zip(names, errors)]}
-
-
-HANDLERS = {
-    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    ApiKey.OFFSET_DELETE: handle_offset_delete,
-    ApiKey.LIST_GROUPS: handle_list_groups,
-    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    ApiKey.DELETE_GROUPS: handle_delete_groups,
-}
-
-#: Kafka 4 removed OffsetCommit/OffsetFetch v0-v1 from its JSON; the protocol package still
-#: decodes them and the handlers serve them (old simple consumers).
-VERSIONS = {
-    ApiKey.OFFSET_COMMIT: (0, 9),
-    ApiKey.OFFSET_FETCH: (0, 9),
-}

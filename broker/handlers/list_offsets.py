@@ -11,7 +11,6 @@ the last stable offset under READ_COMMITTED, the high watermark otherwise.
 
 from __future__ import annotations
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
@@ -48,6 +47,3 @@ async def handle_list_offsets(ctx, request):
                           "offset": ans.offset, "leader_epoch": ans.leader_epoch})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-HANDLERS = {ApiKey.LIST_OFFSETS: handle_list_offsets}

@@ -21,7 +21,6 @@ import uuid
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
@@ -141,6 +140,3 @@ async def handle_describe_cluster(ctx, request):
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": None,
                      "is_fenced": False} for e in brokers_entry(ctx)],
     }
-
-
-HANDLERS = {ApiKey.METADATA: handle_metadata, ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from records.codecs import ZSTD
 from records.layout import (
@@ -172,8 +171,3 @@ class ProduceAnswer:
 
 async def handle_produce(ctx, request):
     return await begin_produce(ctx, request).result()
-
-
-HANDLERS = {ApiKey.PRODUCE: handle_produce}
-#: APIs whose handling splits into an in-order start and a later answer (see broker.connection).
-PIPELINED = {ApiKey.PRODUCE: begin_produce}

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any
@@ -77,9 +76,3 @@ async def handle_offset_for_leader_epoch(ctx, request):
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-HANDLERS = {
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
-}

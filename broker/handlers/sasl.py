@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..sasl import SaslAuthenticationError
@@ -79,9 +78,3 @@ async def handle_sasl_authenticate(ctx, request):
         ctx.close_after_response = True
         return _auth_answer(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
     return _auth_answer(ErrorCode.NONE, None, challenge)
-
-
-HANDLERS = {
-    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
-}

@@ -47,7 +47,6 @@ import asyncio
 
 import structlog
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import (
@@ -331,12 +330,3 @@ async def handle_alter_user_scram_credentials(ctx, request):
         logger.info("scram_credential_altered", user=name, change=what, mechanism=mechanism,
                     principal=ctx.principal, client_id=ctx.client_id, client=ctx.client_host)
     return {"throttle_time_ms": 0, "results": results}
-
-
-HANDLERS = {
-    ApiKey.CREATE_ACLS: handle_create_acls,
-    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
-    ApiKey.DELETE_ACLS: handle_delete_acls,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
-}

@@ -59,6 +59,7 @@ class SundialProcess:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
+        self.env: dict[str, str] = {}      # extra environment of the daemon
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(self.base_dir, "sundial.log")
         self._log_fh = None
@@ -83,7 +84,7 @@ class SundialProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         os.makedirs(self.base_dir, exist_ok=True)
         self._log_fh = open(self.log_path, "ab")
-        env = dict(os.environ, SUNDIAL_LOG_FORMAT="json", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SUNDIAL_LOG_FORMAT="json", PYTHONUNBUFFERED="1", **self.env)
         env.setdefault("SUNDIAL_LOG_LEVEL", "info")
         self.proc = subprocess.Popen(self.command(), stdout=self._log_fh, stderr=subprocess.STDOUT, env=env,
                                      cwd=self.base_dir)

@@ -152,11 +152,13 @@ def keyed_data(keys: int, rounds: int, t0: int, *, tombstone_every: int = 0, rng
 
 
 
-# These two race a kill or a topic deletion against a throttled pass; on a busy host the pass
-# can finish before the test acts, so they run only when asked (SUNDIAL_CLEANER_RACE_TESTS=1).
-# The swap's crash safety is covered deterministically by tests/unit/storage/test_cleaner_recovery.py.
-race_test = pytest.mark.skipif(os.environ.get("SUNDIAL_CLEANER_RACE_TESTS") != "1",
-                               reason="races a throttled cleaner pass; set SUNDIAL_CLEANER_RACE_TESTS=1")
+# The two tests below act in the middle of a cleaning pass: the daemon's test hook
+# SUNDIAL_TEST_CLEANER_PAUSE_AFTER_FIRST_SWAP_MS holds the cleaner thread after the first swap
+# of each daemon start (until the pass is aborted), so the test acts mid-pass on any host, however fast it cleans.
+def paused_cleaner(base_dir) -> SundialProcess:
+    proc = SundialProcess(base_dir, CLEANER)
+    proc.env["SUNDIAL_TEST_CLEANER_PAUSE_AFTER_FIRST_SWAP_MS"] = "600000"
+    return proc
 
 
 def test_kafka_python_latest_value_per_key_survives_with_offset_timestamp_headers(daemon):
@@ -375,17 +377,16 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
         c.close()
 
 
-@race_test
 def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
-    proc = SundialProcess(tmp_path / "kill9", {**CLEANER, "log.cleaner.io.max.bytes.per.second": "200000"})
+    proc = paused_cleaner(tmp_path / "kill9")
     proc.start()
     topic = unique_topic("cmpkill")
-    configs = {**COMPACT, "segment.bytes": "65536", "cleanup.policy": "delete"}
+    configs = {**COMPACT, "segment.bytes": "16384", "cleanup.policy": "delete"}
     client = admin(proc.bootstrap)
     try:
         create_topic(proc.bootstrap, topic, 1, configs)
-        produced = send_all(proc.bootstrap, topic, keyed_data(160, 12, now_ms() - HOUR, tombstone_every=7,
-                                                               rng=random.Random(3), pad=250), batch_size=8192)
+        produced = send_all(proc.bootstrap, topic, keyed_data(120, 5, now_ms() - HOUR, tombstone_every=7,
+                                                               rng=random.Random(3), pad=250), batch_size=4096)
         produced += send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
         # all the data is there: make the topic compacted, so every pass is a long (throttled) one
         client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
@@ -400,22 +401,22 @@ def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
             return sum(1 for e in proc.log_lines() if e.get("event") == "cleaned_segment_swapped_in"
                        and e.get("topic") == topic)
 
-        mid_pass = 0
-        for _ in range(3):
-            # kill -9 right after a cleaned segment is swapped in
-            target = swaps() + 1
-            wait_until(lambda: swaps() >= target or (checkpoint(proc, topic) or 0) >= end, 120, "a swap")
-            if (checkpoint(proc, topic) or 0) >= end:
-                break
+        target = 1                                 # the daemon's log file spans its restarts
+        for _ in range(2):
+            # kill -9 right after a cleaned segment is swapped in, in the middle of a pass
+            wait_until(lambda: swaps() >= target, 180, "a swap")
+            assert (checkpoint(proc, topic) or 0) < end, "the pass ended before the kill"
             proc.kill()
-            mid_pass += (checkpoint(proc, topic) or 0) < end
+            target = swaps() + 1
             proc.start()
             got = read_all(proc.bootstrap, topic)
             offsets = [r[0] for r in got]
             assert offsets == sorted(set(offsets)), "offsets out of order or repeated after recovery"
             assert all(by_offset[r[0]] == r for r in got), "a record that was never produced"
             assert must_keep <= set(got), "a latest value was lost"
-        assert mid_pass >= 1, "a kill must land in the middle of a pass"
+        proc.stop()
+        proc.env.clear()                      # the last pass runs through
+        proc.start()
         wait_cleaned(proc, topic, end, timeout_s=180)
         assert read_all(proc.bootstrap, topic) == expected_final
     finally:
@@ -423,22 +424,21 @@ def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
             assert proc.stop() == 0, proc.log_text()[-3000:]
 
 
-@race_test
 def test_deleting_a_topic_during_a_pass_is_not_an_error(tmp_path):
-    proc = SundialProcess(tmp_path / "del", {**CLEANER, "log.cleaner.io.max.bytes.per.second": "100000"})
+    proc = paused_cleaner(tmp_path / "del")
     proc.start()
     topic = unique_topic("cmpdelete")
     configs = {**COMPACT, "segment.bytes": "65536", "cleanup.policy": "delete"}
     client = admin(proc.bootstrap)
     try:
         create_topic(proc.bootstrap, topic, 1, configs)
-        send_all(proc.bootstrap, topic, keyed_data(300, 6, now_ms() - HOUR, pad=250), batch_size=8192)
+        send_all(proc.bootstrap, topic, keyed_data(300, 2, now_ms() - HOUR, pad=250), batch_size=4096)
         send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
         # all the data is there: make the topic compacted, so one long (throttled) pass begins
         client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
                                              configs={**configs, "cleanup.policy": "compact"})])
-        wait_until(lambda: any(e.get("event") == "log_cleaning_started" and e.get("topic") == topic
-                               for e in proc.log_lines()), 60, "a pass to start")
+        wait_until(lambda: any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == topic
+                               for e in proc.log_lines()), 60, "a pass to swap in its first segment")
         client.delete_topics([topic])
         wait_until(lambda: any(e.get("event") == "log_cleaning_aborted" and e.get("topic") == topic
                                for e in proc.log_lines()), 60, "the pass to end")
@@ -450,6 +450,42 @@ def test_deleting_a_topic_during_a_pass_is_not_an_error(tmp_path):
         wait_cleaned(proc, topic2, produced[-1][0])
         assert read_all(proc.bootstrap, topic2) == model(produced, produced[-1][0])
         assert not any(e.get("event") == "log_cleaned" and e.get("topic") == topic for e in proc.log_lines())
+    finally:
+        client.close()
+        if proc.running:
+            assert proc.stop() == 0, proc.log_text()[-3000:]
+
+
+def test_two_cleaner_threads_clean_two_logs_at_once(tmp_path):
+    """With log.cleaner.threads=2, a pass held on one thread does not stop the other log's pass."""
+    proc = paused_cleaner(tmp_path / "threads")
+    proc.overrides["log.cleaner.threads"] = "2"
+    proc.start()
+    topics = [unique_topic("cmpthr"), unique_topic("cmpthr")]
+    configs = {**COMPACT, "segment.bytes": "16384", "cleanup.policy": "delete"}
+    client = admin(proc.bootstrap)
+    try:
+        produced = {}
+        for i, topic in enumerate(topics):
+            create_topic(proc.bootstrap, topic, 1, configs)
+            produced[topic] = send_all(proc.bootstrap, topic, keyed_data(60, 4, now_ms() - HOUR, tombstone_every=5,
+                                                                          rng=random.Random(i), pad=200))
+            produced[topic] += send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
+        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs={**configs, "cleanup.policy": "compact"})
+                              for t in topics])
+
+        def cleaned():
+            return [t for t in topics if (checkpoint(proc, t) or -1) >= produced[t][-1][0]]
+
+        # one pass is held after its first swap (the hook); the other thread cleans the other log
+        wait_until(lambda: len(cleaned()) == 1, 120, "one log cleaned while the other pass is held")
+        held = next(t for t in topics if t not in cleaned())
+        assert any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == held
+                   for e in proc.log_lines())
+        done = cleaned()[0]
+        assert read_all(proc.bootstrap, done) == model(produced[done], produced[done][-1][0])
+        threads = {e.get("cleaner_thread") for e in proc.log_lines() if e.get("event") == "log_cleaning_started"}
+        assert threads == {0, 1}
     finally:
         client.close()
         if proc.running:

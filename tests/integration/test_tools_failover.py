@@ -19,7 +19,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from broker.tools.timeparse import format_ms
+from tools.timeparse import format_ms
 
 from .clients import admin, create_topic
 from .conftest import unique_topic

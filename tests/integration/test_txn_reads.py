@@ -22,7 +22,8 @@ from records.builder import SimpleRecord, build_records
 from storage.log import PartitionLog
 
 from .clients import create_topic
-from .conftest import unique_topic
+from .conftest import free_port, unique_topic
+from .test_metrics import scrape, value
 
 
 def _write_transactions(partition_dir: str, now_ms: int):
@@ -75,7 +76,9 @@ def _write_transactions(partition_dir: str, now_ms: int):
 
 @pytest.fixture
 def txn_partition(broker_factory):
-    daemon = broker_factory()
+    port = free_port()
+    daemon = broker_factory(**{"sundial.metrics.listener": f"127.0.0.1:{port}"})
+    daemon.metrics_port = port
     daemon.start()
     topic = unique_topic("txn")
     create_topic(daemon.bootstrap, topic)
@@ -146,3 +149,13 @@ def test_confluent_kafka_read_committed(txn_partition):
     c.close()
     assert got == committed
     assert (low, high) == (0, lso)
+
+
+def test_transaction_gauges(txn_partition):
+    daemon, topic, records, markers, lso, hwm = txn_partition
+    _kafka_python_values(daemon.bootstrap, topic, "read_committed", 1)     # opens the partition
+    samples = scrape(daemon.metrics_port)
+    assert value(samples, "sundial_log_open_transactions", topic=topic, partition=0) == 1
+    assert value(samples, "sundial_log_last_stable_offset", topic=topic, partition=0) == lso
+    assert value(samples, "sundial_log_last_stable_offset_lag", topic=topic, partition=0) == hwm - lso
+    assert value(samples, "sundial_log_oldest_open_transaction_ms", topic=topic, partition=0) >= 0

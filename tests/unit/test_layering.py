@@ -18,16 +18,26 @@ RULES = {
     "storage": ({"protocol", "broker", "pipeline", "kafka"} | STDLIB_NETWORK, set()),
     # the Spark source is a wire client: it never reaches into the broker's packages
     # (the record format package is shared with it, as Kafka's clients share theirs)
-    "pipeline": ({"broker", "storage", "protocol", "config"}, set()),
+    "pipeline": ({"broker", "storage", "protocol", "config", "tools"}, set()),
+    # the tools are clients and offline readers: never the Spark source
+    "tools": ({"pipeline", "pyspark"}, set()),
 }
 
 #: The record format package sits at the bottom: the standard library and these only.
 RECORDS_ALLOWED = {"crc32c", "cramjam"}
-#: Packages whose production modules stay within Kafka-sized rooms.
-SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline")
+#: Every production package (and the operator scripts of benchmarks/ with the fuzz harness
+#: they drive) stays within Kafka-sized rooms.
+SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline", "config", "broker", "tools", "benchmarks")
+SIZED_MODULES = ("pyspark_sundial.py", "tests/integration/connection_fuzz.py")
 MAX_MODULE_LINES = 600
-#: Packages with no import circle and no function-level import (optional dependencies aside).
-ACYCLIC_PACKAGES = ("records", "storage", "protocol", "config")
+#: Production packages: no import circle among their modules (one graph over all of them).
+PRODUCTION_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipeline")
+#: Packages with no function-level import (optional dependencies aside).
+ACYCLIC_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools")
+#: What the tools may use of the daemon: the formats of the files they read or edit offline
+#: (``dump-log`` decodes ``__consumer_offsets``; ``credentials``/``acls`` edit the stores),
+#: never its runtime (server, connections, handlers, replica manager, coordinator).
+TOOLS_MAY_IMPORT_FROM_BROKER = {"broker.groups.schema", "broker.sasl", "broker.authorizer", "broker.logsetup"}
 
 
 def test_broker_never_imports_the_spark_pipeline():
@@ -108,11 +118,19 @@ def test_the_v2_header_layout_is_written_in_one_python_module():
 # -- rooms and circles -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", SIZED_PACKAGES)
+@pytest.mark.parametrize("package", SIZED_PACKAGES + SIZED_MODULES)
 def test_no_production_module_is_over_600_lines(package):
-    sizes = {str(m.relative_to(ROOT)): len(m.read_text(encoding="utf-8").splitlines()) for m in _modules(package)}
+    modules = [ROOT / package] if package.endswith(".py") else _modules(package)
+    sizes = {str(m.relative_to(ROOT)): len(m.read_text(encoding="utf-8").splitlines()) for m in modules}
     big = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not big, f"split these along Kafka's seams: {big}"
+
+
+def test_every_production_package_is_checked():
+    """A new top-level package of production code joins the lists above."""
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    assert packages <= set(PRODUCTION_PACKAGES), sorted(packages - set(PRODUCTION_PACKAGES))
+    assert set(PRODUCTION_PACKAGES) <= set(SIZED_PACKAGES)
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -174,9 +192,8 @@ def _is_extension(name: str) -> bool:
     return base.with_suffix(".c").is_file() or any(base.parent.glob(base.name + ".*.so"))
 
 
-@pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
-def test_no_import_circle(package):
-    graph = {_module_name(m): _runtime_imports(m) for m in _modules(package)}
+def test_no_import_circle():
+    graph = {_module_name(m): _runtime_imports(m) for package in PRODUCTION_PACKAGES for m in _modules(package)}
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -223,4 +240,80 @@ def test_no_function_level_imports_except_optional_dependencies(package):
 
     for module in _modules(package):
         visit(ast.parse(module.read_text(encoding="utf-8")), False, False, module)
+    assert not offenders, offenders
+
+
+# -- dispatch, the daemon and its tools --------------------------------------------------------------------
+
+
+def _all_imported_names(path: pathlib.Path) -> set[str]:
+    """Every module named by an import anywhere in ``path`` (full dotted names, relative ones resolved)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if _module_path(sub) is not None else target)
+    return out
+
+
+@pytest.mark.parametrize("package", PRODUCTION_PACKAGES)
+def test_no_importlib_dispatch(package):
+    """Handlers, tools and codecs are imported by name in the source, never looked up by a string."""
+    offenders = []
+    for module in _modules(package):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom)
+                                                        and node.module else [])
+                if any(n == "importlib" or n.startswith("importlib.") for n in names):
+                    offenders.append(f"{module.relative_to(ROOT)}:{node.lineno}")
+            elif isinstance(node, ast.Name) and node.id == "__import__":
+                offenders.append(f"{module.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_the_handler_table_is_static_and_complete():
+    """Every handler module is imported by broker/dispatch.py, and every handler is in its table."""
+    from broker import dispatch
+
+    handlers_dir = ROOT / "broker" / "handlers"
+    modules = {p.stem for p in handlers_dir.glob("*.py") if p.stem != "__init__"}
+    imported = {n.rpartition(".")[2] for n in _all_imported_names(ROOT / "broker" / "dispatch.py")
+                if n.startswith("broker.handlers.")}
+    assert modules <= imported, sorted(modules - imported)
+    routed = {r.handler for r in dispatch.ROUTES} | {r.begin for r in dispatch.ROUTES if r.begin}
+    for stem in sorted(modules):
+        tree = ast.parse((handlers_dir / f"{stem}.py").read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.AsyncFunctionDef, ast.FunctionDef)) and node.name.startswith(
+                    ("handle_", "begin_")):
+                fn = getattr(getattr(dispatch, stem), node.name)
+                assert fn in routed, f"broker/handlers/{stem}.py:{node.name} has no row in dispatch.ROUTES"
+
+
+def test_the_daemon_never_imports_the_tools_except_the_command_line():
+    offenders = [str(m.relative_to(ROOT)) for m in _modules("broker")
+                 if m.name != "cli.py" and any(n.split(".")[0] == "tools" for n in _all_imported_names(m))]
+    assert not offenders, offenders
+
+
+def test_the_tools_use_only_the_daemons_file_formats():
+    offenders = {}
+    for module in _modules("tools"):
+        bad = {n for n in _all_imported_names(module)
+               if n.split(".")[0] == "broker" and n not in TOOLS_MAY_IMPORT_FROM_BROKER}
+        if bad:
+            offenders[str(module.relative_to(ROOT))] = sorted(bad)
     assert not offenders, offenders

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from broker.replica_manager import ReplicaManager
+from config import BrokerConfig
 from config.topic import TopicConfig
 from protocol.errors import ErrorCode
 from records.builder import SimpleRecord, build_records
@@ -37,15 +38,10 @@ class _Purgatory:
         self.woken.append((topic, partition))
 
 
-class _Broker:
-    """What write_txn_markers reads from its broker: logs, the purgatory and the clock."""
-
-    def __init__(self, logs):
-        self.logs = _Logs(logs)
-        self.purgatory = _Purgatory()
-
-    def now_ms(self):
-        return int(time.time() * 1000)
+def replica_manager(logs) -> ReplicaManager:
+    """A ReplicaManager over real logs; write_txn_markers reads logs, the purgatory and the clock."""
+    return ReplicaManager(BrokerConfig({}), _Logs(logs), purgatory=_Purgatory(), metrics=None,
+                          now_ms=lambda: int(time.time() * 1000))
 
 
 @pytest.fixture
@@ -65,7 +61,7 @@ def txn_batch(pid, epoch=0, seq=0):
 
 @pytest.mark.asyncio
 async def test_markers_written_durably_with_per_partition_errors(logs):
-    rm = ReplicaManager(_Broker(logs))
+    rm = replica_manager(logs)
     now = int(time.time() * 1000)
     for log in logs.values():
         log.append(txn_batch(9, epoch=2), now_ms=now)
@@ -83,7 +79,7 @@ async def test_markers_written_durably_with_per_partition_errors(logs):
         assert read_end_txn_marker(views[1]) == EndTxnMarker(0, 5)
         assert (views[1].producer_id, views[1].producer_epoch, views[1].max_timestamp) == (9, 2, now + 1)
         assert log.collect_aborted_transactions(0, 3) == [(9, 0)]
-    assert rm.broker.purgatory.woken == [("a", 0), ("a", 1)]
+    assert rm.purgatory.woken == [("a", 0), ("a", 1)]
     # older producer epoch, then older coordinator epoch
     codes = await rm.write_txn_markers(producer_id=9, producer_epoch=1, coordinator_epoch=5, commit=True,
                                        partitions=[("a", 0)])

@@ -342,14 +342,15 @@ def test_producer_state_survives_restart(tmp_path):
         again.append(batch([NOW_MS], producer_id=5, producer_epoch=1, base_sequence=10), now_ms=NOW_MS)
     assert again.append(batch([NOW_MS], producer_id=5, producer_epoch=1, base_sequence=8), now_ms=NOW_MS).first_offset == 8
     again.close_handles()
-    # unclean: the snapshot at the last clean LEO (it keeps each producer's last batch, as
-    # Kafka's does) plus a scan of the batches after it
+    # unclean from the recovery point 0: snapshots above it are dropped (they may describe lost
+    # data) and the state is rebuilt by scanning the log, which keeps each producer's last five
+    # batches
     crashed = PartitionLog.open(d, cfg, topic="t", partition=0, clean=False, recovery_point=0)
-    for i in (7, 8):
+    for i in (7, 8, 5):
         b = batch([NOW_MS], producer_id=5, producer_epoch=1, base_sequence=i)
         assert crashed.append(b, now_ms=NOW_MS).duplicate
     with pytest.raises(OutOfOrderSequenceError):
-        crashed.append(batches[5], now_ms=NOW_MS)
+        crashed.append(batches[2], now_ms=NOW_MS)
     crashed.close_handles()
 
 

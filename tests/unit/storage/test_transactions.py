@@ -344,3 +344,84 @@ def test_retention_deletes_txn_index_with_its_segment(tmp_path):
     log.close()
     names = os.listdir(d)
     assert not any(n.startswith(f"{doomed:020d}.txnindex") for n in names)
+
+
+def test_describe_producers(tmp_path):
+    log = new_log(tmp_path)
+    log.append(txn_data(5, 0, n=3, epoch=2), now_ms=NOW_MS)
+    log.append(txn_data(6, 0, epoch=0, transactional=False, ts=NOW_MS + 7), now_ms=NOW_MS)
+    marker(log, 6, commit=True, epoch=1, coord=4, ts=NOW_MS + 9)
+    got = [tuple(p) for p in log.describe_producers()]
+    assert got == [(5, 2, 2, NOW_MS, -1, 0), (6, 1, -1, NOW_MS + 9, 4, -1)]
+
+
+def test_truncated_snapshot_or_txn_index_at_every_length(tmp_path):
+    """Cut the newest snapshot (clean start) or a .txnindex (unclean start) at every length:
+    the LSO, the open transactions and the .txnindex files come back the same."""
+    import shutil
+
+    d, cfg, expected, lso = _scripted_log(tmp_path)
+    ref = PartitionLog.open(d, cfg, topic="t", partition=0)
+    ongoing = [(t.producer_id, t.first_offset) for t in ref.ongoing_transactions()]
+    ref.close()
+    names = sorted(os.listdir(d))
+    snapshot = max(n for n in names if n.endswith(".snapshot"))
+    txn_file = next(n for n in names if n.endswith(".txnindex") and os.path.getsize(os.path.join(d, n)))
+    for name, clean in ((snapshot, True), (txn_file, False)):
+        size = os.path.getsize(os.path.join(d, name))
+        for cut in range(size):
+            work = str(tmp_path / f"w-{name}-{cut}")
+            shutil.copytree(d, work)
+            os.truncate(os.path.join(work, name), cut)
+            log = PartitionLog.open(work, cfg, topic="t", partition=0, clean=clean,
+                                    recovery_point=None if clean else 0)
+            assert log.last_stable_offset == lso
+            assert [(t.producer_id, t.first_offset) for t in log.ongoing_transactions()] == ongoing
+            assert {s.base_offset: read_txn_index(s.txn_index.path) for s in log.segments} == expected
+            log.close()
+            shutil.rmtree(work)
+
+
+def test_disk_full_never_leaves_an_abort_marker_without_its_entry(tmp_path, monkeypatch):
+    import errno
+
+    from storage import files as storage_files
+    from storage.errors import KafkaStorageError
+
+    log = new_log(tmp_path)
+    log.append(txn_data(1, 0), now_ms=NOW_MS)
+    real_pwrite_all = storage_files.pwrite_all
+    real_pwritev_all = storage_files.pwritev_all
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # the .txnindex write fails: nothing reaches the log
+    monkeypatch.setattr(storage_files, "pwrite_all", full)
+    with pytest.raises(KafkaStorageError):
+        marker(log, 1, commit=False)
+    assert log.log_end_offset == 2 and log.last_stable_offset == 0
+    monkeypatch.setattr(storage_files, "pwrite_all", real_pwrite_all)
+    # the marker's own write fails: the entry written first is removed again
+    monkeypatch.setattr(storage_files, "pwritev_all", full)
+    with pytest.raises(KafkaStorageError):
+        marker(log, 1, commit=False)
+    assert read_txn_index(log.active_segment.txn_index.path) == [] and log.last_stable_offset == 0
+    monkeypatch.setattr(storage_files, "pwritev_all", real_pwritev_all)
+    # space is back: the retry (the coordinator resends the marker) lands with its entry
+    assert marker(log, 1, commit=False).first_offset == 2
+    assert read_txn_index(log.active_segment.txn_index.path) == [(1, 0, 2, 3)]
+    assert log.last_stable_offset == 3
+
+
+def test_corrupt_txn_index_is_rebuilt_on_a_clean_start(tmp_path):
+    d, cfg, expected, lso = _scripted_log(tmp_path)
+    base = next(b for b, v in expected.items() if v)
+    path = os.path.join(d, f"{base:020d}.txnindex")
+    raw = bytearray(open(path, "rb").read())
+    struct.pack_into(">h", raw, 0, 7)                     # an entry of an unknown version
+    open(path, "wb").write(bytes(raw))
+    log = PartitionLog.open(d, cfg, topic="t", partition=0)
+    assert {s.base_offset: read_txn_index(s.txn_index.path) for s in log.segments} == expected
+    assert log.last_stable_offset == lso
+    log.close()

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from broker.tools import common
-from broker.tools.common import (
+from tools import common
+from tools.common import (
     EXIT_ERROR,
     ClientSettings,
     Progress,

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.cli import build_parser
-from broker.tools.common import EXIT_ERROR, EXIT_FINDINGS
+from tools.common import EXIT_ERROR, EXIT_FINDINGS
 from config.defs import LONG_MAX
 from config.topic import TopicConfig
 from storage import PartitionLog

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.tools.timeparse import (
+from tools.timeparse import (
     EARLIEST,
     LATEST,
     MAX_TIMESTAMP,

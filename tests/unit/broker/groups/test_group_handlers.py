@@ -17,14 +17,16 @@ import pytest
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.offsets import MemoryOffsetsLog, OffsetStore
-from broker.handlers import groups as handlers
+from broker.dispatch import Dispatcher
 from config import BrokerConfig
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from protocol.api_keys import ApiKey
 from protocol.codec import decode_request, decode_response, encode_request, encode_response
 from protocol.errors import ErrorCode as E
 from protocol.header import parse_request_header
 
 pytestmark = pytest.mark.asyncio
+
+DISPATCH = Dispatcher()
 
 TOPICS = {"t": 3}
 
@@ -72,7 +74,7 @@ async def call(broker, api_key, version, request: dict):
     body = memoryview(frame)[4:]
     header = parse_request_header(body)
     decoded = decode_request(header, body)
-    response = await handlers.HANDLERS[api_key](Ctx(broker, version), decoded)
+    response = await DISPATCH.handlers[api_key](Ctx(broker, version), decoded)
     wire = b"".join(bytes(b) for b in encode_response(header, response))
     correlation_id, obj = decode_response(api_key, version, wire)
     assert correlation_id == 42
@@ -80,9 +82,8 @@ async def call(broker, api_key, version, request: dict):
 
 
 def versions(api_key):
-    lo, hi = SUPPORTED_VERSIONS[api_key]
-    narrowed = handlers.VERSIONS.get(api_key, (lo, hi))
-    return range(max(lo, narrowed[0]), min(hi, narrowed[1]) + 1)
+    lo, hi = DISPATCH.advertised[api_key]
+    return range(lo, hi + 1)
 
 
 def join_request(version, member_id="", topics=("t",), instance=None):

@@ -10,17 +10,13 @@ import itertools
 import pytest
 
 from broker.groups.consumer_protocol import encode_subscription
-from broker.groups.state import (
-    COMMIT_OUTCOME,
+from broker.groups.group import (
     COMPLETING,
     DEAD,
     EMPTY,
-    HEARTBEAT_OUTCOME,
     PREPARING,
     STABLE,
-    SYNC_OUTCOME,
     VALID_PREVIOUS_STATES,
-    Group,
     GroupSettings,
     GroupState,
     IllegalStateTransition,
@@ -29,6 +25,7 @@ from broker.groups.state import (
     StoreGroup,
     SyncReply,
 )
+from broker.groups.state import COMMIT_OUTCOME, HEARTBEAT_OUTCOME, SYNC_OUTCOME, Group
 from protocol.errors import ErrorCode as E
 
 SESSION = 10_000

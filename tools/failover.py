@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kafka import TopicPartition
+
 from .common import ClientSettings, ToolError, add_bootstrap_argument, close_quietly, format_table, now_ms, \
     read_client_properties, split_names, tool_command, DEFAULT_TIMEOUT_MS
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, format_duration_ms, format_ms, \
@@ -134,8 +136,6 @@ def run(args) -> int:
         if not planned:
             raise ToolError(f"nothing to move: group {args.group!r} has no committed offsets on A for these topics")
         if args.execute:
-            from kafka import TopicPartition
-
             require_inactive(admin_b, target_group, f"cluster B ({target.bootstrap})")
             commit_offsets(admin_b, target_group, {TopicPartition(r.topic, r.partition): off
                                                    for r, off in planned.items()})
@@ -185,8 +185,6 @@ def _source_side(source: ClientSettings, group: str, topics: list[str], at_ms: i
 
 
 def _target_side(admin_b, rows: list[PlanRow], safety_ms: int) -> None:
-    from kafka import TopicPartition
-
     counts = topic_partition_counts(admin_b, sorted({r.topic for r in rows}))
     for r in rows:
         if r.partition >= counts[r.topic]:

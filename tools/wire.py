@@ -16,6 +16,13 @@ from __future__ import annotations
 import time
 from typing import Iterable, Mapping, NamedTuple
 
+from kafka import TopicPartition
+from kafka.errors import KafkaError, NoError, UnknownTopicOrPartitionError, for_code
+from kafka.protocol.consumer import OffsetSpec
+from kafka.structs import OffsetAndMetadata
+
+from records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
 from .common import ClientSettings, ToolError, close_quietly, describe_error
 
 
@@ -36,8 +43,6 @@ def topic_partition_counts(admin, topics: Iterable[str]) -> dict[str, int]:
         if code == 3:
             raise ToolError(f"unknown topic {name!r}")
         if code:
-            from kafka.errors import for_code
-
             raise ToolError(f"cannot describe topic {name!r}: {for_code(code).__name__}")
         result[name] = len(info.get("partitions") or [])
     return result
@@ -52,19 +57,16 @@ def all_topics(admin, *, include_internal: bool = True) -> list[str]:
 
 def list_offsets(admin, specs: Mapping, *, timeout_ms: int | None = None) -> dict:
     """``{TopicPartition: spec}`` → ``{TopicPartition: OffsetAt}`` (see module doc)."""
-    from kafka.errors import KafkaError, UnknownTopicOrPartitionError
-    from kafka.protocol.consumer import OffsetSpec
-
     if not specs:
         return {}
     wire_specs = {}
     for tp, spec in specs.items():
         value = int(spec)
-        if value == -1:
+        if value == LATEST_TIMESTAMP:
             wire_specs[tp] = OffsetSpec.LATEST
-        elif value == -2:
+        elif value == EARLIEST_TIMESTAMP:
             wire_specs[tp] = OffsetSpec.EARLIEST
-        elif value == -3:
+        elif value == MAX_TIMESTAMP:
             wire_specs[tp] = OffsetSpec.MAX_TIMESTAMP
         else:
             wire_specs[tp] = value
@@ -86,8 +88,6 @@ def record_timestamps(settings: ClientSettings, offsets: Mapping, *, timeout_ms:
     oldest record not yet consumed, for lag in time). Offsets outside
     [log start offset, log end offset) give None without a fetch.
     """
-    from kafka import TopicPartition
-
     wanted = {TopicPartition(tp.topic, tp.partition): int(off) for tp, off in offsets.items() if off is not None
               and off >= 0}
     result: dict = {tp: None for tp in offsets}
@@ -133,8 +133,6 @@ def record_timestamps(settings: ClientSettings, offsets: Mapping, *, timeout_ms:
 
 
 def group_description(admin, group_id: str) -> dict:
-    from kafka.errors import KafkaError
-
     try:
         desc = admin.describe_groups([group_id])
     except KafkaError as exc:
@@ -147,8 +145,6 @@ def group_description(admin, group_id: str) -> dict:
 
 def committed_offsets(admin, group_id: str) -> dict:
     """``{TopicPartition: committed offset}`` of a group (empty when it has none)."""
-    from kafka.errors import KafkaError
-
     try:
         raw = admin.list_group_offsets({group_id: None})
     except KafkaError as exc:
@@ -172,9 +168,6 @@ def require_inactive(admin, group_id: str, where: str) -> str:
 
 def commit_offsets(admin, group_id: str, offsets: Mapping) -> None:
     """OffsetCommit outside any generation (the group must be inactive); errors → ToolError."""
-    from kafka.errors import KafkaError, NoError
-    from kafka.structs import OffsetAndMetadata
-
     if not offsets:
         return
     payload = {tp: OffsetAndMetadata(int(off), "", None) for tp, off in offsets.items()}

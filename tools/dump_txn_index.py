@@ -21,16 +21,15 @@ from typing import TextIO
 
 from records.control import CONTROL_TYPE_ABORT, read_end_txn_marker
 from records.framing import iter_file_batches
+from records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE
 
 from .common import ToolError
 
-_ENTRY_BYTES = 34
+_ENTRY_BYTES = ABORTED_TXN_SIZE
 
 
 def read_txn_index(path: str) -> tuple[list[tuple[int, int, int, int, int]], int]:
     """(entries (version, pid, first, last, lso), trailing bytes that are not a whole entry)."""
-    from storage.txn_index import ABORTED_TXN
-
     try:
         with open(path, "rb") as fh:
             raw = fh.read()

@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import re
 
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
+import kafka.errors as kafka_errors
+
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     describe_error, format_table, parse_key_values, split_names, tool_command
 
@@ -127,16 +130,7 @@ def _check_create_args(args) -> None:
         raise ToolError("--replication-factor must be at least 1")
 
 
-def _errors_module():
-    import kafka.errors as errors
-
-    return errors
-
-
 def _create(admin, args) -> int:
-    from kafka.admin import NewTopic
-
-    errors = _errors_module()
     configs = parse_key_values(args.config)
     topic = NewTopic(args.topic, args.partitions if args.partitions is not None else -1,
                      args.replication_factor if args.replication_factor is not None else -1,
@@ -144,13 +138,13 @@ def _create(admin, args) -> int:
     response = admin.create_topics([topic], validate_only=args.validate_only, raise_errors=False)
     for result in response.get("topics", []):
         code = result.get("error_code", 0)
-        if code == errors.TopicAlreadyExistsError.errno and args.if_not_exists:
+        if code == kafka_errors.TopicAlreadyExistsError.errno and args.if_not_exists:
             return 0
         if code:
-            message = result.get("error_message") or errors.for_code(code).__name__
-            if code == errors.TopicAlreadyExistsError.errno:
+            message = result.get("error_message") or kafka_errors.for_code(code).__name__
+            if code == kafka_errors.TopicAlreadyExistsError.errno:
                 raise ToolError(f"topic {args.topic!r} already exists")
-            raise ToolError(f"cannot create topic {args.topic!r}: {errors.for_code(code).__name__}: {message}")
+            raise ToolError(f"cannot create topic {args.topic!r}: {kafka_errors.for_code(code).__name__}: {message}")
     if args.validate_only:
         print(f"Topic {args.topic} can be created (validate only).")
     else:
@@ -191,8 +185,6 @@ def _select_topics(admin, patterns: list[str], exclude_internal: bool) -> list[s
 
 def topic_configs(admin, topic: str) -> dict[str, dict]:
     """``{name: {"value", "source", "origin"}}`` of a topic (source: topic/broker/default)."""
-    from kafka.admin import ConfigResource, ConfigResourceType
-
     result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True,
                                     config_filter="all")
     entries = result.get("topic", {}).get(topic, {})
@@ -215,14 +207,13 @@ def _describe(admin, args) -> int:
     if not topics:
         return 0
     described = {d["name"]: d for d in admin.describe_topics(topics)}
-    errors = _errors_module()
     blocks = []
     for name in topics:
         info = described.get(name)
-        if info is None or info.get("error_code") == errors.UnknownTopicOrPartitionError.errno:
+        if info is None or info.get("error_code") == kafka_errors.UnknownTopicOrPartitionError.errno:
             raise ToolError(f"unknown topic {name!r}")
         if info.get("error_code"):
-            raise ToolError(f"cannot describe topic {name!r}: {errors.for_code(info['error_code']).__name__}")
+            raise ToolError(f"cannot describe topic {name!r}: {kafka_errors.for_code(info['error_code']).__name__}")
         partitions = sorted(info.get("partitions") or [], key=lambda p: p["partition_index"])
         configs = topic_configs(admin, name)
         overrides = ",".join(f"{k}={_shown(v)}" for k, v in sorted(configs.items()) if v["source"] == "topic")
@@ -256,9 +247,6 @@ def _shown(entry: dict) -> str:
 
 
 def _alter_config(admin, args) -> int:
-    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
-
-    errors = _errors_module()
     adds = parse_key_values(args.add_config)
     deletes = split_names(args.delete_config)
     if not adds and not deletes:
@@ -273,7 +261,7 @@ def _alter_config(admin, args) -> int:
     resource = ConfigResource(ConfigResourceType.TOPIC, args.topic, changes)
     try:
         result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
-    except errors.KafkaError as exc:
+    except kafka_errors.KafkaError as exc:
         raise ToolError(f"cannot alter configs of topic {args.topic!r}: {describe_error(exc)}") from None
     outcome = result.get("topic", {}).get(args.topic, "OK")
     if outcome != "OK":
@@ -283,26 +271,24 @@ def _alter_config(admin, args) -> int:
 
 
 def _add_partitions(admin, args) -> int:
-    errors = _errors_module()
     if args.topic not in admin.list_topics():
         raise ToolError(f"unknown topic {args.topic!r}")
     try:
         response = admin.create_partitions({args.topic: args.partitions}, raise_errors=False)
-    except errors.KafkaError as exc:
+    except kafka_errors.KafkaError as exc:
         raise ToolError(f"cannot add partitions to {args.topic!r}: {describe_error(exc)}") from None
     for result in getattr(response, "results", None) or response.get("results", []):
         get = result.get if isinstance(result, dict) else lambda k, d=None: getattr(result, k, d)
         code = get("error_code", 0)
         if code:
             message = get("error_message") or ""
-            raise ToolError(f"cannot add partitions to {args.topic!r}: {errors.for_code(code).__name__}"
+            raise ToolError(f"cannot add partitions to {args.topic!r}: {kafka_errors.for_code(code).__name__}"
                             + (f": {message}" if message else ""))
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return 0
 
 
 def _delete(admin, args) -> int:
-    errors = _errors_module()
     names = split_names(args.topic)
     existing = set(admin.list_topics())
     missing = [n for n in names if n not in existing]
@@ -315,10 +301,10 @@ def _delete(admin, args) -> int:
     results = response.get("responses") or response.get("topics") or []
     for result in results:
         code = result.get("error_code", 0)
-        if code == errors.UnknownTopicOrPartitionError.errno and args.if_exists:
+        if code == kafka_errors.UnknownTopicOrPartitionError.errno and args.if_exists:
             continue
         if code:
-            raise ToolError(f"cannot delete topic {result.get('name')!r}: {errors.for_code(code).__name__}")
+            raise ToolError(f"cannot delete topic {result.get('name')!r}: {kafka_errors.for_code(code).__name__}")
     for name in names:
         print(f"Deleted topic {name}.")
     return 0

@@ -32,11 +32,10 @@ import getpass
 import os
 import sys
 
+from broker.authorizer import CLUSTER_NAME, AclError, AclRule, AclStore, Permission, ResourceType, parse_operation
+from broker.logsetup import configure_logging
+from broker.sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS, CredentialsError, CredentialStore
 from config import ConfigError, load_broker_config
-
-from ..authorizer import CLUSTER_NAME, AclError, AclRule, AclStore, Permission, ResourceType, parse_operation
-from ..logsetup import configure_logging
-from ..sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS, CredentialsError, CredentialStore
 
 
 CREDENTIALS_EPILOG = """examples:
@@ -77,7 +76,8 @@ def _common(p) -> None:
                    help="data directory (default: the broker's first log dir)")
 
 
-def add_parser(subparsers) -> None:
+def add_credentials_parser(subparsers) -> None:
+    """``sundial credentials``: the SCRAM users of the credentials store."""
     fmt = argparse.RawDescriptionHelpFormatter
     c = subparsers.add_parser("credentials", help="manage SASL/SCRAM users (offline, no broker needed)",
                               description="Add, list and delete SASL users in the broker's credentials store. "
@@ -111,6 +111,10 @@ def add_parser(subparsers) -> None:
     _common(dele)
     c.set_defaults(func=run)
 
+
+def add_acls_parser(subparsers) -> None:
+    """``sundial acls``: the rules of the ACL store."""
+    fmt = argparse.RawDescriptionHelpFormatter
     a = subparsers.add_parser("acls", help="manage ACL rules (offline, no broker needed)",
                               description="Add, list and remove ACL rules, with kafka-acls.sh's options. Works on "
                                           "the files; no running broker is needed.",

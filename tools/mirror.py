@@ -46,9 +46,15 @@ import sys
 import threading
 import time
 
+from kafka import TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, for_code
+from kafka.structs import OffsetAndMetadata
+
 from .common import DEFAULT_TIMEOUT_MS, ClientSettings, ToolError, add_bootstrap_argument, close_quietly, \
     describe_error, now_ms, read_client_properties, split_names, tool_command
 from .timeparse import TimeFormatError, parse_time_spec
+from .topics import topic_configs
 from .wire import list_offsets, topic_partition_counts
 
 #: Settings a target topic created by the mirror takes from its source topic (see the module doc).
@@ -176,8 +182,6 @@ def run(args) -> int:
 
 def source_topic_configs(admin_a, topic: str) -> dict[str, str]:
     """The :data:`COPIED_TOPIC_CONFIGS` that A sets for ``topic`` (on the topic or its broker)."""
-    from .topics import topic_configs
-
     return {name: entry["value"] for name, entry in sorted(topic_configs(admin_a, topic).items())
             if name in COPIED_TOPIC_CONFIGS and entry["source"] != "default" and entry["value"] is not None
             and not entry.get("sensitive")}
@@ -186,9 +190,7 @@ def source_topic_configs(admin_a, topic: str) -> dict[str, str]:
 def _prepare_targets(admin_a, admin_b, mapping: dict[str, str], counts: dict[str, int], *, create: bool,
                      copy_configs: bool = True) -> set[str]:
     """Create missing target topics; return the target topics that use LogAppendTime."""
-    from kafka.admin import NewTopic
 
-    from .topics import topic_configs
 
     existing = set(admin_b.list_topics())
     missing = [t for t in mapping if mapping[t] not in existing]
@@ -201,7 +203,6 @@ def _prepare_targets(admin_a, admin_b, mapping: dict[str, str], counts: dict[str
                                           for t in missing], raise_errors=False)
         for result in response.get("topics", []):
             if result.get("error_code") not in (0, 36):    # 36: created meanwhile
-                from kafka.errors import for_code
 
                 name = result.get("name")
                 hint = (" (add --no-copy-configs to create it with B's defaults)"
@@ -227,8 +228,6 @@ def _prepare_targets(admin_a, admin_b, mapping: dict[str, str], counts: dict[str
 
 
 def _start_positions(admin_a, consumer, tps: list, group: str | None, start: int) -> dict:
-    from kafka.errors import KafkaError
-
     committed = {}
     if group:
         try:
@@ -250,10 +249,6 @@ def _start_positions(admin_a, consumer, tps: list, group: str | None, start: int
 
 
 def _copy(args, admin_a, consumer, producer, counts, mapping, lat_targets, start) -> int:
-    from kafka import TopicPartition
-    from kafka.errors import KafkaError
-    from kafka.structs import OffsetAndMetadata
-
     tps = [TopicPartition(t, p) for t in mapping for p in range(counts[t])]
     positions = _start_positions(admin_a, consumer, tps, args.group, start)
     consumer.assign(tps)

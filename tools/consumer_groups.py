@@ -32,6 +32,9 @@ import argparse
 import sys
 from collections import defaultdict
 
+from kafka import TopicPartition
+from kafka.errors import KafkaError, NoError
+
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     describe_error, format_table, now_ms, parse_partitions, tool_command
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
@@ -195,8 +198,6 @@ def _assignment_of(desc: dict) -> dict:
 
 def group_lag_rows(admin, settings: ClientSettings, group: str, desc: dict, now: int) -> list[tuple]:
     """Rows (group, topic, partition, current, log end, lag, time lag ms, consumer id, host, client id)."""
-    from kafka import TopicPartition
-
     committed = committed_offsets(admin, group)
     owners = _assignment_of(desc)
     tps = set(committed) | {TopicPartition(t, p) for (t, p) in owners}
@@ -296,8 +297,6 @@ def _coordinator_text(admin) -> str:
 
 
 def _parse_topic_partitions(admin, specs: list[str]) -> list:
-    from kafka import TopicPartition
-
     wanted: dict[str, list[int] | None] = {}
     for spec in specs:
         topic, _, parts = spec.partition(":")
@@ -392,8 +391,6 @@ def _reset(admin, groups: list[str], args) -> int:
 
 
 def _delete(admin, groups: list[str]) -> int:
-    from kafka.errors import KafkaError
-
     try:
         results = admin.delete_groups(groups)
     except KafkaError as exc:
@@ -409,8 +406,6 @@ def _delete(admin, groups: list[str]) -> int:
 
 
 def _delete_offsets(admin, group: str, args) -> int:
-    from kafka.errors import KafkaError, NoError
-
     tps = _parse_topic_partitions(admin, args.topic)
     try:
         results = admin.delete_group_offsets(group, tps)

@@ -37,6 +37,12 @@ import sys
 import time
 from typing import Callable, Iterable, Sequence
 
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaConfigurationError, KafkaError
+import structlog
+
+from records.timestamps import wall_clock_ms
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -68,8 +74,6 @@ def prepare_tool() -> None:
     if debug and not logging.getLogger().handlers:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     try:
-        import structlog
-
         if not structlog.is_configured():
             structlog.configure(
                 processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -126,7 +130,6 @@ def run_tool(command: str, body: Callable[[], int | None]) -> int:
             pass
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        from kafka.errors import KafkaError
 
         if isinstance(exc, KafkaError):
             _print_error(command, f"{type(exc).__name__}: {describe_error(exc)}")
@@ -448,9 +451,6 @@ class ClientSettings:
                          f"({describe_error(exc)})")
 
     def admin(self):
-        from kafka import KafkaAdminClient
-        from kafka.errors import KafkaConfigurationError, KafkaError
-
         kwargs = self._common()
         try:
             return KafkaAdminClient(**kwargs)
@@ -460,9 +460,6 @@ class ClientSettings:
             raise self._unreachable(exc) from None
 
     def consumer(self, **overrides):
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaConfigurationError, KafkaError
-
         kwargs = {"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 200,
                   **self._common(), **overrides}
         kwargs["request_timeout_ms"] = max(kwargs["request_timeout_ms"], kwargs["fetch_max_wait_ms"] + 1000)
@@ -474,9 +471,6 @@ class ClientSettings:
             raise self._unreachable(exc) from None
 
     def producer(self, **overrides):
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaConfigurationError, KafkaError
-
         kwargs = {"max_block_ms": self.timeout_ms, **self._common(), **overrides}
         try:
             return KafkaProducer(**kwargs)
@@ -502,7 +496,8 @@ def close_quietly(*clients) -> None:
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """The wall clock in ms (:func:`records.timestamps.wall_clock_ms`)."""
+    return wall_clock_ms()
 
 
 # -- output ------------------------------------------------------------------------------------

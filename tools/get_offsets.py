@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from kafka import TopicPartition
+
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     now_ms, parse_partitions, tool_command
 from .timeparse import TIME_HELP, TimeFormatError, parse_time_spec
@@ -78,8 +80,6 @@ def run(args) -> int:
     settings = ClientSettings.from_args(args)
     admin = settings.admin()
     try:
-        from kafka import TopicPartition
-
         topics = _matching_topics(admin, args.topic, args.exclude_internal_topics)
         counts = topic_partition_counts(admin, topics)
         tps = []

@@ -1,0 +1,125 @@
+"""The daemon's parts and the one place that builds them (the composition root).
+
+:func:`build_broker` is called once by :class:`~broker.server.BrokerServer.start`, after
+the listeners are bound, the data directories locked, ``meta.properties`` read and the
+logs loaded. It builds every part in order, each handed what it uses as constructor
+parameters (nothing reaches back into the :class:`Broker` for its collaborators):
+
+1. security: a ``SecurityManager`` when a listener is not PLAINTEXT (it owns the
+   credential store; a bad SASL setting fails here, before anything is written), else
+   the credential store alone (the SCRAM admin APIs use it);
+2. ``Authorizer`` when ``authorizer.class.name`` is set;
+3. ``ProducerIdManager(data dir)``: producer id blocks (InitProducerId);
+4. ``GroupCoordinator(config, logs, now_ms)``: membership, and its offset manager
+   (``GroupMetadataManager``) over ``__consumer_offsets`` (loaded by ``start()``);
+5. ``ReplicaManager(config, logs, purgatory, metrics, now_ms, groups)``: the data
+   plane (the group coordinator is the consumed-retention input);
+6. ``LogCleanerService(logs, cleaner config, log dirs, metrics, now_ms)`` when ``log.cleaner.enable``.
+
+:class:`Broker` is what connections and handlers see (``ctx.broker``): every attribute
+is set once, at construction. Two features are optional and then *disabled*, given as
+``None`` at construction and never filled in later: ``security`` (None: every listener
+is PLAINTEXT; the principal is ``User:ANONYMOUS``) and ``authorizer`` (None: no
+``authorizer.class.name``, every operation is allowed, as Kafka without an authorizer);
+``cleaner`` is None when ``log.cleaner.enable=false``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from config import BrokerConfig
+from storage import LogManager
+
+from .authorizer import Authorizer
+from .dispatch import Dispatcher
+from .groups.coordinator import GroupCoordinator
+from .log_cleaner import LogCleanerService
+from .metrics import BrokerMetrics
+from .producer_ids import ProducerIdManager
+from .purgatory import FetchPurgatory
+from .replica_manager import ReplicaManager
+from .sasl import CredentialStore
+from .security import SecurityManager
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+@functools.cache
+def canonical_host_name() -> str:
+    """The host's canonical name (looked up once, when first advertised: it may ask the DNS)."""
+    return socket.getfqdn() or "localhost"
+
+
+class Broker:
+    """The broker's parts, shared by every connection and handler (built by :func:`build_broker`)."""
+
+    def __init__(self, config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id: str, advertised: dict,
+                 logs: LogManager, metrics: BrokerMetrics, purgatory: FetchPurgatory, dispatcher: Dispatcher,
+                 producer_ids: ProducerIdManager, groups: GroupCoordinator, replica_manager: ReplicaManager,
+                 credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
+                 cleaner: LogCleanerService | None) -> None:
+        self.config = config
+        self.now_ms = now_ms
+        self.node_id = config.node_id
+        self.cluster_id = cluster_id
+        self.advertised = advertised
+        self.logs = logs
+        self.metrics = metrics
+        self.purgatory = purgatory
+        self.dispatcher = dispatcher
+        self.producer_ids = producer_ids
+        self.groups = groups
+        self.replica_manager = replica_manager
+        self.credentials = credentials
+        self.security = security
+        self.authorizer = authorizer
+        self.cleaner = cleaner
+        self.started_monotonic = time.monotonic()
+
+    def endpoint_for(self, listener_name: str) -> NodeEndpoint:
+        """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
+
+        An empty advertised host is the host's canonical name, as Kafka advertises it; the
+        configuration refuses the wildcards 0.0.0.0 and :: (config.broker)."""
+        adv = self.advertised.get(listener_name) or next(iter(self.advertised.values()))
+        return NodeEndpoint(self.node_id, adv.host or canonical_host_name(), adv.port)
+
+    @property
+    def node(self) -> NodeEndpoint:
+        return self.endpoint_for(next(iter(self.advertised)))
+
+
+def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id: str, advertised: dict,
+                 logs: LogManager, metrics: BrokerMetrics, purgatory: FetchPurgatory,
+                 dispatcher: Dispatcher) -> Broker:
+    """Build the daemon's parts in order (see the module docstring); the logs are loaded already."""
+    data_dir = logs.log_dirs[0]
+    if any(l.security_protocol != "PLAINTEXT" for l in config.listeners):
+        security = SecurityManager(config, data_dir)
+        credentials = security.credentials
+    else:
+        security = None
+        credentials = CredentialStore(config["sundial.credentials.file"]
+                                      or os.path.join(data_dir, "credentials.json"))
+    authorizer = Authorizer.from_config(config, data_dir) if config["authorizer.class.name"] else None
+    producer_ids = ProducerIdManager(data_dir)
+    groups = GroupCoordinator(config, logs, now_ms=now_ms)
+    replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
+                                     groups=groups)
+    cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
+        if config.cleaner.enable else None
+    return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
+                  purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids, groups=groups,
+                  replica_manager=replica_manager, credentials=credentials, security=security,
+                  authorizer=authorizer, cleaner=cleaner)
