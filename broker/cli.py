@@ -38,7 +38,7 @@ from config import ConfigError, load_broker_config
 from . import __version__
 from .logsetup import configure_logging
 from .server import BrokerServer, StartupError, os_reason
-from tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics
+from tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics, transactions
 
 logger = structlog.get_logger(__name__)
 
@@ -98,6 +98,7 @@ SUBCOMMANDS = {
     "get-offsets": get_offsets.add_parser,
     "dump-log": dump_log.add_parser,
     "consumer-groups": consumer_groups.add_parser,
+    "transactions": transactions.add_parser,
     "failover": failover.add_parser,
     "mirror": mirror.add_parser,
     "credentials": credentials.add_credentials_parser,

@@ -26,7 +26,7 @@ from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from protocol.schema_codec import encode_api_versions_fallback
 
 from .handlers import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer, sasl, \
-    security_admin
+    security_admin, transactions
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -83,6 +83,14 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.DELETE_ACLS, security_admin.handle_delete_acls),
     Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, security_admin.handle_describe_user_scram_credentials),
     Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, security_admin.handle_alter_user_scram_credentials),
+    # Transactions (FindCoordinator key type TRANSACTION and transactional InitProducerId are above)
+    Route(ApiKey.ADD_PARTITIONS_TO_TXN, transactions.handle_add_partitions_to_txn),
+    Route(ApiKey.ADD_OFFSETS_TO_TXN, transactions.handle_add_offsets_to_txn),
+    Route(ApiKey.TXN_OFFSET_COMMIT, transactions.handle_txn_offset_commit),
+    Route(ApiKey.END_TXN, transactions.handle_end_txn),
+    Route(ApiKey.DESCRIBE_TRANSACTIONS, transactions.handle_describe_transactions),
+    Route(ApiKey.LIST_TRANSACTIONS, transactions.handle_list_transactions),
+    Route(ApiKey.DESCRIBE_PRODUCERS, transactions.handle_describe_producers),
 )
 
 

@@ -14,7 +14,10 @@ parameters (nothing reaches back into the :class:`Broker` for its collaborators)
    (``GroupMetadataManager``) over ``__consumer_offsets`` (loaded by ``start()``);
 5. ``ReplicaManager(config, logs, purgatory, metrics, now_ms, groups)``: the data
    plane (the group coordinator is the consumed-retention input);
-6. ``LogCleanerService(logs, cleaner config, log dirs, metrics, now_ms)`` when ``log.cleaner.enable``.
+6. ``TransactionCoordinator`` (:mod:`broker.txn`): ``__transaction_state`` over the logs, markers
+   through the replica manager, transactional offsets completed in the group coordinator
+   (loaded by ``start()``);
+7. ``LogCleanerService(logs, cleaner config, log dirs, metrics, now_ms)`` when ``log.cleaner.enable``.
 
 :class:`Broker` is what connections and handlers see (``ctx.broker``): every attribute
 is set once, at construction. Two features are optional and then *disabled*, given as
@@ -46,6 +49,8 @@ from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
 from .sasl import CredentialStore
 from .security import SecurityManager
+from .txn.coordinator import TransactionCoordinator
+from .txn.service import build_transaction_coordinator
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +72,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id: str, advertised: dict,
                  logs: LogManager, metrics: BrokerMetrics, purgatory: FetchPurgatory, dispatcher: Dispatcher,
                  producer_ids: ProducerIdManager, groups: GroupCoordinator, replica_manager: ReplicaManager,
-                 credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
+                 transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
                  cleaner: LogCleanerService | None) -> None:
         self.config = config
         self.now_ms = now_ms
@@ -81,6 +86,7 @@ class Broker:
         self.producer_ids = producer_ids
         self.groups = groups
         self.replica_manager = replica_manager
+        self.transactions = transactions
         self.credentials = credentials
         self.security = security
         self.authorizer = authorizer
@@ -117,9 +123,11 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     groups = GroupCoordinator(config, logs, now_ms=now_ms)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
                                      groups=groups)
+    transactions = build_transaction_coordinator(config, logs=logs, replica_manager=replica_manager, groups=groups,
+                                                 producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
         if config.cleaner.enable else None
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids, groups=groups,
-                  replica_manager=replica_manager, credentials=credentials, security=security,
+                  replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
                   authorizer=authorizer, cleaner=cleaner)

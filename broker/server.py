@@ -251,6 +251,8 @@ class BrokerServer:
         self._release.push_async_callback(broker.replica_manager.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()
+        self._release.push_async_callback(broker.transactions.stop)
+        await broker.transactions.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
         self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))

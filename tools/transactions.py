@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 
+from kafka import TopicPartition
+from kafka.errors import KafkaError
+
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     describe_error, format_table, now_ms, tool_command
 
@@ -63,8 +66,6 @@ def _kafka_error(what: str, exc: BaseException) -> ToolError:
 
 @tool_command("transactions")
 def run(args) -> int:
-    from kafka.errors import KafkaError
-
     settings = ClientSettings.from_args(args)
     if args.describe and not args.transactional_id:
         raise ToolError("--describe needs --transactional-id")
@@ -101,8 +102,6 @@ def run(args) -> int:
                                 "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
                                 "TransactionDurationMs", "TopicPartitions"), rows))
             return 0
-        from kafka.structs import TopicPartition
-
         tp = TopicPartition(args.topic, args.partition)
         try:
             states = admin.describe_producers([tp])

@@ -41,7 +41,7 @@ import storage.errors as se
 from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
 from .lag import LagRow
 from .offset_manager import CommitRequest, ConsumedUpto, FetchedOffset, GroupMetadataManager, storage_error_code
-from .offsets import OffsetStore
+from .offsets import OFFSETS_TOPIC, OffsetStore
 from .schema import GroupValue, MemberRecord
 from .state import Group, JoinReply, StoreGroup, SyncReply
 
@@ -355,6 +355,40 @@ class GroupCoordinator:
             return [error] * len(offsets)
         return await self.offsets.store_offsets(group_id, offsets, retention_time_ms, now)
 
+    async def txn_commit_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: list[CommitRequest]) -> list[ErrorCode]:
+        """TxnOffsetCommit (Kafka ``handleTxnCommitOffsets``): validated like a commit, except that a
+        producer-only commit (no member, generation -1) is accepted whatever the group's state; the
+        offsets stay pending until the transaction's marker reaches ``__consumer_offsets``."""
+        member_id = member_id or ""
+        if not self._valid_group_id(group_id, allow_empty=False):
+            return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
+        error = self._coordinator_error()
+        if error:
+            return [error] * len(offsets)
+        now = self.now_ms()
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = self._make_group(group_id, now)
+        if group.state is DEAD:
+            return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(offsets)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = group._validate_member(member_id, group_instance_id)
+            if not error and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error:
+                return [error] * len(offsets)
+        return await self.offsets.store_offsets(group_id, offsets, -1, now, producer=(producer_id, producer_epoch))
+
+    def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
+        """The ``__consumer_offsets`` partition holding the group (AddOffsetsToTxn adds it)."""
+        return OFFSETS_TOPIC, 0
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool, partition: int) -> None:
+        """A COMMIT/ABORT marker for ``producer_id`` is durable in ``__consumer_offsets-<partition>``."""
+        self.offsets.complete_txn(producer_id, commit)
+
     def fetch_offsets(self, *, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
         """OffsetFetch: ``partitions=None`` means every committed partition of the group."""
@@ -363,7 +397,7 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return error, [FetchedOffset(t, p, None) for t, p in (partitions or [])]
-        return ErrorCode.NONE, self.offsets.fetch_offsets(group_id, partitions)
+        return ErrorCode.NONE, self.offsets.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[ErrorCode, list[ErrorCode]]:

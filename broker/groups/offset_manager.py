@@ -73,6 +73,9 @@ class FetchedOffset:
     topic: str
     partition: int
     committed: CommittedOffset | None  # None: nothing committed (offset -1 on the wire)
+    #: UNSTABLE_OFFSET_COMMIT when OffsetFetch asked for stable offsets and a transactional
+    #: commit of this partition is still undecided (KIP-447); the offset then reads as -1.
+    error: ErrorCode = ErrorCode.NONE
 
 
 def storage_error_code(exc: BaseException) -> ErrorCode:
@@ -160,8 +163,12 @@ class GroupMetadataManager:
 
     # -- OffsetCommit / OffsetFetch / OffsetDelete --------------------------------------------------
     async def store_offsets(self, group_id: str, offsets: list[CommitRequest], retention_time_ms: int,
-                            now: int) -> list[ErrorCode]:
-        """The storage half of OffsetCommit (membership already checked): one error per entry."""
+                            now: int, producer: tuple[int, int] | None = None) -> list[ErrorCode]:
+        """The storage half of OffsetCommit (membership already checked): one error per entry.
+
+        With ``producer=(id, epoch)`` it is TxnOffsetCommit's: the offsets are written in a
+        transactional batch and stay pending until the transaction's marker (see
+        :mod:`broker.groups.offsets`)."""
         results: list[ErrorCode] = []
         to_store: dict[tuple[str, int], CommittedOffset] = {}
         for req in offsets:
@@ -181,7 +188,14 @@ class GroupMetadataManager:
             return results
         failure = ErrorCode.NONE
         try:
-            last = self.store.commit(group_id, to_store, now)
+            if producer is None:
+                last = self.store.commit(group_id, to_store, now)
+            else:
+                last = self.store.commit_transactional(group_id, to_store, producer[0], producer[1], now)
+        except se.InvalidProducerEpochError as exc:  # an older epoch of the transactional producer
+            logger.info("txn_offset_commit_fenced", group=group_id, producer_id=producer and producer[0],
+                        error=str(exc))
+            failure = ErrorCode.INVALID_PRODUCER_EPOCH
         except (se.StorageError, OSError, RuntimeError) as exc:
             logger.error("offset_commit_failed", group=group_id, error=str(exc))
             failure = storage_error_code(exc)
@@ -200,12 +214,26 @@ class GroupMetadataManager:
             self.spawn(self.maybe_snapshot())
         return results
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[FetchedOffset]:
-        """Committed offsets of the group: ``partitions=None`` means every committed partition."""
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> list[FetchedOffset]:
+        """Committed offsets of the group: ``partitions=None`` means every committed partition.
+        Offsets of a pending transaction are never shown; with ``require_stable`` a partition that
+        has one answers UNSTABLE_OFFSET_COMMIT (Kafka ``GroupMetadataManager.getOffsets``)."""
         committed = self.store.offsets_of(group_id)
+        unstable = self.store.pending_partitions(group_id) if require_stable else set()
         if partitions is None:
-            return [FetchedOffset(t, p, c) for (t, p), c in sorted(committed.items())]
-        return [FetchedOffset(t, p, committed.get((t, p))) for t, p in partitions]
+            partitions = sorted(set(committed) | unstable)
+        return [FetchedOffset(t, p, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if (t, p) in unstable
+                else FetchedOffset(t, p, committed.get((t, p))) for t, p in partitions]
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker is in ``__consumer_offsets``: materialise or drop its offsets."""
+        applied = self.store.complete_txn(producer_id, commit)
+        self._consumed_cache = None
+        if applied:
+            logger.debug("txn_offsets_committed", producer_id=producer_id, partitions=applied)
+        if self.store.snapshot_due():
+            self.spawn(self.maybe_snapshot())
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         """Tombstones for ``partitions`` of the group, durable on return (raises on failure)."""

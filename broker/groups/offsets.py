@@ -29,18 +29,35 @@ Invariants
   segments below it. Replaying from the new start sees the snapshot first, then
   every later change, so the rebuilt state is the same. A crash between the snapshot
   and the ``delete_records`` only leaves redundant records.
+
+Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447)
+--------------------------------------------------------
+A transactional commit is written as Kafka writes it: the same OffsetCommit records in
+a *transactional* batch carrying the producer id and epoch (base sequence -1, appended
+with the coordinator's origin, so the partition's producer state checks the epoch:
+an older one is INVALID_PRODUCER_EPOCH). Its offsets stay **pending** (per producer id,
+then group) and are neither fetched nor counted by consumed retention until the
+transaction coordinator writes the COMMIT marker into this partition
+(:meth:`OffsetStore.complete_txn`): then each pending offset replaces the committed
+one unless a newer record (a higher log offset) already did, as Kafka's
+``GroupMetadata.completePendingTxnOffsetCommit``; an ABORT marker drops them. Replay
+does the same from the log: records of a transactional batch are pending until a
+control batch of their producer id decides them. No snapshot is written while a
+transactional commit is undecided (so a snapshot's copies never look newer than a
+pending commit on replay), and none trims the log past a pending record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 import structlog
 
 from records.builder import SimpleRecord, build_batch
-from records.framing import iter_records
-from records.layout import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from records.control import read_end_txn_marker
+from records.framing import iter_batches, iter_records
+from records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
 from ..flusher import PartitionFlusher
 from .schema import (
@@ -69,6 +86,19 @@ DEFAULT_SNAPSHOT_MIN_RECORDS = 10_000
 
 TopicPartition = tuple[str, int]
 
+#: What a replayed record is: plain, in a transactional batch, or a COMMIT/ABORT marker.
+PLAIN, TXN_DATA, TXN_COMMIT, TXN_ABORT = 0, 1, 2, 3
+#: Origin of appends made by a coordinator (no sequence checks; Kafka ``AppendOrigin.COORDINATOR``).
+COORDINATOR_ORIGIN = "coordinator"
+
+
+class ReplayRecord(NamedTuple):
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1
+    kind: int = PLAIN
+
 
 @dataclass(slots=True)
 class CommittedOffset:
@@ -92,11 +122,13 @@ class CommittedOffset:
 class OffsetsLog(Protocol):
     """What the store needs of the log under it."""
 
-    def replay(self) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every (key, value) from the log start offset to the end, in offset order."""
+    def replay(self) -> Iterator[ReplayRecord]:
+        """Every record from the log start offset to the end, in offset order."""
 
-    def append(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> int:
-        """Append one batch synchronously; returns its last offset (raises on failure)."""
+    def append(self, records: list[tuple[bytes, bytes | None]], now_ms: int,
+               producer: tuple[int, int] | None = None) -> int:
+        """Append one batch synchronously (transactional for ``producer=(id, epoch)``); returns its
+        last offset (raises on failure)."""
 
     async def wait_durable(self, last_offset: int) -> None:
         """Return once every offset <= last_offset is on disk."""
@@ -121,7 +153,7 @@ class MemoryOffsetsLog:
     """
 
     def __init__(self) -> None:
-        self.entries: list[tuple[int, bytes | None, bytes | None]] = []
+        self.entries: list[ReplayRecord] = []
         self.log_start_offset = 0
         self._next = 0
         self.durable_upto = 0  # offsets below are durable
@@ -132,18 +164,24 @@ class MemoryOffsetsLog:
         return self._next
 
     def replay(self):
-        for offset, key, value in self.entries:
-            if offset >= self.log_start_offset:
-                yield key, value
+        for rec in self.entries:
+            if rec.offset >= self.log_start_offset:
+                yield rec
 
-    def append(self, records, now_ms):
+    def append(self, records, now_ms, producer=None):
         if self.fail_next_append is not None:
             exc, self.fail_next_append = self.fail_next_append, None
             raise exc
+        pid, kind = (producer[0], TXN_DATA) if producer is not None else (-1, PLAIN)
         for key, value in records:
-            self.entries.append((self._next, key, value))
+            self.entries.append(ReplayRecord(self._next, key, value, pid, kind))
             self._next += 1
         return self._next - 1
+
+    def append_marker(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker (what the transaction coordinator writes)."""
+        self.entries.append(ReplayRecord(self._next, None, None, producer_id, TXN_COMMIT if commit else TXN_ABORT))
+        self._next += 1
 
     async def wait_durable(self, last_offset):
         self.durable_upto = max(self.durable_upto, last_offset + 1)
@@ -153,7 +191,7 @@ class MemoryOffsetsLog:
 
     def delete_records_before(self, offset):
         self.log_start_offset = max(self.log_start_offset, offset)
-        self.entries = [e for e in self.entries if e[0] >= self.log_start_offset]
+        self.entries = [e for e in self.entries if e.offset >= self.log_start_offset]
 
     def max_batch_bytes(self):
         return 1 << 30
@@ -216,17 +254,34 @@ class PartitionOffsetsLog:
             if not data:
                 break
             last = offset - 1
-            for rec in iter_records(data):
-                last = rec.offset
-                if rec.offset >= offset:
-                    yield rec.key, rec.value
+            for view in iter_batches(data):
+                last = view.last_offset
+                if last < offset:
+                    continue
+                batch = bytes(data[view.position:view.position + view.size_bytes])
+                if view.magic >= 2 and view.is_control:
+                    marker = read_end_txn_marker(view)
+                    if marker is not None:
+                        kind = TXN_COMMIT if marker.control_type == CONTROL_TYPE_COMMIT else TXN_ABORT
+                        yield ReplayRecord(view.base_offset, None, None, view.producer_id, kind)
+                    continue
+                txn = view.magic >= 2 and view.is_transactional
+                for rec in iter_records(batch):
+                    if rec.offset >= offset:
+                        yield ReplayRecord(rec.offset, rec.key, rec.value, view.producer_id if txn else -1,
+                                           TXN_DATA if txn else PLAIN)
             if last < offset:
                 break
             offset = last + 1
 
-    def append(self, records, now_ms):
-        batch = build_batch(MAGIC_V2, [SimpleRecord(now_ms, key, value) for key, value in records])
-        result = self.log.append(batch, now_ms=now_ms)
+    def append(self, records, now_ms, producer=None):
+        simple = [SimpleRecord(now_ms, key, value) for key, value in records]
+        if producer is None:
+            result = self.log.append(build_batch(MAGIC_V2, simple), now_ms=now_ms)
+        else:
+            batch = build_batch(MAGIC_V2, simple, producer_id=producer[0], producer_epoch=producer[1],
+                                is_transactional=True)
+            result = self.log.append(batch, now_ms=now_ms, origin=COORDINATOR_ORIGIN)
         return result.last_offset
 
     async def wait_durable(self, last_offset):
@@ -251,6 +306,12 @@ class OffsetStore:
         self.snapshot_min_records = snapshot_min_records
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self.group_values: dict[str, GroupValue] = {}
+        #: Log offset of the record each committed offset came from (for pending-commit ordering).
+        self.applied_at: dict[tuple[str, TopicPartition], int] = {}
+        #: Transactional commits not decided yet: producer id -> group -> partition -> (offset, log offset).
+        self.pending_txn: dict[int, dict[str, dict[TopicPartition, tuple[CommittedOffset, int]]]] = {}
+        #: First log offset of each producer's undecided records (snapshots never trim past it).
+        self.pending_first_offset: dict[int, int] = {}
         self._snapshot_running = False
         self.snapshots = 0
         self.version = 0  # bumped on every change (cache key for consumed-retention answers)
@@ -269,24 +330,37 @@ class OffsetStore:
     def load(self, progress: Callable[[int], None] | None = None) -> None:
         self.offsets.clear()
         self.group_values.clear()
+        self.applied_at.clear()
+        self.pending_txn.clear()
+        self.pending_first_offset.clear()
         count = skipped = 0
-        for key_bytes, value_bytes in self.log.replay():
+        for rec in self.log.replay():
             count += 1
             if progress is not None and count % 100_000 == 0:
                 progress(count)
+            if rec.kind in (TXN_COMMIT, TXN_ABORT):
+                self.complete_txn(rec.producer_id, rec.kind == TXN_COMMIT)
+                continue
+            key_bytes, value_bytes = rec.key, rec.value
             try:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
                     tp = (key.topic, key.partition)
-                    if value_bytes is None:
+                    if rec.kind == TXN_DATA:
+                        if value_bytes is not None:
+                            value = CommittedOffset.from_value(decode_offset_value(value_bytes))
+                            self._add_pending(rec.producer_id, key.group, {tp: value}, rec.offset)
+                    elif value_bytes is None:
                         group = self.offsets.get(key.group)
                         if group is not None:
                             group.pop(tp, None)
                             if not group:
                                 del self.offsets[key.group]
+                        self.applied_at.pop((key.group, tp), None)
                     else:
                         value = decode_offset_value(value_bytes)
                         self.offsets.setdefault(key.group, {})[tp] = CommittedOffset.from_value(value)
+                        self.applied_at[(key.group, tp)] = rec.offset
                 else:
                     if value_bytes is None:
                         self.group_values.pop(key.group, None)
@@ -306,8 +380,53 @@ class OffsetStore:
                    for (t, p), c in entries.items()]
         last = self.log.append(records, now_ms)
         self.offsets.setdefault(group_id, {}).update(entries)
+        for tp in entries:
+            self.applied_at[(group_id, tp)] = last
         self.version += 1
         return last
+
+    # -- transactional offsets ------------------------------------------------------------------
+    def _add_pending(self, producer_id: int, group_id: str, entries: dict[TopicPartition, CommittedOffset],
+                     log_offset: int) -> None:
+        group = self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        for tp, c in entries.items():
+            group[tp] = (c, log_offset)
+        self.pending_first_offset.setdefault(producer_id, log_offset)
+
+    def commit_transactional(self, group_id: str, entries: dict[TopicPartition, CommittedOffset],
+                             producer_id: int, producer_epoch: int, now_ms: int) -> int:
+        """TxnOffsetCommit: append a transactional batch; the offsets stay pending (see the module doc)."""
+        records = [(encode_offset_key(group_id, t, p), encode_offset_value(c.to_value()))
+                   for (t, p), c in entries.items()]
+        last = self.log.append(records, now_ms, producer=(producer_id, producer_epoch))
+        self._add_pending(producer_id, group_id, entries, last)
+        return last
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker for ``producer_id``: materialise or drop its pending offsets; how many."""
+        groups = self.pending_txn.pop(producer_id, None)
+        self.pending_first_offset.pop(producer_id, None)
+        if not groups or not commit:
+            return 0
+        applied = 0
+        for group_id, entries in groups.items():
+            for tp, (c, log_offset) in entries.items():
+                if self.applied_at.get((group_id, tp), -1) < log_offset:
+                    self.offsets.setdefault(group_id, {})[tp] = c
+                    self.applied_at[(group_id, tp)] = log_offset
+                    applied += 1
+        self.version += 1
+        return applied
+
+    def pending_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group with an undecided transactional commit (OffsetFetch require_stable)."""
+        out: set[TopicPartition] = set()
+        for groups in self.pending_txn.values():
+            out.update(groups.get(group_id, ()))
+        return out
+
+    def has_pending(self, group_id: str) -> bool:
+        return any(group_id in groups for groups in self.pending_txn.values())
 
     def store_group(self, group_id: str, value: GroupValue, now_ms: int) -> int:
         last = self.log.append([(encode_group_key(group_id), encode_group_value(value))], now_ms)
@@ -324,6 +443,7 @@ class OffsetStore:
         last = self.log.append([(encode_offset_key(group_id, t, p), None) for t, p in present], now_ms)
         for tp in present:
             group.pop(tp, None)
+            self.applied_at.pop((group_id, tp), None)
         if not group:
             self.offsets.pop(group_id, None)
         self.version += 1
@@ -337,7 +457,8 @@ class OffsetStore:
         if not records:
             return None
         last = self.log.append(records, now_ms)
-        self.offsets.pop(group_id, None)
+        for tp in self.offsets.pop(group_id, {}):
+            self.applied_at.pop((group_id, tp), None)
         self.group_values.pop(group_id, None)
         self.version += 1
         return last
@@ -348,8 +469,8 @@ class OffsetStore:
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot_due(self) -> bool:
-        if self._snapshot_running:
-            return False
+        if self._snapshot_running or self.pending_txn:
+            return False  # a snapshot waits until no transactional commit is undecided (see the module doc)
         return self.log.record_count() > max(self.snapshot_min_records, 2 * self.live_records())
 
     def write_snapshot(self, now_ms: int) -> tuple[int, int]:
@@ -387,7 +508,8 @@ class OffsetStore:
             before = self.log.record_count()
             start, last = self.write_snapshot(now_ms)
             await self.durable(last)
-            self.log.delete_records_before(start)
+            trim_to = min([start, *self.pending_first_offset.values()])
+            self.log.delete_records_before(trim_to)
             self.snapshots += 1
             logger.info("offsets_snapshot_written", topic=OFFSETS_TOPIC, partition=0, offset=start,
                         records_before=before, live_records=self.live_records())

@@ -20,7 +20,9 @@ and shapes Kafka's response for the version. Version facts that live here:
   without a commit answers offset -1, leader epoch -1, metadata "".
 * FindCoordinator v0–v3: one key; v4+: a list (``coordinator_keys``). Group keys are
   answered with this node (the address of the listener the client used);
-  transaction keys get INVALID_REQUEST: Sundial has no transaction coordinator.
+  transaction keys go to the transaction coordinator
+  (:func:`broker.handlers.transactions.find_transaction_coordinator`); other key types get
+  INVALID_REQUEST.
 
 With an authorizer, Kafka's checks: FindCoordinator needs DESCRIBE on the group,
 Join/Sync/Heartbeat/Leave and OffsetCommit READ, OffsetFetch and DescribeGroups
@@ -39,6 +41,7 @@ from protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..refusals import refuse
+from .transactions import find_transaction_coordinator
 from ..groups.offset_manager import CommitRequest, FetchedOffset
 
 logger = structlog.get_logger(__name__)
@@ -78,9 +81,10 @@ def _endpoint(ctx):
 
 def _find_one(ctx, key: str, key_type: int) -> dict:
     coord = _coordinator(ctx)
+    if key_type == KEY_TYPE_TRANSACTION:
+        return find_transaction_coordinator(ctx, key)
     if key_type != KEY_TYPE_GROUP:
-        reason = ("Sundial has no transaction coordinator" if key_type == KEY_TYPE_TRANSACTION
-                  else f"unknown key type {key_type}")
+        reason = f"unknown key type {key_type}"
         refuse(ctx, f"find_coordinator:key_type:{key_type}", reason, api="FIND_COORDINATOR",
                error="INVALID_REQUEST", key=key)
         return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": reason, "node_id": -1, "host": "",
@@ -297,7 +301,7 @@ def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_er
                          "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
                 continue  # all partitions: left out
         by_topic.setdefault(row.topic, []).append(
-            _partition_answer(row, error if per_partition_errors else ErrorCode.NONE))
+            _partition_answer(row, error if per_partition_errors and error else row.error))
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 

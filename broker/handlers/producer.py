@@ -23,6 +23,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
+from .transactions import init_transactional_producer_id
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any
 
 logger = structlog.get_logger(__name__)
@@ -33,9 +34,7 @@ MAX_EPOCH = 32767
 async def handle_init_producer_id(ctx, request):
     broker = ctx.broker
     if request.transactional_id is not None:
-        logger.info("transactions_unsupported", client=ctx.client_host, transactional_id=request.transactional_id)
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+        return await init_transactional_producer_id(ctx, request)
     if not (is_authorized(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
             or is_authorized_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         logger.info("authorization_denied", principal=ctx.principal, client=ctx.client_host,

@@ -32,6 +32,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
+from ..groups.offset_manager import CommitRequest
 
 logger = structlog.get_logger(__name__)
 
@@ -171,8 +172,6 @@ async def handle_add_offsets_to_txn(ctx, request):
 async def handle_txn_offset_commit(ctx, request):
     """Offsets of a transaction: written now, visible once the transaction commits (the group
     offset manager keeps them pending; its COMMIT/ABORT marker decides them)."""
-    from ..groups.offset_manager import CommitRequest
-
     version = ctx.api_version
     shape: list[tuple[str, list[tuple[int, ErrorCode | None]]]] = []
     entries: list[CommitRequest] = []
@@ -272,15 +271,6 @@ def _txn_id_ok_quiet(ctx, txn_id) -> bool:
     return is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id, log_denied=False)
 
 
-HANDLERS = {
-    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
-    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
-    ApiKey.END_TXN: handle_end_txn,
-    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
-    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
-    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
-}
-
 
 # -- DescribeProducers --------------------------------------------------------------------------
 async def handle_describe_producers(ctx, request):
@@ -314,5 +304,3 @@ async def handle_describe_producers(ctx, request):
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
-
-HANDLERS[ApiKey.DESCRIBE_PRODUCERS] = handle_describe_producers

@@ -64,19 +64,20 @@ def value_of(t: TxnTransit) -> TxnLogValue:
 class TransactionLog:
     """``__transaction_state`` over the broker's logs and replica manager."""
 
-    def __init__(self, broker, config, *, now_ms: Callable[[], int]) -> None:
-        self._broker = broker
+    def __init__(self, config, logs, replica_manager, *, now_ms: Callable[[], int]) -> None:
+        self._logs = logs
+        self._rm = replica_manager
         self._config = config
         self._now_ms = now_ms
         self._read_chunk_bytes = int(config["transaction.state.log.load.buffer.size"])
 
     @property
     def exists(self) -> bool:
-        return self._broker.logs.topic(TRANSACTION_STATE_TOPIC) is not None
+        return self._logs.topic(TRANSACTION_STATE_TOPIC) is not None
 
     @property
     def num_partitions(self) -> int:
-        meta = self._broker.logs.topic(TRANSACTION_STATE_TOPIC)
+        meta = self._logs.topic(TRANSACTION_STATE_TOPIC)
         if meta is None:
             return int(self._config["transaction.state.log.num.partitions"])
         return meta.partitions
@@ -85,7 +86,7 @@ class TransactionLog:
         if self.exists:
             return
         n = int(self._config["transaction.state.log.num.partitions"])
-        self._broker.logs.create_topic(TRANSACTION_STATE_TOPIC, n, topic_overrides(self._config))
+        self._logs.create_topic(TRANSACTION_STATE_TOPIC, n, topic_overrides(self._config))
         logger.info("transaction_state_topic_created", topic=TRANSACTION_STATE_TOPIC, partitions=n)
 
     def partition_for(self, transactional_id: str) -> int:
@@ -93,7 +94,7 @@ class TransactionLog:
 
     # -- load -----------------------------------------------------------------------------------
     def _records(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        log = self._broker.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
+        log = self._logs.get_log(TRANSACTION_STATE_TOPIC, partition)
         if log is None:
             return
         offset = log.log_start_offset
@@ -141,7 +142,7 @@ class TransactionLog:
     # -- writes ---------------------------------------------------------------------------------
     async def write(self, transactional_id: str, transit: TxnTransit | None) -> ErrorCode:
         """Append the transit (None = tombstone) and wait until it is on disk; Kafka's error mapping."""
-        rm = self._broker.replica_manager
+        rm = self._rm
         partition = self.partition_for(transactional_id)
         value = None if transit is None else encode_value(value_of(transit))
         now = self._now_ms()

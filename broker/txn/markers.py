@@ -25,16 +25,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class ReplicaMarkerWriter:
-    def __init__(self, broker) -> None:
-        self._broker = broker
+    def __init__(self, replica_manager, groups) -> None:
+        self._rm = replica_manager
+        self._groups = groups
 
     async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                             partitions) -> dict[tuple[str, int], int]:
-        codes = await self._broker.replica_manager.write_txn_markers(
+        codes = await self._rm.write_txn_markers(
             producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
             commit=commit, partitions=list(partitions))
-        groups = getattr(self._broker, "groups", None)
         for (topic, partition), code in codes.items():
-            if topic == OFFSETS_TOPIC and code == ErrorCode.NONE and groups is not None:
-                groups.complete_txn_offsets(producer_id, commit, partition)
+            if topic == OFFSETS_TOPIC and code == ErrorCode.NONE:
+                self._groups.complete_txn_offsets(producer_id, commit, partition)
         return codes

@@ -1,22 +1,24 @@
-"""Wiring of the transaction coordinator into the daemon (called by :mod:`broker.server`).
+"""Building the transaction coordinator (called by the composition root, :mod:`broker.node`).
 
-Started after the logs and the group coordinator (the markers of a transaction that
-was being completed complete the group's pending offsets), stopped before the group
-coordinator and the logs close. ``__transaction_state`` is created lazily (first
-FindCoordinator for a transaction key or first transactional InitProducerId); when
-it exists it is loaded here, before any listener accepts a connection.
+Built after the replica manager and the group coordinator: markers go through the
+replica manager, and those written into ``__consumer_offsets`` complete the group's
+pending transactional offsets. ``start()`` (by :class:`broker.server.BrokerServer`, after
+the group coordinator started) loads ``__transaction_state`` when it exists, before any
+listener accepts a connection; the topic itself is created lazily (first FindCoordinator
+for a transaction key or first transactional InitProducerId).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from .coordinator import TransactionCoordinator
 from .log import TransactionLog
 from .markers import ReplicaMarkerWriter
 
 
-async def start_transaction_coordinator(broker, config) -> TransactionCoordinator:
-    log = TransactionLog(broker, config, now_ms=broker.now_ms)
-    coordinator = TransactionCoordinator(config, log, ReplicaMarkerWriter(broker), broker.producer_ids,
-                                         now_ms=broker.now_ms)
-    await coordinator.start()
-    return coordinator
+def build_transaction_coordinator(config, *, logs, replica_manager, groups, producer_ids,
+                                  now_ms: Callable[[], int]) -> TransactionCoordinator:
+    log = TransactionLog(config, logs, replica_manager, now_ms=now_ms)
+    return TransactionCoordinator(config, log, ReplicaMarkerWriter(replica_manager, groups), producer_ids,
+                                  now_ms=now_ms)

@@ -106,7 +106,11 @@ async def test_find_coordinator(version):
         resp = await call(broker, ApiKey.FIND_COORDINATOR, version, {"key": "g"})
         assert (resp.error_code, resp.node_id, resp.host, resp.port) == (0, 7, "broker.example", 9999)
         if version >= 1:
+            # Transaction keys go to the transaction coordinator (none in this fake broker);
+            # unknown key types are refused.
             resp = await call(broker, ApiKey.FIND_COORDINATOR, version, {"key": "tx", "key_type": 1})
+            assert resp.error_code == E.COORDINATOR_NOT_AVAILABLE and resp.node_id == -1
+            resp = await call(broker, ApiKey.FIND_COORDINATOR, version, {"key": "x", "key_type": 5})
             assert resp.error_code == E.INVALID_REQUEST and resp.node_id == -1
 
 
