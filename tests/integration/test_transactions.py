@@ -316,3 +316,42 @@ def test_kafkajs_transactional_producer(broker):
     assert sorted(v for _, _, v in rc) == sorted(f"jc-{i}" for i in range(6))
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
     assert sorted(v for _, _, v in ru) == sorted([f"jc-{i}" for i in range(6)] + [f"ja-{i}" for i in range(4)])
+
+
+def test_transactions_tool_lists_and_describes(broker):
+    import subprocess
+    import sys
+
+    topic = f"tool-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    txn_id = _tid("tool")
+    p = _producer(broker.bootstrap, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    _produce(p, topic, 1, ["open-1"])
+
+    def tool(*args):
+        out = subprocess.run([sys.executable, "-m", "broker", "transactions", "--bootstrap-server", broker.bootstrap,
+                              *args], capture_output=True, timeout=120)
+        assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
+        return out.stdout.decode()
+
+    listed = [line.split() for line in tool("--list", "--state", "Ongoing").splitlines()]
+    assert ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"] == listed[0]
+    assert [row for row in listed if row[0] == txn_id][0][3] == "Ongoing"
+    described = tool("--describe", "--transactional-id", txn_id).splitlines()
+    row = described[1].split()
+    assert row[1] == txn_id and row[4] == "Ongoing" and row[-1] == f"{topic}-1"
+    producers = tool("--describe-producers", "--topic", topic, "--partition", "1").splitlines()
+    pid = int(row[2])
+    prow = [line.split() for line in producers[1:] if line.split()[0] == str(pid)][0]
+    assert prow[-1] == "0"  # CurrentTransactionStartOffset: the open transaction starts at offset 0
+    p.commit_transaction(30)
+
+    def state():  # EndTxn is answered at PrepareCommit; the markers and CompleteCommit follow
+        return [r for r in (line.split() for line in tool("--list").splitlines()) if r[0] == txn_id][0][3]
+
+    deadline = time.monotonic() + DEADLINE_S
+    while state() != "CompleteCommit" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state() == "CompleteCommit"
