@@ -355,3 +355,37 @@ def test_transactions_tool_lists_and_describes(broker):
     while state() != "CompleteCommit" and time.monotonic() < deadline:
         time.sleep(0.2)
     assert state() == "CompleteCommit"
+
+
+def test_pending_transactional_offsets_are_unstable_until_commit(broker):
+    """OffsetFetch with require_stable (librdkafka sends it under read_committed) answers
+    UNSTABLE_OFFSET_COMMIT while the transaction is open; after the commit the offset is there."""
+    src = f"stable-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, src, 1)
+    group = _tid("stable")
+    p = _producer(broker.bootstrap, _tid())
+    p.init_transactions(30)
+    p.begin_transaction()
+    meta = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([ck.TopicPartition(src, 0, 7)], meta.consumer_group_metadata(), 30)
+    meta.close()
+    reader = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                          "isolation.level": "read_committed"})
+    plain = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "isolation.level": "read_uncommitted"})
+    try:
+        with pytest.raises(ck.KafkaException):  # retried on UNSTABLE_OFFSET_COMMIT until the timeout
+            reader.committed([ck.TopicPartition(src, 0)], 3)
+        assert plain.committed([ck.TopicPartition(src, 0)], 15)[0].offset < 0  # pending: not committed yet
+        p.commit_transaction(30)
+        deadline = time.monotonic() + DEADLINE_S
+        offset = -1
+        while offset != 7 and time.monotonic() < deadline:
+            try:
+                offset = reader.committed([ck.TopicPartition(src, 0)], 5)[0].offset
+            except ck.KafkaException:
+                time.sleep(0.2)
+        assert offset == 7
+    finally:
+        reader.close()
+        plain.close()
