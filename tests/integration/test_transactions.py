@@ -211,6 +211,10 @@ def test_kill_9_mid_transaction_and_after_commit(broker_factory, stage):
     p.begin_transaction()
     _produce(p, topic, 0, ["k-0", "k-1"])
     _produce(p, topic, 1, ["k-2"])
+    group = _tid("killgrp")
+    meta = ck.Consumer({"bootstrap.servers": d.bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([ck.TopicPartition(topic, 0, 2)], meta.consumer_group_metadata(), 30)
+    meta.close()
     if stage == "committed":
         p.commit_transaction(30)
     d.kill()
@@ -228,6 +232,19 @@ def test_kill_9_mid_transaction_and_after_commit(broker_factory, stage):
         assert (_high_watermark(d.bootstrap, topic, 0), _high_watermark(d.bootstrap, topic, 1)) == (3, 2)
         assert _read(d.bootstrap, parts, "read_committed", 0, timeout_s=2) == []
         assert len(_read(d.bootstrap, parts, "read_uncommitted", 3)) == 3
+    # The transaction's group offset is committed exactly when the transaction is.
+    check = ck.Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        offset = None
+        while offset is None and time.monotonic() < deadline:
+            try:
+                offset = check.committed([ck.TopicPartition(topic, 0)], 5)[0].offset
+            except ck.KafkaException:
+                time.sleep(0.2)
+        assert offset == (2 if stage == "committed" else ck.OFFSET_INVALID)
+    finally:
+        check.close()
     # A new producer with a fresh id works on the restarted broker.
     p2 = _producer(d.bootstrap, _tid())
     p2.init_transactions(30)
