@@ -406,3 +406,47 @@ def test_pending_transactional_offsets_are_unstable_until_commit(broker):
     finally:
         reader.close()
         plain.close()
+
+
+def test_produce_of_transactional_batches_as_kafka_3(broker):
+    """Kafka 3.x without KIP-890 verification: a transactional batch needs a transactional id
+    (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and one sent to a partition never added to the
+    transaction is appended: it opens a transaction there that holds the LSO back."""
+    from protocol import decode_response, encode_request
+    from protocol.api_keys import ApiKey
+    from records.builder import SimpleRecord, build_records
+
+    from .clients import connect_raw, read_frame
+
+    topic = f"hang-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    host, port = broker.bootstrap.split(":")
+    s = connect_raw(host, int(port))
+    try:
+        def ask(api_key, version, body, corr):
+            s.sendall(encode_request(api_key, version, corr, "hang-test", body))
+            return decode_response(api_key, version, read_frame(s))[1]
+
+        txn_id = _tid("raw")
+        found = ask(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1}, 1)
+        assert found.error_code == 0
+        init = ask(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000}, 2)
+        assert init.error_code == 0
+        batch = build_records(2, [SimpleRecord(int(time.time() * 1000), None, b"hanging")],
+                              producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
+                              is_transactional=True).buffer
+
+        def produce(transactional_id, corr):
+            return ask(ApiKey.PRODUCE, 9, {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 30_000,
+                                           "topic_data": [{"name": topic, "partition_data": [
+                                               {"index": 0, "records": batch}]}]}, corr)
+
+        refused = produce(None, 3)
+        assert refused.responses[0].partition_responses[0].error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        accepted = produce(txn_id, 4)  # never added with AddPartitionsToTxn: appended anyway (Kafka 3.x)
+        assert accepted.responses[0].partition_responses[0].error_code == 0
+        latest = ask(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}, 5)
+        assert latest.topics[0].partitions[0].offset == 0  # the LSO stays at the open batch
+    finally:
+        s.close()
