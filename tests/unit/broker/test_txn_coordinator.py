@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.log import value_of
@@ -303,5 +305,82 @@ def test_markers_retry_failed_partitions_and_drop_deleted_ones(monkeypatch):
             await asyncio.sleep(0.005)
         assert c.describe("t").state == S.COMPLETE_COMMIT
         assert [call[4] for call in c.markers.calls] == [(("a", 0), ("a", 1), ("gone", 0)), (("a", 1),)]
+        await c.stop()
+    run(go())
+
+
+# -- the coordinator against a model (Hypothesis) ---------------------------------------------------
+
+MODEL_OPS = st.lists(st.tuples(st.sampled_from(["init", "add", "commit", "abort", "tick"]), st.integers(0, 1),
+                               st.integers(0, 2)), max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(MODEL_OPS)
+def test_two_producers_one_transactional_id_against_a_model(ops):
+    """Two producer instances share one transactional id; every answer and every marker equals
+    what a model of Kafka's rules predicts (epoch bumps, fencing, timeouts, idempotent EndTxn)."""
+    async def go():
+        clock = Clock()
+        c = TransactionCoordinator(CONFIG, MemoryTxnLog(), Markers(), Ids(), now_ms=clock, run_timers=False)
+        await c.start()
+        handles: list[tuple[int, int] | None] = [None, None]
+        epoch, state, parts = -1, "Empty", set()
+        expected_markers = []
+        pid = None
+        for op, who, part in ops:
+            clock.t += 10
+            h = handles[who]
+            if op == "init":
+                r = await c.init_producer_id("t", 1000)
+                pid = pid if pid is not None else r.producer_id
+                if state == "Ongoing":
+                    epoch += 1
+                    expected_markers.append((pid, epoch, 0, False, tuple(sorted(parts))))
+                    state, parts = "CompleteAbort", set()
+                    assert r.error == E.CONCURRENT_TRANSACTIONS
+                else:
+                    epoch += 1
+                    state = "Empty"  # prepareIncrementProducerEpoch: back to Empty
+                    assert (r.error, r.producer_id, r.producer_epoch) == (E.NONE, pid, epoch)
+                    handles[who] = (pid, epoch)
+            elif h is None:
+                continue
+            elif op == "add":
+                err = await c.add_partitions("t", h[0], h[1], [("p", part)])
+                if h[1] != epoch:
+                    assert err == E.PRODUCER_FENCED
+                else:
+                    assert err == E.NONE
+                    state = "Ongoing"
+                    parts.add(("p", part))
+            elif op in ("commit", "abort"):
+                commit = op == "commit"
+                err = await c.end_transaction("t", h[0], h[1], commit)
+                if h[1] != epoch:
+                    assert err == E.PRODUCER_FENCED
+                elif state == "Ongoing":
+                    assert err == E.NONE
+                    expected_markers.append((pid, epoch, 0, commit, tuple(sorted(parts))))
+                    state, parts = ("CompleteCommit" if commit else "CompleteAbort"), set()
+                elif (state, commit) in (("CompleteCommit", True), ("CompleteAbort", False)):
+                    assert err == E.NONE
+                else:
+                    assert err == E.INVALID_TXN_STATE
+            else:
+                clock.t += 1001
+                started = await c.abort_timed_out()
+                if state == "Ongoing":
+                    assert started == 1
+                    epoch += 1
+                    expected_markers.append((pid, epoch, 0, False, tuple(sorted(parts))))
+                    state, parts = "CompleteAbort", set()
+                else:
+                    assert started == 0
+            await _settle(c)
+            md = c.describe("t")
+            if md is not None and epoch >= 0:
+                assert (md.state.kafka_name, md.producer_epoch, md.partitions) == (state, epoch, parts)
+        assert c.markers.calls == expected_markers
         await c.stop()
     run(go())
