@@ -295,6 +295,7 @@ def test_aiokafka_transactional_producer(broker):
             async with p.transaction():
                 for i in range(6):
                     await p.send(topic, value=f"ac-{i}".encode(), partition=i % 2)
+                await p.send_offsets_to_transaction({aiokafka.TopicPartition(topic, 0): 3}, group)
             await p.begin_transaction()
             for i in range(4):
                 await p.send(topic, value=f"aa-{i}".encode(), partition=i % 2)
@@ -302,9 +303,23 @@ def test_aiokafka_transactional_producer(broker):
         finally:
             await p.stop()
 
+    group = _tid("aiogrp")
     asyncio.run(go())
     rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
     assert sorted(v for _, _, v in rc) == sorted(f"ac-{i}" for i in range(6))
+    check = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        offset = None
+        while offset is None and time.monotonic() < deadline:
+            try:
+                offset = check.committed([ck.TopicPartition(topic, 0)], 5)[0].offset
+            except ck.KafkaException:
+                time.sleep(0.2)
+        assert offset == 3
+    finally:
+        check.close()
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
     assert len(ru) == 10
 
