@@ -68,6 +68,23 @@ def _high_watermark(bootstrap, topic, partition):
         c.close()
 
 
+def _wait_committed(bootstrap, group, topic, partition, expected):
+    """The group's committed offset once it equals ``expected`` (or the last seen after the deadline):
+    EndTxn is answered before its markers complete the group's pending offsets."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        offset = None
+        while offset != expected and time.monotonic() < deadline:
+            try:
+                offset = c.committed([ck.TopicPartition(topic, partition)], 5)[0].offset
+            except ck.KafkaException:
+                time.sleep(0.2)
+        return offset
+    finally:
+        c.close()
+
+
 def _produce(p, topic, partition, values):
     for v in values:
         p.produce(topic, value=v.encode(), partition=partition)
@@ -149,10 +166,7 @@ def test_confluent_consume_transform_produce_with_offsets(broker):
     assert seen == 20
     out = _read(broker.bootstrap, [(dst, 0), (dst, 1)], "read_committed", 20)
     assert sorted(v for _, _, v in out) == sorted(f"out-in-{i}" for i in range(20))
-    check = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    committed = check.committed([ck.TopicPartition(src, 0), ck.TopicPartition(src, 1)], 15)
-    check.close()
-    assert sorted(tp.offset for tp in committed) == [10, 10]
+    assert [_wait_committed(broker.bootstrap, group, src, p, 10) for p in (0, 1)] == [10, 10]
 
 
 def test_confluent_second_producer_fences_the_first(broker):
@@ -261,7 +275,7 @@ def test_invalid_transaction_timeout_is_refused(broker):
 
 
 def test_kafka_python_transactional_producer(broker):
-    from kafka import KafkaProducer
+    from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
 
     topic = f"kp-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 2)
@@ -270,6 +284,8 @@ def test_kafka_python_transactional_producer(broker):
     p.begin_transaction()
     for i in range(6):
         p.send(topic, value=f"kc-{i}".encode(), partition=i % 2)
+    group = _tid("kpgrp")
+    p.send_offsets_to_transaction({TopicPartition(topic, 1): OffsetAndMetadata(5, "", -1)}, group)
     p.commit_transaction()
     p.begin_transaction()
     for i in range(4):
@@ -281,6 +297,7 @@ def test_kafka_python_transactional_producer(broker):
     assert sorted(v for _, _, v in rc) == sorted(f"kc-{i}" for i in range(6))
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
     assert len(ru) == 10
+    assert _wait_committed(broker.bootstrap, group, topic, 1, 5) == 5
 
 
 def test_aiokafka_transactional_producer(broker):
@@ -307,19 +324,7 @@ def test_aiokafka_transactional_producer(broker):
     asyncio.run(go())
     rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
     assert sorted(v for _, _, v in rc) == sorted(f"ac-{i}" for i in range(6))
-    check = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
-                         "isolation.level": "read_committed"})
-    try:
-        deadline = time.monotonic() + DEADLINE_S
-        offset = None
-        while offset is None and time.monotonic() < deadline:
-            try:
-                offset = check.committed([ck.TopicPartition(topic, 0)], 5)[0].offset
-            except ck.KafkaException:
-                time.sleep(0.2)
-        assert offset == 3
-    finally:
-        check.close()
+    assert _wait_committed(broker.bootstrap, group, topic, 0, 3) == 3
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
     assert len(ru) == 10
 
