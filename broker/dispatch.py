@@ -104,6 +104,8 @@ class Dispatcher:
         self.handlers: dict[int, Handler] = {}
         self.advertised: dict[int, tuple[int, int]] = {}
         self.pipelined: dict[int, Begin] = {}
+        #: ApiVersions response bodies per (version, error): the table is fixed once built.
+        self.api_versions_bodies: dict[tuple[int, int], bytes] = {}
         for route in routes:
             key = int(route.api_key)
             if key in self.handlers:

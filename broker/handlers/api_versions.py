@@ -34,7 +34,7 @@ async def handle_api_versions(ctx, request):
         elif ctx.connection is not None:
             ctx.connection.client_software = (name, version)
     dispatcher = ctx.broker.dispatcher
-    cache = dispatcher.__dict__.setdefault("_api_versions_bodies", {})
+    cache = dispatcher.api_versions_bodies
     key = (ctx.api_version, error)
     body = cache.get(key)
     if body is None:  # the table is fixed once the broker runs: encode each version once
