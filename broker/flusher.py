@@ -56,8 +56,14 @@ class FlushThreads:
             self._free -= 1
             if start:
                 self._started += 1
-                threading.Thread(target=self._work, name=f"sundial-fsync_{self._started - 1}",
-                                 daemon=True).start()
+                try:
+                    threading.Thread(target=self._work, name=f"sundial-fsync_{self._started - 1}",
+                                     daemon=True).start()
+                except RuntimeError:  # the OS refused a thread: the running ones take the job
+                    self._started -= 1
+                    if self._started == 0:
+                        self._free += 1
+                        raise
         self._queue.put((job, loop, done))
 
     async def run(self, job) -> None:
@@ -173,7 +179,13 @@ class PartitionFlusher:
             return
         self._covered_below = job.target_offset
         self._running += 1
-        flush_threads().submit(job, self._loop, self._job_done)
+        try:
+            flush_threads().submit(job, self._loop, self._job_done)
+        except RuntimeError as exc:  # no fsync thread at all: fail the waiters, do not hang them
+            self._running -= 1
+            job.discard()
+            logger.error("flush_failed", topic=self._topic, partition=self._partition, error=str(exc))
+            self._release_below(None, exc)
 
     def _job_done(self, job, error: BaseException | None) -> None:
         """On the loop thread, once ``job.run()`` returned (``error``: what it raised)."""
