@@ -79,6 +79,7 @@ class ProducePipeline:
         self._max_requests = max_requests
         self._max_bytes = max_bytes
         self._writer: asyncio.Task | None = None
+        self._idle: asyncio.Future | None = None  # the writer waits here for the next begin
         self._progress: asyncio.Future | None = None
 
     @property
@@ -98,6 +99,10 @@ class ProducePipeline:
         self._bytes += frame_bytes
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write_all())
+        else:
+            idle = self._idle
+            if idle is not None and not idle.done():
+                idle.set_result(None)
 
     async def wait_room(self) -> None:
         """Return once another request may wait (or the connection is gone)."""
@@ -121,13 +126,26 @@ class ProducePipeline:
             p.set_result(None)
 
     async def _write_all(self) -> None:
-        """The writer: answer pending requests oldest first, joining answers ready together."""
+        """The writer: answer pending requests oldest first, joining answers ready together.
+
+        It lives as long as the connection: with nothing owed it waits for the next
+        :meth:`begin` (cheaper than a new task per request) and :meth:`drop` ends it."""
         conn = self._conn
         pending = self._pending
         metrics = conn.server_metrics
+        loop = asyncio.get_running_loop()
         out: list = []
         try:
-            while pending and not conn.closed:
+            while not conn.closed:
+                if not pending:
+                    if out:
+                        conn.write_buffers(out)
+                        out = []
+                    conn.last_active_monotonic = time.monotonic()
+                    self._idle = idle = loop.create_future()
+                    await idle
+                    self._idle = None
+                    continue
                 item = pending[0]
                 header = item.header
                 answer = item.answer
@@ -164,10 +182,8 @@ class ProducePipeline:
                     conn.write_buffers(out)
                     out = []
                     await conn.wait_writable()
-            if out and not conn.closed:
-                conn.write_buffers(out)
-            conn.last_active_monotonic = time.monotonic()
         finally:
+            self._idle = None
             self.signal_progress()
             if conn.closed:
                 self.drop()

@@ -44,7 +44,7 @@ from records.timestamps import (
 )
 
 from .errors import NO_LOG_START_OFFSET, error_code_for
-from .flusher import PartitionFlusher, flush_executor
+from .flusher import PartitionFlusher, flush_threads
 
 logger = structlog.get_logger(__name__)
 
@@ -55,6 +55,16 @@ _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED
 # Isolation levels (Fetch v4+, ListOffsets v2+).
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+
+
+class _DurabilityTimeout(Exception):
+    """Set on a flusher's future whose waiter's ``timeout_ms`` passed (REQUEST_TIMED_OUT)."""
+
+
+def _expire(futures) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_exception(_DurabilityTimeout())
 
 
 @dataclass(slots=True)
@@ -200,18 +210,35 @@ class ReplicaManager:
                 targets.append(out)
         if not futures:
             return
+        # Await the flushers' futures one after another (each is done once its offsets
+        # are fsynced); a timer fails the ones still waiting at the deadline. Cheaper per
+        # request than asyncio.wait, which builds a waiter and callbacks around them.
+        timer = (asyncio.get_running_loop().call_later(timeout_ms / 1000, _expire, futures)
+                 if timeout_ms > 0 else None)
         try:
-            _, pending = await asyncio.wait(futures, timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
+            for fut in futures:
+                if not fut.done():
+                    try:
+                        await fut
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        pass  # read below
         except asyncio.CancelledError:  # the requester went away: drop its waiters
             for fut in futures:
                 fut.cancel()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         for fut, out in zip(futures, targets):
-            if fut in pending:
-                fut.cancel()
+            exc = fut.exception()
+            if exc is None:
+                continue
+            if isinstance(exc, _DurabilityTimeout):
                 out.error_code = ErrorCode.REQUEST_TIMED_OUT
-            elif fut.exception() is not None:
-                self._storage_failed(out, fut.exception())
+            else:
+                self._storage_failed(out, exc)
 
     @staticmethod
     def _storage_failed(out: AppendOutcome, exc: BaseException) -> None:
@@ -501,7 +528,7 @@ class ReplicaManager:
         for topic, partition, log in self.logs.open_logs():
             job = log.maybe_flush_due(now)
             if job is not None:
-                await loop.run_in_executor(flush_executor(), job.run)
+                await flush_threads().run(job)
                 log.mark_flushed(job)
 
     async def close(self) -> None:

@@ -97,3 +97,27 @@ async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, mon
     second = append(log, 2)
     await asyncio.wait_for(flusher.wait_flushed(second), 30)
     assert log.recovery_point > second
+
+
+@pytest.mark.asyncio
+async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeypatch):
+    """When the OS refuses to start any fsync thread the waiters get the error (the produce
+    answer is then KAFKA_STORAGE_ERROR); once threads start again, flushes go through."""
+    from broker import flusher as flusher_module
+
+    monkeypatch.setattr(flusher_module, "_THREADS", flusher_module.FlushThreads(2))
+    real_start = threading.Thread.start
+
+    def refused(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    flusher = PartitionFlusher(log, "t", 0)
+    first = append(log, 1)
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(flusher.wait_flushed(first), 30)
+    assert log.recovery_point <= first
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    second = append(log, 1)
+    await asyncio.wait_for(flusher.wait_flushed(second), 30)
+    assert log.recovery_point > second

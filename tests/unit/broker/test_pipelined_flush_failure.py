@@ -23,12 +23,13 @@ from records.builder import SimpleRecord, build_records
 PRODUCE_VERSION = 7
 FETCH_VERSION = 4
 KAFKA_STORAGE_ERROR = 56
+REQUEST_TIMED_OUT = 7
 
 
-def produce(corr: int, topic: str, value: bytes) -> bytes:
+def produce(corr: int, topic: str, value: bytes, timeout_ms: int = 30_000) -> bytes:
     batch = build_records(2, [SimpleRecord(int(time.time() * 1000), None, value)]).buffer
     return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, corr, "t", {
-        "transactional_id": None, "acks": -1, "timeout_ms": 30_000,
+        "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
 
 
@@ -97,4 +98,42 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
         assert values[:5] == [b"ok%d" % i for i in range(5)]
         writer.close()
     finally:
+        await server.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_fsync_slower_than_timeout_answers_request_timed_out(tmp_path, monkeypatch):
+    """acks=all waits at most the request's timeout_ms for its fsync: past it the answer is
+    REQUEST_TIMED_OUT (the data stays appended), in order, and the connection goes on."""
+    from broker.server import BrokerServer
+    from broker.topics import create_topic
+    from config import BrokerConfig
+    import threading
+
+    server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                                        "group.initial.rebalance.delay.ms": "0"}))
+    await server.start()
+    gate = threading.Event()
+    real_run = storage_log.FlushJob.run
+
+    def held_run(job):
+        gate.wait(120)  # the disk "hangs" until the test has its answers
+        real_run(job)
+
+    try:
+        create_topic(server.broker, "slow", 1, -1, {})
+        port = server.bound_ports[server.config.listeners[0].name]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        monkeypatch.setattr(storage_log.FlushJob, "run", held_run)
+        writer.write(b"".join(produce(10 + i, "slow", b"v%d" % i, timeout_ms=200) for i in range(3)))
+        answers = await produce_answers(reader, 3)
+        assert [(a[0], a[1]) for a in answers] == [(10 + i, REQUEST_TIMED_OUT) for i in range(3)]
+        gate.set()
+        writer.write(produce(20, "slow", b"after"))
+        [(corr, code, offset)] = await produce_answers(reader, 1)
+        assert (corr, code, offset) == (20, 0, 3)  # the timed-out records were appended
+        assert server.broker.logs.get_log("slow", 0).recovery_point > offset
+        writer.close()
+    finally:
+        gate.set()
         await server.shutdown()
