@@ -133,12 +133,10 @@ class LogRetention:
                                          seg.txn_index.path) if os.path.exists(p))
         if not paths:
             return
-        delay = self.config.file_delete_delay_ms
-        if delay <= 0:
-            for p in paths:
-                files.remove_quietly(p)
-        else:
-            self._pending_deletes.append((now_ms + delay, paths))
+        # Like Kafka's asyncDeleteSegment, even a zero delay hands the unlinks to the next
+        # housekeeping run (the broker does them off the event loop): unlinking a large
+        # segment can take long on a slow disk.
+        self._pending_deletes.append((now_ms + max(self.config.file_delete_delay_ms, 0), paths))
 
     def take_expired_files(self, now_ms: int) -> list[str]:
         """Hand over the ``.deleted`` files whose delay has passed and forget them.

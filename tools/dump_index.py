@@ -24,7 +24,7 @@ from storage.errors import CorruptRecordError, StorageError
 
 from .common import Progress, ToolError
 
-_TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
+TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
 #: The segment file kinds dump-log reads, in the order it prints a segment's files.
 SEGMENT_KIND_ORDER = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3}
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|snapshot|txnindex)$")
@@ -98,7 +98,7 @@ class Options:
 
 
 def _strip_temp(name: str) -> str:
-    for suffix in _TEMP_SUFFIXES:
+    for suffix in TEMP_SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -131,7 +131,7 @@ def sibling_file(path: str, kind: str) -> str:
     plain = os.path.join(directory, f"{prefix}.{kind}")
     if os.path.exists(plain):
         return plain
-    for suffix in _TEMP_SUFFIXES:
+    for suffix in TEMP_SUFFIXES:
         if os.path.exists(plain + suffix):
             return plain + suffix
     return plain

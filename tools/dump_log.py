@@ -59,8 +59,8 @@ from records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN
 from storage.errors import CorruptRecordError, StorageError
 
 from .common import EXIT_FINDINGS, Progress, ToolError, tool_command
-from .dump_index import (SEGMENT_KIND_ORDER, Findings, Options, base_offset_of, dump_offset_index, dump_time_index,
-                         segment_kind)
+from .dump_index import (SEGMENT_KIND_ORDER, TEMP_SUFFIXES, Findings, Options, base_offset_of, dump_offset_index,
+                         dump_time_index, segment_kind)
 from .dump_txn_index import dump_txn_index
 
 _TS_TYPE = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
@@ -137,7 +137,10 @@ def expand_paths(values: list[str]) -> list[str]:
             if not name:
                 continue
             if os.path.isdir(name):
-                entries = sorted(e for e in os.listdir(name) if segment_kind(e) in SEGMENT_KIND_ORDER)
+                # A directory means the partition's live log: files renamed .deleted (waiting for
+                # file.delete.delay.ms), .cleaned or .swap are not part of it (name them to dump them).
+                entries = sorted(e for e in os.listdir(name) if segment_kind(e) in SEGMENT_KIND_ORDER
+                                 and not e.endswith(TEMP_SUFFIXES))
                 if not entries:
                     raise ToolError(f"no segment files in directory {name}")
                 # .log first, then its indexes, segment by segment.
