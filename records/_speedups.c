@@ -40,19 +40,6 @@
 #endif
 
 
-static int
-get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (pos < 0 || end < pos || end > view->len) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "record region is outside the buffer");
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *
 scan_v2(PyObject *self, PyObject *args)
 {
@@ -69,7 +56,7 @@ scan_v2(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
         return NULL;
-    if (get_buffer(obj, &view, pos, end) < 0)
+    if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
     r.p = (const unsigned char *)view.buf;
     r.end = end;
@@ -189,7 +176,7 @@ find_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnLLLLp", &obj, &pos, &end, &count_ll, &base_ts_ll, &target,
                           &min_offset_delta, &exact))
         return NULL;
-    if (get_buffer(obj, &view, pos, end) < 0)
+    if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
     r.p = (const unsigned char *)view.buf;
     r.end = end;
@@ -257,7 +244,7 @@ index_v2(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "batch declares more records than its data holds");
         return NULL;
     }
-    if (get_buffer(obj, &view, pos, end) < 0)
+    if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
     offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));
     maxes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));

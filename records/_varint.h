@@ -2,7 +2,8 @@
  * records/_speedups.c and storage/_cleaner_speedups.c (the Python reference is
  * records/varint.py). Varints are at most 5 bytes and must fit in 32 bits; varlongs at
  * most 10 bytes and 64 bits (Kafka ByteUtils). A reader reads p[0..end); on failure it
- * returns -1 and leaves a message in r->error.
+ * returns -1 and leaves a message in r->error. get_record_region opens the buffer a walk
+ * reads (both accelerators take a buffer and a [pos, end) records region).
  */
 #ifndef SUNDIAL_VARINT_H
 #define SUNDIAL_VARINT_H
@@ -102,6 +103,20 @@ zigzag_size(int64_t value)
         n++;
     }
     return n;
+}
+
+/* A read-only view of obj with [pos, end) inside it, else -1 with ValueError set. */
+static int
+get_record_region(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (pos < 0 || end < pos || end > view->len) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "record region is outside the buffer");
+        return -1;
+    }
+    return 0;
 }
 
 #endif /* SUNDIAL_VARINT_H */

@@ -249,18 +249,6 @@ static int parse_record(reader *r, Py_ssize_t *pos, v2_record *rec)
     return 0;
 }
 
-static int get_records(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (pos < 0 || end < pos || end > view->len) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "record region is outside the buffer");
-        return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ Python functions */
 static PyObject *py_hash(PyObject *self, PyObject *args)
 {
@@ -330,7 +318,7 @@ static PyObject *py_map_put_v2(PyObject *self, PyObject *args)
         return NULL;
     if (get_map(map_obj, &map_view, slots, &m) < 0)
         return NULL;
-    if (get_records(buf_obj, &view, pos, end) < 0) {
+    if (get_record_region(buf_obj, &view, pos, end) < 0) {
         PyBuffer_Release(&map_view);
         return NULL;
     }
@@ -418,7 +406,7 @@ static PyObject *py_filter_v2(PyObject *self, PyObject *args)
     }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
         return NULL;
-    if (get_records(buf_obj, &view, pos, end) < 0) {
+    if (get_record_region(buf_obj, &view, pos, end) < 0) {
         PyBuffer_Release(&map_view);
         return NULL;
     }

@@ -37,7 +37,7 @@ import bisect
 import os
 import random
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import structlog
 
@@ -364,6 +364,23 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         return seg
 
     # -- read -----------------------------------------------------------------------------------------
+    def batches_from(self, start_offset: int, chunk_bytes: int) -> Iterator[tuple[object, bytes]]:
+        """``(header view, the batch's bytes)`` of every batch with offsets at or after
+        ``start_offset``, up to the log end offset at the call, read ``chunk_bytes`` at a time
+        (at least one batch per read). For the replays of internal topics at load time."""
+        offset, end = start_offset, self._leo
+        while offset < end:
+            info = self.read(offset, chunk_bytes, min_one_message=True)
+            data = b"".join(s.read() for s in info.slices)
+            last = offset - 1
+            for view in iter_batches(data):
+                last = view.last_offset
+                if last >= offset:
+                    yield view, data[view.position:view.position + view.size_bytes]
+            if last < offset:
+                return
+            offset = last + 1
+
     def read(self, offset: int, max_bytes: int, min_one_message: bool = True, *,
              read_committed: bool = False) -> FetchDataInfo:
         """Bytes from the batch holding ``offset`` (Fetch). Out of [LSO, LEO] → OffsetOutOfRangeError.

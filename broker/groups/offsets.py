@@ -56,7 +56,7 @@ import structlog
 
 from records.builder import SimpleRecord, build_batch
 from records.control import read_end_txn_marker
-from records.framing import iter_batches, iter_records
+from records.framing import iter_records
 from records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
 from ..flusher import PartitionFlusher
@@ -246,33 +246,19 @@ class PartitionOffsetsLog:
 
     def replay(self):
         log = self.log
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            info = log.read(offset, self._read_chunk_bytes, min_one_message=True)
-            data = b"".join(s.read() for s in info.slices)
-            if not data:
-                break
-            last = offset - 1
-            for view in iter_batches(data):
-                last = view.last_offset
-                if last < offset:
-                    continue
-                batch = bytes(data[view.position:view.position + view.size_bytes])
-                if view.magic >= 2 and view.is_control:
-                    marker = read_end_txn_marker(view)
-                    if marker is not None:
-                        kind = TXN_COMMIT if marker.control_type == CONTROL_TYPE_COMMIT else TXN_ABORT
-                        yield ReplayRecord(view.base_offset, None, None, view.producer_id, kind)
-                    continue
-                txn = view.magic >= 2 and view.is_transactional
-                for rec in iter_records(batch):
-                    if rec.offset >= offset:
-                        yield ReplayRecord(rec.offset, rec.key, rec.value, view.producer_id if txn else -1,
-                                           TXN_DATA if txn else PLAIN)
-            if last < offset:
-                break
-            offset = last + 1
+        start = log.log_start_offset
+        for view, batch in log.batches_from(start, self._read_chunk_bytes):
+            if view.magic >= 2 and view.is_control:
+                marker = read_end_txn_marker(view)
+                if marker is not None:
+                    kind = TXN_COMMIT if marker.control_type == CONTROL_TYPE_COMMIT else TXN_ABORT
+                    yield ReplayRecord(view.base_offset, None, None, view.producer_id, kind)
+                continue
+            txn = view.magic >= 2 and view.is_transactional
+            for rec in iter_records(batch):
+                if rec.offset >= start:
+                    yield ReplayRecord(rec.offset, rec.key, rec.value, view.producer_id if txn else -1,
+                                       TXN_DATA if txn else PLAIN)
 
     def append(self, records, now_ms, producer=None):
         simple = [SimpleRecord(now_ms, key, value) for key, value in records]

@@ -97,21 +97,11 @@ class TransactionLog:
         log = self._logs.get_log(TRANSACTION_STATE_TOPIC, partition)
         if log is None:
             return
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            info = log.read(offset, self._read_chunk_bytes, min_one_message=True)
-            data = b"".join(s.read() for s in info.slices)
-            if not data:
-                break
-            last = offset - 1
-            for rec in iter_records(data):
-                last = rec.offset
-                if rec.offset >= offset:
+        start = log.log_start_offset
+        for _view, batch in log.batches_from(start, self._read_chunk_bytes):
+            for rec in iter_records(batch):
+                if rec.offset >= start:
                     yield rec.key, rec.value
-            if last < offset:
-                break
-            offset = last + 1
 
     def load(self) -> dict[str, TransactionMetadata]:
         """Every transactional id with its last durable metadata."""
