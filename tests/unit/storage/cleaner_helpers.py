@@ -30,6 +30,7 @@ def compact_log(path, **cfg) -> PartitionLog:
     return PartitionLog.create(str(path), topic_config(**cfg), topic="t", partition=0, now_ms=NOW_MS)
 
 
+
 def append(log, records, *, codec: int = 0, magic: int = 2, now_ms: int = NOW_MS, **kwargs) -> list[Rec]:
     """Append one batch of ``(key, value, timestamp[, headers])`` tuples at the LEO (no validation)."""
     simple = [SimpleRecord(r[2], r[0], r[1], tuple(r[3]) if len(r) > 3 else ()) for r in records]

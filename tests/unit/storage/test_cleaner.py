@@ -25,20 +25,6 @@ from storage.offset_map import SkimpyOffsetMap
 DAY = 86_400_000
 
 
-@pytest.fixture
-def env(tmp_path):
-    made = []
-
-    def make(**cfg):
-        log = compact_log(tmp_path / "t-0", **cfg)
-        made.append(log)
-        return log, LogCleanerManager([str(tmp_path)]), SkimpyOffsetMap(1 << 16)
-
-    yield make
-    for log in made:
-        log.close_handles()
-
-
 def fill_rounds(log, keys: int, rounds: int, *, per_segment: int, ts0: int = NOW_MS - DAY, codec: int = 0,
                 headers=()):
     """``rounds`` overwrites of ``keys`` keys, one record per batch, a roll every ``per_segment`` records."""

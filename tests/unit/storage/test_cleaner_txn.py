@@ -6,31 +6,14 @@ cleaned segments carry the ``.txnindex`` entries of the markers they keep."""
 import os
 import struct
 
-import pytest
-from cleaner_helpers import append, batches_on_disk, clean_until_done, compact_log
+from cleaner_helpers import append, batches_on_disk, clean_until_done
 from log_helpers import NOW_MS
 
 from records.framing import iter_records
 from records.layout import DELETE_HORIZON_FLAG_MASK
-from storage.cleaner_manager import LogCleanerManager
 from storage.log import PartitionLog
-from storage.offset_map import SkimpyOffsetMap
 
 DAY = 86_400_000
-
-
-@pytest.fixture
-def env(tmp_path):
-    made = []
-
-    def make(**cfg):
-        log = compact_log(tmp_path / "t-0", **cfg)
-        made.append(log)
-        return log, LogCleanerManager([str(tmp_path)]), SkimpyOffsetMap(1 << 16)
-
-    yield make
-    for log in made:
-        log.close_handles()
 
 
 class Producer:
