@@ -89,6 +89,16 @@ def in_turn(brokers: list[Broker], rep: int) -> list[Broker]:
     return brokers if rep % 2 == 0 else brokers[::-1]
 
 
+def produce_waiting(producer, topic: str, value: bytes, **kwargs) -> None:
+    """``producer.produce(...)``, polling while librdkafka's queue is full (BufferError)."""
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
     """Create ``name`` and wait until the broker's metadata shows every partition with a leader
     (a peer broker may propagate a new topic after answering CreateTopics)."""
@@ -130,6 +140,12 @@ class Results:
 
     def add(self, scenario: str, broker: str, values: dict) -> None:
         self.runs.setdefault((scenario, broker), []).append(values)
+
+    def report(self, rep: int, broker: str, scenario: str, values: dict) -> None:
+        """Print one run's line (``[rep N] [broker] scenario: key=value ...``) and keep its values."""
+        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+        print(f"[rep {rep + 1}] [{broker}] {scenario}: {shown}", flush=True)
+        self.add(scenario, broker, values)
 
     def scenarios(self) -> list[str]:
         return list(dict.fromkeys(s for s, _ in self.runs))

@@ -47,7 +47,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition as CkTopicPartiti
 
 from bench_daemon import cpu_seconds
 from bench_peer import (Broker, Metric, Results, add_broker_arguments, brokers_from_args, create_topic,
-                        delete_topic, in_turn, print_command, print_table)
+                        delete_topic, in_turn, print_command, print_table, produce_waiting)
 
 
 def size_label(size: int) -> str:
@@ -71,12 +71,7 @@ def ck_produce(broker: Broker, topic: str, n: int, size: int, acks: str, codec: 
     cpu0 = cpu_seconds(broker.pid)
     t0 = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=0)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload, partition=0)
         if i % 10000 == 0:
             p.poll(0)
     remaining = p.flush(120)
@@ -167,12 +162,7 @@ def oft(broker: Broker, topic: str, n: int, targets: int) -> tuple[str, dict]:
                   "queue.buffering.max.messages": 2_000_000})
     payload = b"x" * 100
     for i, ts in enumerate(stamps):
-        while True:
-            try:
-                p.produce(topic, payload, partition=0, timestamp=ts)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload, partition=0, timestamp=ts)
     assert p.flush(300) == 0
     c = KafkaConsumer(bootstrap_servers=broker.bootstrap)
     tp = TopicPartition(topic, 0)
@@ -278,10 +268,7 @@ def main() -> None:
                     topic = f"bench-{name}-r{rep}-{broker.name}-{tag}"
                     create_topic(broker.bootstrap, topic)
                     for scenario, values in step(broker, topic):
-                        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                         for k, v in values.items())
-                        print(f"[rep {rep + 1}] [{broker.name}] {scenario}: {shown}", flush=True)
-                        results.add(scenario, broker.name, values)
+                        results.report(rep, broker.name, scenario, values)
                     delete_topic(broker.bootstrap, topic)
         print_table(results, [b.name for b in brokers],
                     lambda s: [m for m in (OFT if s.startswith("oft") else THROUGHPUT)

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench_daemon import cpu_seconds, free_port, start_sundial
+from bench_peer import produce_waiting
 
 
 def start(data_dir: str, sendfile: bool, loop: str) -> tuple[subprocess.Popen, str, int]:
@@ -76,12 +77,7 @@ def main() -> None:
                       "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000})
         payload = os.urandom(args.record_bytes)
         for _ in range(n):
-            while True:
-                try:
-                    p.produce("fetch", payload, partition=0)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+            produce_waiting(p, "fetch", payload, partition=0)
         assert p.flush(300) == 0
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)

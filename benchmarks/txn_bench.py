@@ -27,7 +27,6 @@ A broker that cannot run a scenario (for example a peer without transactions) ge
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 import uuid
@@ -36,7 +35,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench_daemon import cpu_seconds
 from bench_peer import (Broker, Metric, Results, add_broker_arguments, brokers_from_args, create_topic,
-                        delete_topic, in_turn, print_command, print_table)
+                        delete_topic, in_turn, print_command, print_table, produce_waiting)
 
 RECORD_BYTES = 1024
 ABORT_EVERY = 10
@@ -59,12 +58,7 @@ def txn_produce(broker: Broker, topic: str, total: int, per_txn: int) -> tuple[s
         p.begin_transaction()
         payload = aborted_payload if abort else committed_payload
         for _ in range(per_txn):
-            while True:
-                try:
-                    p.produce(topic, payload, partition=0)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+            produce_waiting(p, topic, payload, partition=0)
         if abort:
             p.abort_transaction(60)
             continue
@@ -155,10 +149,7 @@ def main() -> None:
                         runs = []
                     for scenario, values in runs:
                         values.pop("committed_records", None)
-                        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                         for k, v in values.items())
-                        print(f"[rep {rep + 1}] [{broker.name}] {scenario}: {shown}", flush=True)
-                        results.add(scenario, broker.name, values)
+                        results.report(rep, broker.name, scenario, values)
                     delete_topic(broker.bootstrap, topic)
         print_table(results, [b.name for b in brokers],
                     lambda s: [m for m in METRICS[s.rsplit("_", 1)[0]]
