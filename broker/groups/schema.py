@@ -36,16 +36,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from ..coordinator_schema import MessageReader, SchemaError
+from ..coordinator_schema import encode_string as _str
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class SchemaError(ValueError):
-    """Bytes that are not a valid __consumer_offsets key or value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +98,6 @@ class GroupValue:
 
 # --- writer -------------------------------------------------------------------------------
 
-def _str(value: str | None) -> bytes:
-    if value is None:
-        return _I16.pack(-1)
-    raw = value.encode("utf-8")
-    if len(raw) > 32767:
-        raise SchemaError("string longer than 32767 bytes")
-    return _I16.pack(len(raw)) + raw
-
-
 def _bytes(value: bytes | None) -> bytes:
     if value is None:
         return _I32.pack(-1)
@@ -143,85 +133,11 @@ def encode_group_value(value: GroupValue) -> bytes:
 
 # --- reader -------------------------------------------------------------------------------
 
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise SchemaError("record runs past its end")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise SchemaError("unsigned varint too long")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.i32() if wide else self.i16()
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self._length(False)
-        if n < 0:
-            if nullable:
-                return None
-            raise SchemaError("null in a non-nullable string")
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SchemaError(f"string is not UTF-8: {exc}") from None
-
-    def bytes_(self) -> bytes:
-        n = self._length(True)
-        if n < 0:
-            raise SchemaError("null in a non-nullable bytes field")
-        return bytes(self._take(n))
-
-    def array_len(self) -> int:
-        n = self._length(True)
-        if n < 0 or n > len(self.buf):
-            raise SchemaError(f"impossible array length {n}")
-        return n
-
-    def tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise SchemaError(f"{len(self.buf) - self.pos} trailing bytes")
-
-
 def decode_key(raw: bytes | None) -> OffsetKey | GroupKey:
     if raw is None:
         raise SchemaError("record without a key")
     try:
-        r = _Reader(bytes(raw))
+        r = MessageReader(bytes(raw))
         version = r.i16()
         if version in (0, 1):
             key: OffsetKey | GroupKey = OffsetKey(r.string(), r.string(), r.i32())
@@ -236,7 +152,7 @@ def decode_key(raw: bytes | None) -> OffsetKey | GroupKey:
 
 
 def decode_offset_value(raw: bytes) -> OffsetValue:
-    r = _Reader(bytes(raw))
+    r = MessageReader(bytes(raw))
     version = r.i16()
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown OffsetCommitValue version {version}")
@@ -252,7 +168,7 @@ def decode_offset_value(raw: bytes) -> OffsetValue:
 
 
 def decode_group_value(raw: bytes) -> GroupValue:
-    r = _Reader(bytes(raw))
+    r = MessageReader(bytes(raw))
     version = r.i16()
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown GroupMetadataValue version {version}")

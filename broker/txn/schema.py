@@ -25,6 +25,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..coordinator_schema import MessageReader, SchemaError
+from ..coordinator_schema import encode_string as _str
 from .state import TopicPartition, TxnState
 
 KEY_VERSION = 0
@@ -32,12 +34,9 @@ VALUE_VERSION = 0
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _V0_HEAD = struct.Struct(">qhib")
 _V0_TAIL = struct.Struct(">qq")
-
-
-class SchemaError(ValueError):
-    """Bytes that are not a valid ``__transaction_state`` key or value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,30 +52,16 @@ class TxnLogValue:
     next_producer_id: int = -1
 
 
-def _string(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    if len(raw) > 32767:
-        raise SchemaError("string longer than 32767 bytes")
-    return _H.pack(len(raw)) + raw
-
-
 def encode_key(transactional_id: str) -> bytes:
-    return _H.pack(KEY_VERSION) + _string(transactional_id)
+    return _H.pack(KEY_VERSION) + _str(transactional_id)
 
 
 def decode_key(data: bytes) -> str | None:
     """The transactional id, or None for a key of another coordinator record type."""
-    buf = memoryview(data)
-    try:
-        (version,) = _H.unpack_from(buf, 0)
-        if version != KEY_VERSION:
-            return None
-        (n,) = _H.unpack_from(buf, 2)
-        if n < 0 or 4 + n > len(buf):
-            raise SchemaError("bad transactional id length")
-        return bytes(buf[4:4 + n]).decode("utf-8")
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise SchemaError(f"bad transaction log key: {exc}") from None
+    r = MessageReader(bytes(data))
+    if r.i16() != KEY_VERSION:
+        return None
+    return r.string()
 
 
 def group_partitions(partitions) -> list[tuple[str, list[int]]]:
@@ -100,88 +85,43 @@ def encode_value(v: TxnLogValue) -> bytes:
         groups = group_partitions(v.partitions)
         out += _I.pack(len(groups))
         for topic, ids in groups:
-            out += _string(topic)
+            out += _str(topic)
             out += _I.pack(len(ids))
             out += b"".join(_I.pack(p) for p in ids)
     out += _V0_TAIL.pack(v.last_update_timestamp_ms, v.start_timestamp_ms)
     return bytes(out)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.buf = memoryview(data)
-        self.pos = 0
-
-    def unpack(self, st: struct.Struct):
-        vals = st.unpack_from(self.buf, self.pos)
-        self.pos += st.size
-        return vals
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            if self.pos >= len(self.buf) or shift > 28:
-                raise SchemaError("bad varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise SchemaError("length past the end")
-        out = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return out
-
-    def string(self, compact: bool) -> str:
-        n = self.uvarint() - 1 if compact else self.unpack(_H)[0]
-        if n < 0:
-            raise SchemaError("null string")
-        return self.raw(n).decode("utf-8")
-
-    def array_len(self, compact: bool) -> int:
-        return self.uvarint() - 1 if compact else self.unpack(_I)[0]
-
-    def tags(self) -> dict[int, bytes]:
-        found = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self.raw(self.uvarint())
-        return found
+def _tagged_int64(tags: dict[int, bytes], tag: int) -> int:
+    raw = tags.get(tag)
+    if raw is None:
+        return -1
+    if len(raw) != _I64.size:
+        raise SchemaError(f"tagged field {tag} is {len(raw)} bytes, not an int64")
+    return _I64.unpack(raw)[0]
 
 
 def decode_value(data: bytes) -> TxnLogValue:
-    r = _Reader(data)
+    r = MessageReader(bytes(data))
+    version = r.i16()
+    if version not in (0, 1):
+        raise SchemaError(f"unknown transaction log value version {version}")
+    r.flexible = version >= 1
+    producer_id, epoch, timeout_ms, status = r.i64(), r.i16(), r.i32(), r.i8()
+    n = r.uvarint() - 1 if r.flexible else r.i32()   # -1 = null (Kafka writes null in Empty)
+    partitions: set[TopicPartition] = set()
+    for _ in range(max(n, 0)):
+        topic = r.string()
+        for _ in range(r.array_len()):
+            partitions.add((topic, r.i32()))
+        r.tags()
+    last_update, start = r.i64(), r.i64()
+    tags = r.tags()
+    prev_pid, next_pid = _tagged_int64(tags, 0), _tagged_int64(tags, 1)
     try:
-        (version,) = r.unpack(_H)
-        if version not in (0, 1):
-            raise SchemaError(f"unknown transaction log value version {version}")
-        compact = version >= 1
-        producer_id, epoch, timeout_ms, status = r.unpack(_V0_HEAD)
-        n = r.array_len(compact)
-        partitions: set[TopicPartition] = set()
-        for _ in range(max(n, 0)):
-            topic = r.string(compact)
-            for _ in range(r.array_len(compact)):
-                partitions.add((topic, r.unpack(_I)[0]))
-            if compact:
-                r.tags()
-        last_update, start = r.unpack(_V0_TAIL)
-        prev_pid = next_pid = -1
-        if compact:
-            tags = r.tags()
-            if 0 in tags:
-                prev_pid = struct.unpack(">q", tags[0])[0]
-            if 1 in tags:
-                next_pid = struct.unpack(">q", tags[1])[0]
         state = TxnState(status)
-    except (struct.error, UnicodeDecodeError, ValueError) as exc:
-        if isinstance(exc, SchemaError):
-            raise
-        raise SchemaError(f"bad transaction log value: {exc}") from None
+    except ValueError:
+        raise SchemaError(f"unknown transaction status {status}") from None
     if state == TxnState.EMPTY:
         partitions = set()
     return TxnLogValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update, start,

@@ -197,6 +197,14 @@ def test_value_v1_flexible_is_read():
         9, 3, S.PREPARE_COMMIT, frozenset({("t", 4)}), 8)
 
 
+def test_every_cut_of_a_value_is_refused_with_schema_error():
+    v = TxnLogValue(5, 2, 60_000, S.ONGOING, frozenset({("b", 1), ("a", 3)}), 1_700_000_000_123, 1_700_000_000_000)
+    raw = encode_value(v)
+    for cut in range(len(raw)):
+        with pytest.raises(SchemaError):
+            decode_value(raw[:cut])
+
+
 def test_key_bytes_and_other_key_versions():
     assert encode_key("tx-é") == b"\x00\x00\x00\x05tx-\xc3\xa9"
     assert decode_key(encode_key("tx-é")) == "tx-é"
