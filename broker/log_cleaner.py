@@ -71,8 +71,6 @@ class LogCleanerService:
         self._throttler = Throttler(config.max_io_bytes_per_second, time.monotonic, time.sleep)
         self._workers = [_Worker(i) for i in range(threads)]
         self._stopping = False
-        self.passes = 0
-        self.last_stats = None
 
     def _make_cleaner(self, worker: "_Worker") -> Cleaner:
         if worker.cleaner is None:
@@ -196,8 +194,6 @@ class LogCleanerService:
                     await loop.run_in_executor(self._checkpoint_writer, write_cleaner_checkpoint, *staged)
                 except RuntimeError:        # the executor was shut down by stop(): write it here
                     write_cleaner_checkpoint(*staged)
-        self.passes += 1
-        self.last_stats = stats
         self._record(ltc, end_offset, stats, time.monotonic() - started)
         return True
 
