@@ -69,7 +69,8 @@ class ProducePipeline:
     """The answers one connection owes for begun Produce requests, and the task writing them.
 
     ``answer`` objects (from a handler's ``begin``) offer ``ready() -> bool`` (no wait
-    left) and ``async result()`` (the response body, or None for no answer).
+    left), ``async result()`` (the response body, or None for no answer) and
+    ``discard()`` (nobody will read it: drop what it waits for).
     """
 
     def __init__(self, conn: PipelineConnection, max_requests: int, max_bytes: int) -> None:
@@ -194,6 +195,8 @@ class ProducePipeline:
         if writer is not None and not writer.done() and writer is not asyncio.current_task():
             writer.cancel()  # unwinds the answer it awaits; its own finally drops the rest
             return
+        for item in self._pending:
+            item.answer.discard()
         self._pending.clear()
         self._bytes = 0
         self.signal_progress()

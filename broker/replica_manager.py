@@ -67,6 +67,64 @@ def _expire(futures) -> None:
             fut.set_exception(_DurabilityTimeout())
 
 
+class DurableWait:
+    """The fsyncs one acks=-1 request waits for, asked for when its appends were made.
+
+    ``done()`` tells without waiting whether :meth:`finish` would return at once.
+    :meth:`finish` awaits the flushers' futures one after another (cheaper per request
+    than ``asyncio.wait``), then writes the outcome into each append's
+    :class:`AppendOutcome`: REQUEST_TIMED_OUT when the timer fired first,
+    KAFKA_STORAGE_ERROR when the fsync failed. :meth:`discard` drops the waiters (the
+    requester went away); the appends stay in the log.
+    """
+
+    __slots__ = ("_futures", "_targets", "_timer")
+
+    def __init__(self, futures: list, targets: list, timer) -> None:
+        self._futures, self._targets, self._timer = futures, targets, timer
+
+    def done(self) -> bool:
+        for fut in self._futures:
+            if not fut.done():
+                return False
+        return True
+
+    def discard(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for fut in self._futures:
+            fut.cancel()
+
+    async def finish(self) -> None:
+        futures = self._futures
+        try:
+            for fut in futures:
+                if not fut.done():
+                    try:
+                        await fut
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        pass  # read below
+        except asyncio.CancelledError:  # the requester went away: drop its waiters
+            self.discard()
+            raise
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+        for fut, out in zip(futures, self._targets):
+            exc = fut.exception()
+            if exc is None:
+                continue
+            if isinstance(exc, _DurabilityTimeout):
+                out.error_code = ErrorCode.REQUEST_TIMED_OUT
+            else:
+                logger.error("flush_failed_for_produce", error=str(exc))
+                out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                out.base_offset = -1
+                out.log_start_offset = -1
+
+
 @dataclass(slots=True)
 class AppendOutcome:
     error_code: int = 0
@@ -182,20 +240,12 @@ class ReplicaManager:
                              log_append_time_ms=result.log_append_time_ms,
                              log_start_offset=result.log_start_offset)
 
-    def all_durable(self, appended: list[tuple[str, int, AppendOutcome]]) -> bool:
-        """True when :meth:`wait_durable` of ``appended`` has nothing left to wait for."""
-        for topic, partition, out in appended:
-            if out.error_code != ErrorCode.NONE or out.last_offset < 0:
-                continue
-            log = self.log_for(topic, partition)
-            if log is not None and log.recovery_point <= out.last_offset:
-                return False
-        return True
-
-    async def wait_durable(self, appended: list[tuple[str, int, AppendOutcome]], timeout_ms: int) -> None:
-        """acks=-1: return once every successful append is fsynced; REQUEST_TIMED_OUT after timeout_ms.
-
-        Returns without suspending when everything is already on disk."""
+    def start_durable(self, appended: list[tuple[str, int, AppendOutcome]],
+                      timeout_ms: int) -> "DurableWait | None":
+        """acks=-1, at append time: ask each partition's flusher for an fsync covering the
+        successful appends now (so the fsync starts while the request still waits in its
+        connection's line) and start the ``timeout_ms`` clock. None when everything is
+        already on disk; else a :class:`DurableWait` to finish."""
         futures = []
         targets = []
         for topic, partition, out in appended:
@@ -209,43 +259,18 @@ class ReplicaManager:
                 futures.append(fut)
                 targets.append(out)
         if not futures:
-            return
-        # Await the flushers' futures one after another (each is done once its offsets
-        # are fsynced); a timer fails the ones still waiting at the deadline. Cheaper per
-        # request than asyncio.wait, which builds a waiter and callbacks around them.
+            return None
         timer = (asyncio.get_running_loop().call_later(timeout_ms / 1000, _expire, futures)
                  if timeout_ms > 0 else None)
-        try:
-            for fut in futures:
-                if not fut.done():
-                    try:
-                        await fut
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        pass  # read below
-        except asyncio.CancelledError:  # the requester went away: drop its waiters
-            for fut in futures:
-                fut.cancel()
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        for fut, out in zip(futures, targets):
-            exc = fut.exception()
-            if exc is None:
-                continue
-            if isinstance(exc, _DurabilityTimeout):
-                out.error_code = ErrorCode.REQUEST_TIMED_OUT
-            else:
-                self._storage_failed(out, exc)
+        return DurableWait(futures, targets, timer)
 
-    @staticmethod
-    def _storage_failed(out: AppendOutcome, exc: BaseException) -> None:
-        logger.error("flush_failed_for_produce", error=str(exc))
-        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-        out.base_offset = -1
-        out.log_start_offset = -1
+    async def wait_durable(self, appended: list[tuple[str, int, AppendOutcome]], timeout_ms: int) -> None:
+        """acks=-1: return once every successful append is fsynced; REQUEST_TIMED_OUT after timeout_ms.
+
+        Returns without suspending when everything is already on disk."""
+        wait = self.start_durable(appended, timeout_ms)
+        if wait is not None:
+            await wait.finish()
 
     # -- transaction markers ----------------------------------------------------------------
     async def write_txn_markers(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,

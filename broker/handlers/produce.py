@@ -138,26 +138,31 @@ def begin_produce(ctx, request):
                 failed = True
             parts.append((p.index, out))
         responses.append((name, parts))
-    return ProduceAnswer(rm, acks, appended if acks == -1 else None, request.timeout_ms, responses, failed)
+    durable = rm.start_durable(appended, request.timeout_ms) if acks == -1 and appended else None
+    return ProduceAnswer(acks, durable, responses, failed)
 
 
 class ProduceAnswer:
     """The answer owed to a begun Produce: ``ready()`` tells without waiting whether
-    ``result()`` can complete at once (no fsync left to wait for)."""
+    ``result()`` can complete at once (no fsync left to wait for); ``discard()`` drops
+    the wait of an answer nobody will read (the connection went away)."""
 
-    __slots__ = ("_rm", "_acks", "_durable", "_timeout_ms", "_responses", "_failed")
+    __slots__ = ("_acks", "_durable", "_responses", "_failed")
 
-    def __init__(self, rm, acks: int, durable, timeout_ms: int, responses, failed: bool) -> None:
-        self._rm, self._acks, self._durable, self._timeout_ms = rm, acks, durable, timeout_ms
-        self._responses, self._failed = responses, failed
+    def __init__(self, acks: int, durable, responses, failed: bool) -> None:
+        self._acks, self._durable, self._responses, self._failed = acks, durable, responses, failed
 
     def ready(self) -> bool:
-        return not self._durable or self._rm.all_durable(self._durable)
+        return self._durable is None or self._durable.done()
+
+    def discard(self) -> None:
+        if self._durable is not None:
+            self._durable.discard()
 
     async def result(self):
         """The response body (None for acks=0); raises CloseConnection when an acks=0 produce failed."""
-        if self._durable:
-            await self._rm.wait_durable(self._durable, self._timeout_ms)
+        if self._durable is not None:
+            await self._durable.finish()
         if self._acks == 0:
             if self._failed:
                 raise CloseConnection("a partition of an acks=0 produce failed")
