@@ -236,3 +236,22 @@ def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
         made.close()
         for log in logs:
             log.close()
+
+
+@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built")
+@pytest.mark.asyncio
+async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch):
+    """A native worker that takes no more jobs (closed) makes the waiters fail at once,
+    and the job's descriptors are closed, not leaked."""
+    made = NativeFlushThreads(2)
+    monkeypatch.setattr(flusher_module, "_THREADS", made)
+    flusher = PartitionFlusher(log, "t", 0)
+    first = append(log, 1)
+    await asyncio.wait_for(flusher.wait_flushed(first), 30)
+    made.close()
+    before = len(os.listdir("/proc/self/fd"))
+    second = append(log, 1)
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(flusher.wait_flushed(second), 30)
+    assert log.recovery_point == second   # the first flush's point, nothing more
+    assert len(os.listdir("/proc/self/fd")) == before
