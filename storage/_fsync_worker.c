@@ -12,21 +12,25 @@
  *     syncing at the first failure and remembers its errno, then closes every fd (also
  *     after a failure), appends (token, errno or 0) to the completed list and signals the
  *     eventfd. Raises RuntimeError (the descriptors NOT taken: the caller closes them)
- *     when the worker is closed or no thread could be started at all.
+ *     when the worker is closed or no thread could be started at all (MemoryError and the
+ *     argument errors leave them to the caller too).
  * fileno() -> int
  *     The eventfd: readable while completions wait to be collected.
  * completed() -> list[tuple[int, int]]
  *     Clears the eventfd and returns (token, errno) of every job finished since the last
- *     call, in finishing order; each job is reported exactly once.
+ *     call, in finishing order; each job is reported exactly once (a MemoryError while
+ *     building the list loses the entries it had taken).
  * close() -> None
  *     Stops accepting jobs, lets the threads run every job still queued (so queued data is
  *     synced and no descriptor leaks; their results appear in completed()), and joins them.
  *     The eventfd stays open until the object is freed, so completed() still works.
  *
  * Locking: `qlock` + `qcond` guard the queue and the thread accounting; `clock` guards the
- * completed list. A worker signals the eventfd only when it makes the completed list
- * non-empty: completed() reads the eventfd before it takes the list, so every entry is
- * either taken by that call or announced by a later signal.
+ * completed list (taken inside qlock by the workers, alone by completed() and submit()).
+ * submit() grows the completed list to hold every job not yet collected, so a worker never
+ * allocates. A worker signals the eventfd only when it makes the completed list non-empty:
+ * completed() reads the eventfd before it takes the list, so every entry is either taken
+ * by that call or announced by a later signal.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -68,6 +72,7 @@ typedef struct {
     pthread_mutex_t clock;
     done_t *done;
     Py_ssize_t ndone, cap_done;
+    Py_ssize_t uncollected;   /* jobs queued, running or done but not yet returned by completed() */
     int efd;
     int ready;            /* mutexes/cond initialised */
 } Worker;
@@ -88,25 +93,12 @@ static int run_job(job_t *job)
     return err;
 }
 
+/* With qlock held. Never allocates: submit() made room for every job not yet collected. */
 static void report(Worker *w, long long token, int err)
 {
     uint64_t one = 1;
     int signal_it;
     pthread_mutex_lock(&w->clock);
-    while (w->ndone == w->cap_done) {
-        Py_ssize_t cap = w->cap_done ? w->cap_done * 2 : 64;
-        done_t *grown = realloc(w->done, (size_t)cap * sizeof(done_t));
-        if (grown != NULL) {
-            w->done = grown;
-            w->cap_done = cap;
-            break;
-        }
-        /* No memory to record it: wake the loop so it drains the list, and retry. */
-        pthread_mutex_unlock(&w->clock);
-        (void)!write(w->efd, &one, sizeof one);
-        usleep(1000);
-        pthread_mutex_lock(&w->clock);
-    }
     signal_it = w->ndone == 0;
     w->done[w->ndone].token = token;
     w->done[w->ndone].err = err;
@@ -134,11 +126,11 @@ static void *work(void *arg)
         pthread_mutex_unlock(&w->qlock);
         int err = run_job(job);
         pthread_mutex_lock(&w->qlock);
-        w->free_threads++;        /* free before the report: the next submit finds this thread */
-        pthread_mutex_unlock(&w->qlock);
+        /* Free before the report, which is made under qlock too (one lock round per job):
+         * a submit prompted by this report finds this thread instead of starting one. */
+        w->free_threads++;
         report(w, job->token, err);
         free(job);
-        pthread_mutex_lock(&w->qlock);
     }
     pthread_mutex_unlock(&w->qlock);
     return NULL;
@@ -265,6 +257,21 @@ static PyObject *Worker_submit(Worker *w, PyObject *args)
         }
         job->fds[i] = (int)fd;
     }
+    /* Room in the completed list for this job, so a worker never allocates (nor fails to). */
+    pthread_mutex_lock(&w->clock);
+    if (w->cap_done < w->uncollected + 1) {
+        Py_ssize_t cap = w->cap_done ? w->cap_done * 2 : 64;
+        done_t *grown = realloc(w->done, (size_t)cap * sizeof(done_t));
+        if (grown == NULL) {
+            pthread_mutex_unlock(&w->clock);
+            free(job);
+            return PyErr_NoMemory();
+        }
+        w->done = grown;
+        w->cap_done = cap;
+    }
+    w->uncollected++;
+    pthread_mutex_unlock(&w->clock);
     const char *refused = NULL;
     pthread_mutex_lock(&w->qlock);
     if (w->stopping) {
@@ -290,6 +297,9 @@ static PyObject *Worker_submit(Worker *w, PyObject *args)
     }
     pthread_mutex_unlock(&w->qlock);
     if (refused != NULL) {
+        pthread_mutex_lock(&w->clock);
+        w->uncollected--;
+        pthread_mutex_unlock(&w->clock);
         free(job);
         PyErr_SetString(PyExc_RuntimeError, refused);
         return NULL;
@@ -304,28 +314,29 @@ static PyObject *Worker_fileno(Worker *w, PyObject *Py_UNUSED(ignored))
 
 static PyObject *Worker_completed(Worker *w, PyObject *Py_UNUSED(ignored))
 {
-    uint64_t count;
+    uint64_t count, one = 1;
     while (read(w->efd, &count, sizeof count) < 0 && errno == EINTR)
         ;                         /* EAGAIN: nothing signalled, the list may still hold entries */
     pthread_mutex_lock(&w->clock);
-    done_t *taken = w->done;
     Py_ssize_t n = w->ndone;
-    w->done = NULL;
-    w->ndone = w->cap_done = 0;
+    done_t *taken = n ? malloc((size_t)n * sizeof(done_t)) : NULL;
+    if (n && taken == NULL) {     /* the entries stay; signal again so a later call takes them */
+        pthread_mutex_unlock(&w->clock);
+        (void)!write(w->efd, &one, sizeof one);
+        return PyErr_NoMemory();
+    }
+    if (n)
+        memcpy(taken, w->done, (size_t)n * sizeof(done_t));
+    w->ndone = 0;
+    w->uncollected -= n;
     pthread_mutex_unlock(&w->clock);
     PyObject *out = PyList_New(n);
-    if (out == NULL) {
-        free(taken);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         PyObject *item = Py_BuildValue("(Li)", taken[i].token, taken[i].err);
-        if (item == NULL) {
-            Py_DECREF(out);
-            free(taken);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, item);
+        if (item == NULL)
+            Py_CLEAR(out);        /* these results are lost: only under MemoryError */
+        else
+            PyList_SET_ITEM(out, i, item);
     }
     free(taken);
     return out;
