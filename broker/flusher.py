@@ -40,10 +40,12 @@ import structlog
 
 from storage.log_flush import FlushJob, close_fds, flush_failure
 
-try:
-    from storage import _fsync_worker  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the build (Linux only)
-    _fsync_worker = None
+_fsync_worker = None
+if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+    try:
+        from storage import _fsync_worker  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - depends on the build (Linux only)
+        _fsync_worker = None
 
 logger = structlog.get_logger(__name__)
 
@@ -204,8 +206,7 @@ class NativeFlushThreads(_Runner):
 def native_fsync_available() -> bool:
     """Whether :func:`flush_threads` uses :class:`NativeFlushThreads`: the extension is
     built and neither ``SUNDIAL_NATIVE_FSYNC=0`` nor ``SUNDIAL_NO_EXTENSIONS=1`` is set."""
-    return (_fsync_worker is not None and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
-            and os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"))
+    return _fsync_worker is not None and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
 
 
 _THREADS: FlushThreads | NativeFlushThreads | None = None

@@ -45,7 +45,7 @@ NATIVE = flusher_module._fsync_worker is not None
 
 
 @pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(
-    not NATIVE, reason="storage._fsync_worker is not built"))])
+    not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)"))])
 def threads(request, monkeypatch):
     """The process's fsync threads for this test: one implementation or the other."""
     made = FlushThreads(4) if request.param == "python" else NativeFlushThreads(4)
@@ -197,7 +197,7 @@ async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeyp
     assert log.recovery_point > second
 
 
-@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built")
+@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
 def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
     """One native worker, loops one after another and two at once in two threads: every
     flush completes on its own loop and makes its log durable."""
@@ -238,7 +238,7 @@ def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
             log.close()
 
 
-@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built")
+@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
 @pytest.mark.asyncio
 async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch):
     """A native worker that takes no more jobs (closed) makes the waiters fail at once,
