@@ -9,8 +9,9 @@ plus the index files of rolled segments and the directory when segments were cre
 thread) advances the recovery point. Instead of ``run``, ``hand_over`` gives the
 descriptors to a native worker (storage/_fsync_worker.c) that does the same work
 (sync in order, stop at the first failure, close all); its errno then becomes the
-error ``run`` would have raised through :func:`flush_failure`. ``maybe_flush_due(now_ms)`` applies
-``flush.messages`` / ``flush.ms`` and Kafka's flush-on-roll. A job prepared before a
+error ``run`` would have raised through :func:`flush_failure`.
+``maybe_flush_due(now_ms)`` applies ``flush.messages`` / ``flush.ms`` and Kafka's
+flush-on-roll. A job prepared before a
 truncation does not move the recovery point (the log's generation changed).
 """
 
