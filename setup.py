@@ -1,12 +1,14 @@
-"""Build glue for the optional C accelerators ``records._speedups`` and ``storage._cleaner_speedups``
-(everything else is in pyproject.toml).
+"""Build glue for the optional C accelerators ``records._speedups``, ``storage._cleaner_speedups``
+and (Linux only) ``storage._fsync_worker`` (everything else is in pyproject.toml).
 
 The extensions are optional: if one cannot be compiled, the install still succeeds and
-records/walks.py and storage/offset_map.py use their pure-Python reference code. ``SUNDIAL_NO_EXTENSIONS=1``
+records/walks.py and storage/offset_map.py use their pure-Python reference code, and
+broker/flusher.py its Python fsync threads. ``SUNDIAL_NO_EXTENSIONS=1``
 skips the build (and, at run time, the import).
 """
 
 import os
+import sys
 
 from setuptools import Extension, setup
 
@@ -17,5 +19,8 @@ if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
               "extra_compile_args": ["-O2"]}
     ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], **shared))
     ext_modules.append(Extension("storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
+    if sys.platform.startswith("linux"):   # eventfd
+        ext_modules.append(Extension("storage._fsync_worker", ["storage/_fsync_worker.c"], optional=True,
+                                     extra_compile_args=["-O2"], libraries=["pthread"]))
 
 setup(ext_modules=ext_modules)

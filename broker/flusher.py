@@ -4,14 +4,27 @@ A Produce with ``acks=-1`` is answered only after its data is on disk. Each
 partition has a :class:`PartitionFlusher`: callers ``await wait_flushed(offset)``;
 a flush covers everything appended up to the moment it starts, so concurrent
 producers share fsyncs instead of queueing one each; at most two run per partition
-at a time (see the class). The fsync itself (``FlushJob.run``) runs on one of a few
-long-lived fsync threads (:class:`FlushThreads`) so the event loop keeps serving however
-slow the disk; ``prepare_flush``/``mark_flushed`` run on the loop thread because storage
-is not thread-safe.
+at a time (see the class). The fsync itself runs on one of a few long-lived fsync
+threads so the event loop keeps serving however slow the disk; ``prepare_flush``/
+``mark_flushed`` run on the loop thread because storage is not thread-safe.
 
-Per flush the loop thread does one queue put and, when the fsync is done, runs one
-callback (``loop.call_soon_threadsafe``; uvloop coalesces the wake-ups of completions
-that arrive together): no executor future, chained asyncio future or task per flush.
+Two implementations of those threads, one interface (``submit(job, loop, done)``,
+``async run(job)``); :func:`flush_threads` picks one per process:
+
+* :class:`NativeFlushThreads` (default when the C extension ``storage._fsync_worker``
+  is built, Linux): the job hands its descriptors to native threads that fdatasync and
+  close them without ever taking the GIL, and signal an eventfd the loop watches
+  (``loop.add_reader``, once per loop); the loop's reader calls ``done`` for each
+  finished job. No GIL hand-off on either side of the fsync.
+* :class:`FlushThreads` (fallback; ``SUNDIAL_NATIVE_FSYNC=0`` or
+  ``SUNDIAL_NO_EXTENSIONS=1`` force it): Python threads run ``FlushJob.run`` and
+  report with ``loop.call_soon_threadsafe`` (uvloop coalesces the wake-ups of
+  completions that arrive together).
+
+Either way the loop thread does one queue put per flush and runs one callback when the
+fsync is done: no executor future, chained asyncio future or task per flush. A job whose
+``run`` is not ``FlushJob.run`` (a test replaced it to inject a failing or slow disk)
+always goes to the Python threads, so such hooks hold on both paths.
 """
 
 from __future__ import annotations
@@ -19,15 +32,40 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import os
 import queue
 import threading
 
 import structlog
 
+from storage.log_flush import FlushJob, close_fds, flush_failure
+
+_fsync_worker = None
+if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+    try:
+        from storage import _fsync_worker  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - depends on the build (Linux only)
+        _fsync_worker = None
+
 logger = structlog.get_logger(__name__)
 
+#: The stock ``FlushJob.run``: jobs whose ``run`` is another function (a test's hook) are
+#: not handed to native threads.
+_STOCK_RUN = FlushJob.run
 
-class FlushThreads:
+
+class _Runner:
+    """``run`` on top of the subclass's ``submit(job, loop, done)``, shared by both implementations."""
+
+    async def run(self, job) -> None:
+        """Run ``job`` on a flush thread and wait for it (raises what ``job.run`` raises)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.submit(job, loop, lambda _job, error: _settle(fut, error))
+        await fut
+
+
+class FlushThreads(_Runner):
     """A fixed set of long-lived threads that run flush jobs from one queue.
 
     :meth:`submit` queues ``(job, loop, done)``; a free thread runs ``job.run()`` (the
@@ -66,13 +104,6 @@ class FlushThreads:
                         raise
         self._queue.put((job, loop, done))
 
-    async def run(self, job) -> None:
-        """Run ``job`` on a flush thread and wait for it (raises what ``job.run`` raised)."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self.submit(job, loop, lambda _job, error: _settle(fut, error))
-        await fut
-
     def _work(self) -> None:
         get = self._queue.get
         lock = self._lock
@@ -100,14 +131,92 @@ def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
         fut.set_exception(error)
 
 
-_THREADS: FlushThreads | None = None
+class NativeFlushThreads(_Runner):
+    """Flush jobs on the native threads of ``storage._fsync_worker.FsyncWorker``.
+
+    :meth:`submit` takes the job's descriptors (``FlushJob.hand_over``) and queues them
+    under a token; the worker fdatasyncs and closes them without the GIL and signals its
+    eventfd. Each loop that submits watches that eventfd (``add_reader``, registered on
+    its first submit; loops closed since are forgotten then). The reader collects every
+    finished job and calls ``done(job, error)`` on the job's own loop (directly when that
+    is the running loop, else through ``call_soon_threadsafe``); ``error`` is None or
+    what ``FlushJob.run`` would have raised (:func:`storage.log_flush.flush_failure` of
+    the errno). Threads start lazily up to ``threads``, as with :class:`FlushThreads`.
+    Jobs whose ``run`` was replaced go to a :class:`FlushThreads` of the same size.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self._worker = _fsync_worker.FsyncWorker(threads)
+        self._fd = self._worker.fileno()
+        self._jobs: dict[int, tuple] = {}   # token -> (job, loop, done); loop threads only
+        self._tokens = itertools.count()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._python = FlushThreads(threads)
+
+    def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
+        if type(job).run is not _STOCK_RUN:
+            self._python.submit(job, loop, done)
+            return
+        if loop not in self._loops:
+            self._loops = [known for known in self._loops if not known.is_closed()]
+            loop.add_reader(self._fd, self._collect)
+            self._loops.append(loop)
+        token = next(self._tokens)
+        fds = job.hand_over()
+        self._jobs[token] = (job, loop, done)
+        try:
+            self._worker.submit(token, fds)
+        except BaseException:   # RuntimeError: no thread could start; the fds are still ours
+            del self._jobs[token]
+            close_fds(fds)
+            raise
+
+    def _collect(self) -> None:
+        """The eventfd's reader, on some loop that submitted: report every finished job."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for token, err in self._worker.completed():
+            entry = self._jobs.pop(token, None)
+            if entry is None:
+                continue
+            job, loop, done = entry
+            error = None if err == 0 else flush_failure(OSError(err, os.strerror(err)))
+            if loop is running:
+                try:
+                    done(job, error)
+                except Exception:   # one waiter's failure must not lose the other completions
+                    logger.exception("flush_callback_failed")
+            else:
+                try:
+                    loop.call_soon_threadsafe(done, job, error)
+                except RuntimeError:
+                    pass  # that loop is closed: nobody waits for this job any more
+
+    def close(self) -> None:
+        """Stop the native threads once every queued job has run (tests)."""
+        for loop in self._loops:
+            if not loop.is_closed():
+                loop.remove_reader(self._fd)
+        self._loops = []
+        self._worker.close()
 
 
-def flush_threads() -> FlushThreads:
+def native_fsync_available() -> bool:
+    """Whether :func:`flush_threads` uses :class:`NativeFlushThreads`: the extension is
+    built and neither ``SUNDIAL_NATIVE_FSYNC=0`` nor ``SUNDIAL_NO_EXTENSIONS=1`` is set."""
+    return _fsync_worker is not None and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
+
+
+_THREADS: FlushThreads | NativeFlushThreads | None = None
+
+
+def flush_threads() -> FlushThreads | NativeFlushThreads:
     """The process's fsync threads (four: two flushes in flight for each of two partitions)."""
     global _THREADS
     if _THREADS is None:
-        _THREADS = FlushThreads(4)
+        _THREADS = NativeFlushThreads(4) if native_fsync_available() else FlushThreads(4)
     return _THREADS
 
 

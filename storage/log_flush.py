@@ -6,8 +6,12 @@
 descriptors of every ``.log`` with data between the recovery point and the target,
 plus the index files of rolled segments and the directory when segments were created;
 ``FlushJob.run`` (any thread) fdatasyncs and closes them; ``mark_flushed`` (owner
-thread) advances the recovery point. ``maybe_flush_due(now_ms)`` applies
-``flush.messages`` / ``flush.ms`` and Kafka's flush-on-roll. A job prepared before a
+thread) advances the recovery point. Instead of ``run``, ``hand_over`` gives the
+descriptors to a native worker (storage/_fsync_worker.c) that does the same work
+(sync in order, stop at the first failure, close all); its errno then becomes the
+error ``run`` would have raised through :func:`flush_failure`.
+``maybe_flush_due(now_ms)`` applies ``flush.messages`` / ``flush.ms`` and Kafka's
+flush-on-roll. A job prepared before a
 truncation does not move the recovery point (the log's generation changed).
 """
 
@@ -17,6 +21,20 @@ import os
 
 from .errors import KafkaStorageError
 from .segment import LogSegment
+
+
+def flush_failure(exc: OSError) -> KafkaStorageError:
+    """The error a flush whose fdatasync failed with ``exc`` reports."""
+    return KafkaStorageError.from_os_error(exc, "flush failed")
+
+
+def close_fds(fds) -> None:
+    """Close every descriptor, ignoring errors (each one is closed whatever the others do)."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class FlushJob:
@@ -45,23 +63,24 @@ class FlushJob:
                     except OSError as exc:
                         error = exc
         finally:
-            for fd in self.fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            close_fds(self.fds)
         if error is not None:
-            raise KafkaStorageError.from_os_error(error, "flush failed")
+            raise flush_failure(error)
+
+    def hand_over(self) -> tuple[int, ...]:
+        """The descriptors, now owned by the caller, who must do what :meth:`run` does with
+        them (fdatasync each in order, stopping at the first failure; close all). The job
+        counts as run: neither ``run`` nor ``discard`` touches them any more."""
+        if self._done:
+            raise RuntimeError("flush job already run or discarded")
+        self._done = True
+        return tuple(self.fds)
 
     def discard(self) -> None:
         """Close the descriptors without syncing (the job will not run)."""
         if not self._done:
             self._done = True
-            for fd in self.fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            close_fds(self.fds)
 
     def __del__(self) -> None:  # a job dropped without run() must not leak descriptors
         self.discard()
@@ -140,4 +159,4 @@ class LogFlushing:
         return None
 
 
-__all__ = ["FlushJob", "LogFlushing"]
+__all__ = ["FlushJob", "LogFlushing", "close_fds", "flush_failure"]

@@ -1,21 +1,26 @@
-"""Group commit (broker.flusher.PartitionFlusher) over a real partition log.
+"""Group commit (broker.flusher.PartitionFlusher) over a real partition log, on both
+fsync-thread implementations (Python threads and the native worker).
 
 Invariants checked: a waiter is released only once its last offset is below the log's
 recovery point (durable); waiters that arrive while a flush runs start a second one at
-once, so never more than two run; a failing fsync fails exactly the waiters it was to
-cover, and later flushes still release the rest.
+once, so never more than two are in flight; a failing fsync fails exactly the waiters it
+was to cover, and later flushes still release the rest. A failure is injected for real:
+a pipe among the job's descriptors makes fdatasync fail with EINVAL on either path; a hook
+that replaces ``FlushJob.run`` still holds on the native path (such jobs go to Python).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 import time
 
 import pytest
 
-from broker.flusher import PartitionFlusher
+from broker import flusher as flusher_module
+from broker.flusher import FlushThreads, NativeFlushThreads, PartitionFlusher
 from config.topic import TopicConfig
 from storage import log as storage_log
 from records.builder import SimpleRecord, build_records
@@ -36,8 +41,55 @@ def log(tmp_path):
     log.close()
 
 
+NATIVE = flusher_module._fsync_worker is not None
+
+
+@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(
+    not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)"))])
+def threads(request, monkeypatch):
+    """The process's fsync threads for this test: one implementation or the other."""
+    made = FlushThreads(4) if request.param == "python" else NativeFlushThreads(4)
+    monkeypatch.setattr(flusher_module, "_THREADS", made)
+    yield made
+    if isinstance(made, NativeFlushThreads):
+        made.close()
+
+
+def count_in_flight(monkeypatch, threads) -> list[int]:
+    """Wrap ``threads.submit``: [in flight from submit to done, peak of that]."""
+    counts = [0, 0]
+    real_submit = threads.submit
+
+    def submit(job, loop, done):
+        def counted_done(job, error):
+            counts[0] -= 1
+            done(job, error)
+
+        counts[0] += 1
+        counts[1] = max(counts[1], counts[0])
+        real_submit(job, loop, counted_done)
+
+    monkeypatch.setattr(threads, "submit", submit)
+    return counts
+
+
+def inject_bad_descriptor(monkeypatch, fail: list[bool]) -> None:
+    """While ``fail[0]``: every flush job also holds a pipe, which fdatasync refuses (EINVAL)."""
+    real_prepare = PartitionLog.prepare_flush
+
+    def prepare(self, up_to_offset=None):
+        job = real_prepare(self, up_to_offset)
+        if job is not None and fail[0]:
+            r, w = os.pipe()
+            os.close(w)
+            job.fds.insert(0, r)
+        return job
+
+    monkeypatch.setattr(PartitionLog, "prepare_flush", prepare)
+
+
 @pytest.mark.asyncio
-async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, monkeypatch):
+async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, monkeypatch, threads):
     real_run = storage_log.FlushJob.run
     lock = threading.Lock()
     running = [0]
@@ -54,7 +106,9 @@ async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, 
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(storage_log.FlushJob, "run", slow_run)
+    if isinstance(threads, FlushThreads):   # a slow disk; the native threads sync for real
+        monkeypatch.setattr(storage_log.FlushJob, "run", slow_run)
+    in_flight = count_in_flight(monkeypatch, threads)
     flusher = PartitionFlusher(log, "t", 0)
     released: list[tuple[int, int]] = []
 
@@ -72,12 +126,34 @@ async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, 
     assert len(released) == 60
     assert all(point > last for last, point in released), "released before its data was durable"
     assert peak[0] <= PartitionFlusher.MAX_IN_FLIGHT
+    assert 1 <= in_flight[1] <= PartitionFlusher.MAX_IN_FLIGHT and in_flight[0] == 0
     assert flusher.flushes < 60, "fsyncs are shared"
     assert log.recovery_point == log.log_end_offset
 
 
 @pytest.mark.asyncio
-async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch):
+async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch, threads):
+    fail = [True]
+    inject_bad_descriptor(monkeypatch, fail)
+    before = len(os.listdir("/proc/self/fd"))
+    flusher = PartitionFlusher(log, "t", 0)
+    first = append(log, 2)
+    with pytest.raises(storage_log.KafkaStorageError) as raised:
+        await asyncio.wait_for(flusher.wait_flushed(first), 30)
+    assert str(raised.value) == "flush failed: " + os.strerror(errno.EINVAL)
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.EINVAL
+    assert log.recovery_point <= first
+    assert len(os.listdir("/proc/self/fd")) <= before, "the failed job's descriptors are closed"
+    fail[0] = False
+    second = append(log, 2)
+    await asyncio.wait_for(flusher.wait_flushed(second), 30)
+    assert log.recovery_point > second
+
+
+@pytest.mark.asyncio
+async def test_replaced_run_hook_holds_on_both_paths(log, monkeypatch, threads):
+    """A test hook that replaces ``FlushJob.run`` is honoured (the native path hands such
+    jobs to Python threads)."""
     real_run = storage_log.FlushJob.run
     fail = [True]
 
@@ -103,8 +179,6 @@ async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, mon
 async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeypatch):
     """When the OS refuses to start any fsync thread the waiters get the error (the produce
     answer is then KAFKA_STORAGE_ERROR); once threads start again, flushes go through."""
-    from broker import flusher as flusher_module
-
     monkeypatch.setattr(flusher_module, "_THREADS", flusher_module.FlushThreads(2))
     real_start = threading.Thread.start
 
@@ -121,3 +195,63 @@ async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeyp
     second = append(log, 1)
     await asyncio.wait_for(flusher.wait_flushed(second), 30)
     assert log.recovery_point > second
+
+
+@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
+def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
+    """One native worker, loops one after another and two at once in two threads: every
+    flush completes on its own loop and makes its log durable."""
+    made = NativeFlushThreads(2)
+    monkeypatch.setattr(flusher_module, "_THREADS", made)
+    logs = [PartitionLog.create(str(tmp_path / f"t-{i}"), TopicConfig(), topic="t", partition=i) for i in range(4)]
+
+    async def produce_and_wait(log) -> None:
+        flusher = PartitionFlusher(log, "t", 0)
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            last = append(log, 2)
+            await asyncio.wait_for(flusher.wait_flushed(last), 60)
+            assert log.recovery_point > last
+            assert asyncio.get_running_loop() is loop
+
+    try:
+        asyncio.run(produce_and_wait(logs[0]))   # a loop that is closed afterwards
+        asyncio.run(produce_and_wait(logs[1]))   # a new loop registers on the same eventfd
+        errors: list[BaseException] = []
+
+        def in_thread(log) -> None:
+            try:
+                asyncio.run(produce_and_wait(log))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        workers = [threading.Thread(target=in_thread, args=(log,)) for log in logs[2:]]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(120)
+        assert not errors
+        assert all(log.recovery_point == log.log_end_offset == 40 for log in logs)
+    finally:
+        made.close()
+        for log in logs:
+            log.close()
+
+
+@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
+@pytest.mark.asyncio
+async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch):
+    """A native worker that takes no more jobs (closed) makes the waiters fail at once,
+    and the job's descriptors are closed, not leaked."""
+    made = NativeFlushThreads(2)
+    monkeypatch.setattr(flusher_module, "_THREADS", made)
+    flusher = PartitionFlusher(log, "t", 0)
+    first = append(log, 1)
+    await asyncio.wait_for(flusher.wait_flushed(first), 30)
+    made.close()
+    before = len(os.listdir("/proc/self/fd"))
+    second = append(log, 1)
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(flusher.wait_flushed(second), 30)
+    assert log.recovery_point == second   # the first flush's point, nothing more
+    assert len(os.listdir("/proc/self/fd")) == before

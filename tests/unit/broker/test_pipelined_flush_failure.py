@@ -2,14 +2,17 @@
 KAFKA_STORAGE_ERROR, in request order, and loses nothing acknowledged before.
 
 The broker runs in process (real BrokerServer, storage in a temporary directory, real
-sockets on loopback) so the failure can be injected into ``FlushJob.run``, the one
-place that calls fdatasync. Ground truth is what the test sent and read back.
+sockets on loopback) so the failure can be injected: either into ``FlushJob.run`` (a
+replaced ``run`` sends the job to the Python fsync threads) or, on whichever fsync threads
+the process uses (native by default), as a pipe among the job's descriptors, which
+fdatasync refuses. Ground truth is what the test sent and read back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import struct
 import time
 
@@ -48,8 +51,34 @@ async def produce_answers(reader, count: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def fail_every_fsync(monkeypatch, how: str):
+    """Make every flush fail from now on; returns the undo."""
+    if how == "run_hook":
+        real_run = storage_log.FlushJob.run
+
+        def failing_run(job):
+            job.discard()
+            raise storage_log.KafkaStorageError.from_os_error(OSError(errno.EIO, "injected"), "flush failed")
+
+        monkeypatch.setattr(storage_log.FlushJob, "run", failing_run)
+        return lambda: monkeypatch.setattr(storage_log.FlushJob, "run", real_run)
+    real_prepare = storage_log.PartitionLog.prepare_flush
+
+    def prepare_with_pipe(self, up_to_offset=None):
+        job = real_prepare(self, up_to_offset)
+        if job is not None:
+            r, w = os.pipe()
+            os.close(w)
+            job.fds.append(r)
+        return job
+
+    monkeypatch.setattr(storage_log.PartitionLog, "prepare_flush", prepare_with_pipe)
+    return lambda: monkeypatch.setattr(storage_log.PartitionLog, "prepare_flush", real_prepare)
+
+
 @pytest.mark.asyncio
-async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["run_hook", "bad_descriptor"])
+async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, monkeypatch, how):
     from broker.server import BrokerServer
     from broker.topics import create_topic
     from config import BrokerConfig
@@ -67,13 +96,7 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
         assert await produce_answers(reader, 5) == [(i, 0, i) for i in range(5)]
 
         # Every fsync fails from now on; 30 requests are in flight at once.
-        real_run = storage_log.FlushJob.run
-
-        def failing_run(job):
-            job.discard()
-            raise storage_log.KafkaStorageError.from_os_error(OSError(errno.EIO, "injected"), "flush failed")
-
-        monkeypatch.setattr(storage_log.FlushJob, "run", failing_run)
+        undo = fail_every_fsync(monkeypatch, how)
         writer.write(b"".join(produce(100 + i, "dur", b"bad%d" % i) for i in range(30)))
         answers = await produce_answers(reader, 30)
         assert [a[0] for a in answers] == [100 + i for i in range(30)], "answers must stay in request order"
@@ -81,7 +104,7 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
 
         # The disk recovers: new requests are acknowledged again, and the five acknowledged
         # before the fault are still the first records of the log.
-        monkeypatch.setattr(storage_log.FlushJob, "run", real_run)
+        undo()
         writer.write(produce(200, "dur", b"after"))
         [(corr, code, offset)] = await produce_answers(reader, 1)
         assert (corr, code) == (200, 0) and offset >= 5

@@ -1,0 +1,179 @@
+"""The native fsync worker (storage/_fsync_worker.c) against ground truth the test reads
+from the kernel: after a job is reported every one of its descriptors is closed (fstat
+fails with EBADF; /proc/self/fd holds as many entries as before), a descriptor that cannot
+be synced reports its errno and the others are still closed, every job is reported exactly
+once whatever thread submitted it, and close() runs what is still queued.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import select
+import threading
+import time
+
+import pytest
+
+_fsync_worker = pytest.importorskip("storage._fsync_worker")
+FsyncWorker = _fsync_worker.FsyncWorker
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def is_closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError as exc:
+        assert exc.errno == errno.EBADF
+        return True
+    return False
+
+
+def collect(worker, count: int, deadline_s: float = 60.0) -> list[tuple[int, int]]:
+    """Wait on the eventfd (as the loop does) until ``count`` completions were collected."""
+    out: list[tuple[int, int]] = []
+    deadline = time.monotonic() + deadline_s
+    while len(out) < count and time.monotonic() < deadline:
+        select.select([worker.fileno()], [], [], 1.0)
+        out.extend(worker.completed())
+    return out
+
+
+def unused_fd() -> int:
+    """A descriptor number no file is open under (high, so nothing opens it meanwhile)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for fd in range(min(soft, 4096) - 1, 2, -1):
+        if is_closed(fd):
+            return fd
+    raise AssertionError("no free descriptor number")
+
+
+@pytest.fixture
+def files(tmp_path):
+    """``dup(n)`` → n new descriptors of files with unsynced data in them."""
+    base = []
+
+    def dup(n: int) -> tuple[int, ...]:
+        fds = []
+        for i in range(n):
+            fd = os.open(str(tmp_path / f"f{len(base)}-{i}"), os.O_RDWR | os.O_CREAT, 0o600)
+            os.write(fd, b"x" * 100)
+            fds.append(fd)
+        base.extend(fds)
+        return tuple(fds)
+
+    return dup
+
+
+def test_job_syncs_then_closes_every_descriptor(files):
+    worker = FsyncWorker(2)
+    try:
+        fds = files(3)
+        worker.submit(7, fds)
+        assert collect(worker, 1) == [(7, 0)]
+        assert all(is_closed(fd) for fd in fds)
+        assert worker.completed() == []   # reported once
+    finally:
+        worker.close()
+
+
+def test_bad_descriptor_reports_ebadf_and_the_others_are_closed(files):
+    worker = FsyncWorker(1)
+    try:
+        good = files(2)
+        bad = unused_fd()
+        worker.submit(1, (good[0], bad, good[1]))
+        assert collect(worker, 1) == [(1, errno.EBADF)]
+        assert is_closed(good[0]) and is_closed(good[1])
+        # A pipe cannot be fdatasynced (EINVAL): the error of the first failure is kept.
+        r, w = os.pipe()
+        more = files(1)
+        worker.submit(2, (more[0], r, w))
+        assert collect(worker, 1) == [(2, errno.EINVAL)]
+        assert is_closed(more[0]) and is_closed(r) and is_closed(w)
+    finally:
+        worker.close()
+
+
+def test_thousand_jobs_from_several_threads_complete_exactly_once(files):
+    before = open_fds()
+    worker = FsyncWorker(4)
+    jobs_per_thread, threads = 250, 4
+    prepared = [[files(1 + (t + i) % 3) for i in range(jobs_per_thread)] for t in range(threads)]
+    errors: list[BaseException] = []
+
+    def submit_all(t: int) -> None:
+        try:
+            for i, fds in enumerate(prepared[t]):
+                worker.submit(t * jobs_per_thread + i, fds)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    try:
+        submitters = [threading.Thread(target=submit_all, args=(t,)) for t in range(threads)]
+        for s in submitters:
+            s.start()
+        done = collect(worker, threads * jobs_per_thread, deadline_s=120)
+        for s in submitters:
+            s.join(60)
+        assert not errors
+        assert sorted(token for token, _ in done) == list(range(threads * jobs_per_thread))
+        assert all(err == 0 for _, err in done)
+        assert worker.completed() == []
+        assert 1 <= worker.threads_started <= 4
+    finally:
+        worker.close()
+    del worker
+    assert open_fds() == before, "every descriptor of every job is closed"
+
+
+def test_close_runs_the_queued_jobs_and_refuses_new_ones(files):
+    before = open_fds()
+    worker = FsyncWorker(1)
+    prepared = [files(2) for _ in range(200)]
+    for token, fds in enumerate(prepared):
+        worker.submit(token, fds)
+    worker.close()              # returns once the queue is drained and the thread joined
+    done = worker.completed()
+    assert sorted(token for token, _ in done) == list(range(200))
+    assert all(err == 0 for _, err in done)
+    assert all(is_closed(fd) for fds in prepared for fd in fds)
+    late = files(1)
+    with pytest.raises(RuntimeError):
+        worker.submit(999, late)
+    assert not is_closed(late[0]), "a refused job leaves its descriptors to the caller"
+    os.close(late[0])
+    worker.close()              # idempotent
+    del worker
+    assert open_fds() == before
+
+
+def test_one_job_at_a_time_keeps_one_warm_thread(files):
+    worker = FsyncWorker(4)
+    try:
+        for token in range(30):
+            worker.submit(token, files(1))
+            assert collect(worker, 1) == [(token, 0)]
+        assert worker.threads_started == 1
+    finally:
+        worker.close()
+
+
+def test_bad_arguments_are_refused_without_taking_anything():
+    with pytest.raises(ValueError):
+        FsyncWorker(0)
+    worker = FsyncWorker(1)
+    try:
+        with pytest.raises(TypeError):
+            worker.submit(1, [3])         # a tuple is required
+        with pytest.raises(ValueError):
+            worker.submit(1, (-1,))
+        with pytest.raises(TypeError):
+            worker.submit(1, ("x",))
+        assert worker.threads_started == 0
+    finally:
+        worker.close()
