@@ -106,7 +106,9 @@ class ConfluentProducer(Load):
                 self.p.produce(TOPIC, value=value, key=b"k%d" % (self.seq % 13), partition=part, timestamp=ts,
                                on_delivery=done)
                 break
-            except BufferError:
+            except BufferError:  # librdkafka's queue is full: wait for deliveries, unless paused
+                if not self.run_flag.is_set():
+                    return       # not sent; settle() then reports what stays undelivered
                 self.p.poll(0.05)
         self.ledger.sent += 1
         self.p.poll(0)
@@ -190,9 +192,23 @@ class GroupConsumer(Load):
                                reconnect_backoff_ms=50, reconnect_backoff_max_ms=500)
         self.c.subscribe([TOPIC])
 
+    def _recreate(self) -> None:
+        """A new client; the daemon may be down at this moment (killed by the loop), in which
+        case kafka-python's constructor refuses to connect and the next step tries again."""
+        from kafka.errors import KafkaConnectionError, NoBrokersAvailable
+
+        self.c = None
+        try:
+            self.setup()
+        except (KafkaConnectionError, NoBrokersAvailable):
+            time.sleep(0.1)
+
     def step(self) -> None:
         from kafka import OffsetAndMetadata
 
+        if self.c is None:
+            self._recreate()
+            return
         t0 = time.monotonic()
         batches = self.c.poll(timeout_ms=500)
         self.load_s += time.monotonic() - t0
@@ -202,7 +218,7 @@ class GroupConsumer(Load):
                 self.teardown()
                 self.client_restarts += 1
                 self.unassigned_s = 0.0
-                self.setup()
+                self._recreate()
             return
         self.unassigned_s = 0.0
         if not batches:

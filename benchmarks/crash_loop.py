@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -281,6 +282,11 @@ def verify_indexes(daemon: Daemon) -> list[str]:
     return problems
 
 
+def stack_of(thread) -> str:
+    frame = sys._current_frames().get(thread.ident)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(thread gone)"
+
+
 # -- the loop ----------------------------------------------------------------------------------------------
 def run(cycles: int, *, seed: int, workdir: str, verify_every: int = 5, ck_rate: float = 1500,
         kp_rate: float = 300, out=sys.stdout) -> list[CycleResult]:
@@ -316,7 +322,8 @@ def run(cycles: int, *, seed: int, workdir: str, verify_every: int = 5, ck_rate:
             restart_s = daemon.start()
             for w in workers:
                 if not w.wait_settled(240):
-                    raise RuntimeError(f"{w.name} did not settle")
+                    raise RuntimeError(f"{w.name} did not settle; {ledger.sent} sent, {len(ledger.acked)} "
+                                       f"acknowledged, {len(ledger.failed)} failed; its stack:\n{stack_of(w)}")
                 if w.error is not None:
                     raise RuntimeError(f"{w.name} failed: {w.error!r}")
             total, problems = check(daemon, ledger, rng)
