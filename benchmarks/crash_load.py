@@ -43,7 +43,11 @@ class Load(threading.Thread):
                 if not self.run_flag.is_set():
                     self.settle()
                     self.settled.set()
-                    while not self.run_flag.is_set() and not self.stop_flag.is_set():
+                    # A resume() and the next pause() can both fall inside one nap: pause()
+                    # cleared `settled` again, so settle again rather than wait for a run
+                    # that already ended (the harness would wait for `settled` forever).
+                    while (not self.run_flag.is_set() and not self.stop_flag.is_set()
+                           and self.settled.is_set()):
                         time.sleep(0.01)
                     continue
                 self.step()
