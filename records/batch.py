@@ -232,14 +232,15 @@ class BatchView:
                 f"record batch at position {self.position} (offset {self.last_offset}) is corrupt: "
                 f"stored crc {self.crc} does not match computed crc {self.compute_crc()}")
 
-    def records_payload(self, max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES):
+    def records_payload(self, max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES, scratch: bool = False):
         """The records section (v2: after the 61-byte header; legacy wrapper: its value),
-        decompressed when the entry is compressed."""
+        decompressed when the entry is compressed (v2 with ``scratch``: maybe into the
+        thread's scratch buffer, see :func:`records.codecs.decompress`)."""
         if self.magic == MAGIC_V2:
             raw = self.buf[self.start + RECORDS_OFFSET:self.start + self.size_bytes]
             if self.compression == codecs.NONE:
                 return raw
-            return codecs.decompress(self.compression, raw, magic=MAGIC_V2, max_bytes=max_bytes)
+            return codecs.decompress(self.compression, raw, magic=MAGIC_V2, max_bytes=max_bytes, scratch=scratch)
         _key, value = legacy_key_value(self.buf, self.start, self.size_bytes, self.magic)
         if value is None:
             return None

@@ -35,6 +35,7 @@ Errors: a codec id outside 0..4, or zstd with magic < 2 ->
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -190,8 +191,13 @@ def _lz4_compress(data, *, broken_header_checksum: bool) -> bytes:
 # --------------------------------------------------------------------------- decompress
 
 def decompress(codec: int, data, *, magic: int = 2,
-               max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytearray:
-    """Inflate ``data``; never produces (or allocates for) more than ``max_bytes``."""
+               max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES, scratch: bool = False):
+    """Inflate ``data``; never produces (or allocates for) more than ``max_bytes``.
+
+    Returns a bytearray the caller owns, or with ``scratch=True`` possibly a memoryview of
+    this thread's scratch buffer (:func:`_into`): valid only until the next ``scratch``
+    call on the same thread, for a caller that reads the records and drops them (the
+    validator's structural scan), sparing a fresh zero-filled buffer per batch."""
     check_codec(codec, magic)
     if codec == NONE:
         if len(data) > max_bytes:
@@ -199,12 +205,12 @@ def decompress(codec: int, data, *, magic: int = 2,
         return bytearray(data)
     try:
         if codec == GZIP:
-            return _gzip_decompress(data, max_bytes)
+            return _gzip_decompress(data, max_bytes, scratch)
         if codec == SNAPPY:
-            return _snappy_decompress(data, max_bytes)
+            return _snappy_decompress(data, max_bytes, scratch)
         if codec == LZ4:
-            return _lz4_decompress(data, max_bytes, ignore_header_checksum=(magic == 0))
-        return _zstd_decompress(data, max_bytes)
+            return _lz4_decompress(data, max_bytes, scratch, ignore_header_checksum=(magic == 0))
+        return _zstd_decompress(data, max_bytes, scratch)
     except (cramjam.DecompressionError, zlib.error, struct.error, ValueError, IndexError) as exc:
         raise CorruptRecordError(f"cannot decompress {CODEC_NAMES[codec]} record data: {exc}") from None
 
@@ -214,15 +220,30 @@ def _too_large(codec: int, size: int, max_bytes: int) -> CorruptRecordError:
         f"{CODEC_NAMES[codec]} record data inflates to {size} bytes or more, above the limit of {max_bytes} bytes")
 
 
-def _into(fn, data, bound: int) -> bytearray:
-    """Run a cramjam ``decompress_into`` with an output buffer of ``bound`` bytes."""
+#: Largest scratch buffer a thread keeps between calls (larger outputs get a buffer of their own).
+SCRATCH_KEEP_BYTES = 16 << 20
+_scratch = threading.local()
+
+
+def _into(fn, data, bound: int, scratch: bool = False):
+    """Run a cramjam ``decompress_into`` with an output buffer of ``bound`` bytes.
+
+    ``scratch``: write into this thread's reusable buffer and return a memoryview of the
+    output. A buffer too small is replaced (never resized: a view of it may still be
+    alive), so an earlier view stays a valid object, though its bytes are overwritten."""
+    if scratch and bound <= SCRATCH_KEEP_BYTES:
+        buf = getattr(_scratch, "buf", None)
+        if buf is None or len(buf) < bound:
+            buf = _scratch.buf = bytearray(max(bound, 1 << 20))
+        n = fn(data, memoryview(buf)[:bound])
+        return memoryview(buf)[:n]
     out = bytearray(bound)
     n = fn(data, out)
     del out[n:]
     return out
 
 
-def _gzip_decompress(data, max_bytes: int) -> bytearray:
+def _gzip_decompress(data, max_bytes: int, scratch: bool = False):
     n = len(data)
     if n < 18:
         raise CorruptRecordError(f"gzip record data too short ({n} bytes)")
@@ -231,7 +252,7 @@ def _gzip_decompress(data, max_bytes: int) -> bytearray:
         # Honest single-member streams fill exactly `claimed` bytes; the extra byte
         # detects a stream that inflates to more than its trailer says.
         try:
-            out = _into(cramjam.gzip.decompress_into, data, claimed + 1)
+            out = _into(cramjam.gzip.decompress_into, data, claimed + 1, scratch)
             if len(out) == claimed:
                 return out
         except cramjam.DecompressionError:
@@ -256,13 +277,13 @@ def _gzip_stream(data, max_bytes: int) -> bytearray:
             return out  # like java.util.zip.GZIPInputStream: trailing garbage ends the stream
 
 
-def _snappy_decompress(data, max_bytes: int) -> bytearray:
+def _snappy_decompress(data, max_bytes: int, scratch: bool = False):
     mv = memoryview(data)
     if bytes(mv[:8]) != XERIAL_MAGIC or len(mv) < 16:
         size = cramjam.snappy.decompress_raw_len(mv)
         if size > max_bytes:
             raise _too_large(SNAPPY, size, max_bytes)
-        return _into(cramjam.snappy.decompress_raw_into, mv, size)
+        return _into(cramjam.snappy.decompress_raw_into, mv, size, scratch)
     blocks = []
     total = 0
     pos = 16
@@ -334,11 +355,11 @@ def _lz4_frame_bound(mv: memoryview, fix_header: bool) -> tuple[int, memoryview 
     return bound, (fixed if fixed is not None else mv)
 
 
-def _lz4_decompress(data, max_bytes: int, *, ignore_header_checksum: bool) -> bytearray:
+def _lz4_decompress(data, max_bytes: int, scratch: bool = False, *, ignore_header_checksum: bool):
     bound, frame = _lz4_frame_bound(memoryview(data), ignore_header_checksum)
     if bound > max_bytes:
         raise _too_large(LZ4, bound, max_bytes)
-    return _into(cramjam.lz4.decompress_into, frame, bound)
+    return _into(cramjam.lz4.decompress_into, frame, bound, scratch)
 
 
 def _zstd_frame_bound(mv: memoryview) -> int:
@@ -386,12 +407,12 @@ def _zstd_frame_bound(mv: memoryview) -> int:
     return bound
 
 
-def _zstd_decompress(data, max_bytes: int) -> bytearray:
+def _zstd_decompress(data, max_bytes: int, scratch: bool = False):
     mv = memoryview(data)
     bound = _zstd_frame_bound(mv)
     if bound > max_bytes:
         raise _too_large(ZSTD, bound, max_bytes)
-    return _into(cramjam.zstd.decompress_into, mv, bound)
+    return _into(cramjam.zstd.decompress_into, mv, bound, scratch)
 
 
 __all__ = [

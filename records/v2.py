@@ -21,11 +21,12 @@ if TYPE_CHECKING:
     from .batch import BatchView
 
 
-def v2_payload(view: "BatchView", max_bytes: int):
-    """(buffer, start, end) of the uncompressed records of a v2 batch."""
+def v2_payload(view: "BatchView", max_bytes: int, scratch: bool = False):
+    """(buffer, start, end) of the uncompressed records of a v2 batch (``scratch``: see
+    :func:`records.codecs.decompress`; for a caller that drops the buffer at once)."""
     if view.compression == codecs.NONE:
         return view.buf, view.start + RECORDS_OFFSET, view.start + view.size_bytes
-    payload = view.records_payload(max_bytes)
+    payload = view.records_payload(max_bytes, scratch)
     return payload, 0, len(payload)
 
 
@@ -74,7 +75,7 @@ def scan_v2_records(view: "BatchView", max_bytes: int = codecs.DEFAULT_MAX_DECOM
     null keys. ``payload`` may pass already-decompressed records."""
     count = check_count(view)
     if payload is None:
-        b, pos, end = v2_payload(view, max_bytes)
+        b, pos, end = v2_payload(view, max_bytes, scratch=True)  # the scan keeps nothing of it
     else:
         b, pos, end = payload, 0, len(payload)
     return walks._scan_v2(b, pos, end, count, view.base_timestamp)

@@ -24,6 +24,20 @@ def test_round_trip(data, codec, magic):
     assert bytes(C.decompress(codec, C.compress(codec, data, magic=magic), magic=magic)) == data
 
 
+@SETTINGS
+@given(first=payloads, second=payloads, codec=st.sampled_from([1, 2, 3, 4]))
+def test_scratch_decompression_gives_the_same_bytes_and_never_resizes_a_live_view(first, second, codec):
+    """``scratch=True`` (the validator's scan) reads into a reused per-thread buffer: the bytes
+    equal the owned result's, and a later, larger output replaces the buffer instead of
+    resizing it under a view still held (which would raise BufferError)."""
+    a = C.decompress(codec, C.compress(codec, first), scratch=True)
+    assert bytes(a) == first == bytes(C.decompress(codec, C.compress(codec, first)))
+    big = second * 2 + bytes(len(C._scratch.buf) + 1) if hasattr(C._scratch, "buf") else second
+    b = C.decompress(codec, C.compress(codec, big), scratch=True)
+    assert bytes(b) == big
+    assert len(a) == len(first)   # the old view is still a valid object (its bytes are not promised)
+
+
 def test_known_xxh32_vectors():
     assert C.xxh32(b"") == 0x02CC5D05
     assert C.xxh32(b"a") == 0x550D7456
