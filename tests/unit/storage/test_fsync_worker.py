@@ -1,6 +1,8 @@
 """The native fsync worker (storage/_fsync_worker.c) against ground truth the test reads
 from the kernel: after a job is reported every one of its descriptors is closed (fstat
-fails with EBADF; /proc/self/fd holds as many entries as before), a descriptor that cannot
+fails with EBADF, or the number now names another file: threads of other tests' clients
+may still open sockets in this process; /proc/self/fd lists no descriptor of the test's
+files any more), a descriptor that cannot
 be synced reports its errno and the others are still closed, every job is reported exactly
 once whatever thread submitted it, and close() runs what is still queued.
 """
@@ -20,17 +22,38 @@ _fsync_worker = pytest.importorskip("storage._fsync_worker")
 FsyncWorker = _fsync_worker.FsyncWorker
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+#: (st_dev, st_ino) of each descriptor the tests made, by number.
+_IDENT: dict[int, tuple[int, int]] = {}
+
+
+def remember(fd: int) -> int:
+    st = os.fstat(fd)
+    _IDENT[fd] = (st.st_dev, st.st_ino)
+    return fd
+
+
+def open_in(directory) -> int:
+    """Descriptors of this process open on files under ``directory``."""
+    prefix = str(directory) + os.sep
+    n = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
+                n += 1
+        except OSError:
+            pass  # closed meanwhile (the listing's own descriptor among them)
+    return n
 
 
 def is_closed(fd: int) -> bool:
+    """``fd`` no longer names the file it was made for: closed (EBADF), or closed and its
+    number taken since by another thread of this process for something else."""
     try:
-        os.fstat(fd)
+        st = os.fstat(fd)
     except OSError as exc:
         assert exc.errno == errno.EBADF
         return True
-    return False
+    return fd in _IDENT and (st.st_dev, st.st_ino) != _IDENT[fd]
 
 
 def collect(worker, count: int, deadline_s: float = 60.0) -> list[tuple[int, int]]:
@@ -60,7 +83,7 @@ def files(tmp_path):
     def dup(n: int) -> tuple[int, ...]:
         fds = []
         for i in range(n):
-            fd = os.open(str(tmp_path / f"f{len(base)}-{i}"), os.O_RDWR | os.O_CREAT, 0o600)
+            fd = remember(os.open(str(tmp_path / f"f{len(base)}-{i}"), os.O_RDWR | os.O_CREAT, 0o600))
             os.write(fd, b"x" * 100)
             fds.append(fd)
         base.extend(fds)
@@ -91,6 +114,7 @@ def test_bad_descriptor_reports_ebadf_and_the_others_are_closed(files):
         assert is_closed(good[0]) and is_closed(good[1])
         # A pipe cannot be fdatasynced (EINVAL): the error of the first failure is kept.
         r, w = os.pipe()
+        remember(r), remember(w)
         more = files(1)
         worker.submit(2, (more[0], r, w))
         assert collect(worker, 1) == [(2, errno.EINVAL)]
@@ -99,8 +123,7 @@ def test_bad_descriptor_reports_ebadf_and_the_others_are_closed(files):
         worker.close()
 
 
-def test_thousand_jobs_from_several_threads_complete_exactly_once(files):
-    before = open_fds()
+def test_thousand_jobs_from_several_threads_complete_exactly_once(files, tmp_path):
     worker = FsyncWorker(4)
     jobs_per_thread, threads = 250, 4
     prepared = [[files(1 + (t + i) % 3) for i in range(jobs_per_thread)] for t in range(threads)]
@@ -128,11 +151,10 @@ def test_thousand_jobs_from_several_threads_complete_exactly_once(files):
     finally:
         worker.close()
     del worker
-    assert open_fds() == before, "every descriptor of every job is closed"
+    assert open_in(tmp_path) == 0, "every descriptor of every job is closed"
 
 
-def test_close_runs_the_queued_jobs_and_refuses_new_ones(files):
-    before = open_fds()
+def test_close_runs_the_queued_jobs_and_refuses_new_ones(files, tmp_path):
     worker = FsyncWorker(1)
     prepared = [files(2) for _ in range(200)]
     for token, fds in enumerate(prepared):
@@ -149,7 +171,7 @@ def test_close_runs_the_queued_jobs_and_refuses_new_ones(files):
     os.close(late[0])
     worker.close()              # idempotent
     del worker
-    assert open_fds() == before
+    assert open_in(tmp_path) == 0
 
 
 def test_one_job_at_a_time_keeps_one_warm_thread(files):
