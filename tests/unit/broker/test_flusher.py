@@ -34,20 +34,6 @@ def append(log: PartitionLog, n: int = 1) -> int:
     return log.append(batch, now_ms=now).last_offset
 
 
-def open_under(directory: str) -> int:
-    """Descriptors of this process open on files under ``directory`` (a count of all of them
-    would also see sockets that other tests' client threads still open and close)."""
-    prefix = os.path.abspath(directory) + os.sep
-    n = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
-                n += 1
-        except OSError:
-            pass
-    return n
-
-
 @pytest.fixture
 def log(tmp_path):
     log = PartitionLog.create(str(tmp_path / "t-0"), TopicConfig(), topic="t", partition=0)
@@ -146,7 +132,7 @@ async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, 
 
 
 @pytest.mark.asyncio
-async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch, threads):
+async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch, threads, open_under):
     fail = [True]
     inject_bad_descriptor(monkeypatch, fail)
     before = open_under(log.dir)
@@ -254,7 +240,7 @@ def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
 @pytest.mark.asyncio
-async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch):
+async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch, open_under):
     """A native worker that takes no more jobs (closed) makes the waiters fail at once,
     and the job's descriptors are closed, not leaked."""
     made = NativeFlushThreads(2)

@@ -32,19 +32,6 @@ def remember(fd: int) -> int:
     return fd
 
 
-def open_in(directory) -> int:
-    """Descriptors of this process open on files under ``directory``."""
-    prefix = str(directory) + os.sep
-    n = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
-                n += 1
-        except OSError:
-            pass  # closed meanwhile (the listing's own descriptor among them)
-    return n
-
-
 def is_closed(fd: int) -> bool:
     """``fd`` no longer names the file it was made for: closed (EBADF), or closed and its
     number taken since by another thread of this process for something else."""
@@ -123,7 +110,7 @@ def test_bad_descriptor_reports_ebadf_and_the_others_are_closed(files):
         worker.close()
 
 
-def test_thousand_jobs_from_several_threads_complete_exactly_once(files, tmp_path):
+def test_thousand_jobs_from_several_threads_complete_exactly_once(files, tmp_path, open_under):
     worker = FsyncWorker(4)
     jobs_per_thread, threads = 250, 4
     prepared = [[files(1 + (t + i) % 3) for i in range(jobs_per_thread)] for t in range(threads)]
@@ -151,10 +138,10 @@ def test_thousand_jobs_from_several_threads_complete_exactly_once(files, tmp_pat
     finally:
         worker.close()
     del worker
-    assert open_in(tmp_path) == 0, "every descriptor of every job is closed"
+    assert open_under(tmp_path) == 0, "every descriptor of every job is closed"
 
 
-def test_close_runs_the_queued_jobs_and_refuses_new_ones(files, tmp_path):
+def test_close_runs_the_queued_jobs_and_refuses_new_ones(files, tmp_path, open_under):
     worker = FsyncWorker(1)
     prepared = [files(2) for _ in range(200)]
     for token, fds in enumerate(prepared):
@@ -171,7 +158,7 @@ def test_close_runs_the_queued_jobs_and_refuses_new_ones(files, tmp_path):
     os.close(late[0])
     worker.close()              # idempotent
     del worker
-    assert open_in(tmp_path) == 0
+    assert open_under(tmp_path) == 0
 
 
 def test_one_job_at_a_time_keeps_one_warm_thread(files):
