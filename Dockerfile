@@ -28,9 +28,9 @@ print('\n'.join(p['build-system']['requires'] + d['dependencies'] + d['optional-
 # 2. kafkajs for the Node.js client tests.
 COPY tests/integration/js/package.json tests/integration/js/package-lock.json tests/integration/js/
 RUN cd tests/integration/js && (npm ci --no-audit --no-fund || true)
-# 3. The code. gcc builds the optional C accelerators (records._speedups, storage._cleaner_speedups,
-#    storage._fsync_worker); without them the record walks, the log cleaner and the fsync threads
-#    fall back to Python.
+# 3. The code. gcc builds the optional C accelerators (records._speedups, records._lz4,
+#    storage._cleaner_speedups, storage._fsync_worker); without them the record walks, the log
+#    cleaner and the fsync threads fall back to Python, and lz4 decoding to cramjam.
 COPY . .
 RUN pip install --no-cache-dir --no-deps --no-build-isolation -e .
 
