@@ -90,8 +90,19 @@ static uint32_t xxh32(const unsigned char *p, size_t n, uint32_t seed)
 
 /* ------------------------------------------------------------------ block */
 
+static inline void copy16(unsigned char *dst, const unsigned char *src)
+{
+    memcpy(dst, src, 16);   /* a fixed size: one unaligned vector load and store */
+}
+
 /* Decode one block src[0..n) to out[0..cap); matches may start at `low` or later
- * (low <= out). Returns the bytes written, or -1 with *err set. */
+ * (low <= out). Returns the bytes written, or -1 with *err set.
+ *
+ * Fast path (most sequences of real data): literal length < 15 with at least 18 input
+ * bytes and 32 output bytes left, then match length < 15 with an offset of 8 or more
+ * and 18 output bytes left: fixed-size copies (16 literal bytes, 8 + 8 + 2 match bytes)
+ * that may write a few bytes past the sequence, inside the output, where the next
+ * sequence writes. Everything else takes the checked path. */
 static Py_ssize_t decode_block(const unsigned char *src, size_t n, unsigned char *out, size_t cap,
                                const unsigned char *low, const char **err)
 {
@@ -103,42 +114,62 @@ static Py_ssize_t decode_block(const unsigned char *src, size_t n, unsigned char
             return -1;
         }
         unsigned token = *ip++;
-        size_t lit = token >> 4;
-        if (lit == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend) {
-                    *err = "lz4 literal length is truncated";
-                    return -1;
-                }
-                b = *ip++;
-                lit += b;
-            } while (b == 255);
+        size_t lit = token >> 4, len = token & 15, offset;
+        if (lit < 15 && iend - ip >= 18 && oend - op >= 32) {
+            copy16(op, ip);
+            op += lit;
+            ip += lit;                          /* at least 4 input bytes are left */
+            offset = (size_t)ip[0] | ((size_t)ip[1] << 8);
+            ip += 2;
+            if (len < 15 && offset >= 8 && offset <= (size_t)(op - low) && oend - op >= 18) {
+                const unsigned char *match = op - offset;
+                memcpy(op, match, 8);
+                memcpy(op + 8, match + 8, 8);
+                memcpy(op + 16, match + 16, 2);
+                op += len + 4;
+                continue;
+            }
+        } else {
+            if (lit == 15) {
+                unsigned b;
+                do {
+                    if (ip >= iend) {
+                        *err = "lz4 literal length is truncated";
+                        return -1;
+                    }
+                    b = *ip++;
+                    lit += b;
+                } while (b == 255);
+            }
+            if (lit > (size_t)(iend - ip)) {
+                *err = "lz4 literals overrun the block";
+                return -1;
+            }
+            if (lit > (size_t)(oend - op)) {
+                *err = "lz4 block inflates beyond its maximum size";
+                return -1;
+            }
+            if (lit <= 32 && iend - ip >= 32 && oend - op >= 32) {
+                copy16(op, ip);
+                copy16(op + 16, ip + 16);
+            } else {
+                memcpy(op, ip, lit);
+            }
+            op += lit;
+            ip += lit;
+            if (ip == iend)
+                break;                           /* the last sequence: literals only */
+            if (iend - ip < 2) {
+                *err = "lz4 match offset is truncated";
+                return -1;
+            }
+            offset = (size_t)ip[0] | ((size_t)ip[1] << 8);
+            ip += 2;
         }
-        if (lit > (size_t)(iend - ip)) {
-            *err = "lz4 literals overrun the block";
-            return -1;
-        }
-        if (lit > (size_t)(oend - op)) {
-            *err = "lz4 block inflates beyond its maximum size";
-            return -1;
-        }
-        memcpy(op, ip, lit);
-        op += lit;
-        ip += lit;
-        if (ip == iend)
-            break;                               /* the last sequence: literals only */
-        if (iend - ip < 2) {
-            *err = "lz4 match offset is truncated";
-            return -1;
-        }
-        size_t offset = (size_t)ip[0] | ((size_t)ip[1] << 8);
-        ip += 2;
         if (offset == 0 || offset > (size_t)(op - low)) {
             *err = "lz4 match offset points before the data";
             return -1;
         }
-        size_t len = token & 15;
         if (len == 15) {
             unsigned b;
             do {
@@ -156,7 +187,22 @@ static Py_ssize_t decode_block(const unsigned char *src, size_t n, unsigned char
             return -1;
         }
         const unsigned char *match = op - offset;
-        if (offset >= len) {
+        if (offset >= 16 && (size_t)(oend - op) >= len + 16) {
+            /* 16-byte steps, possibly writing up to 15 bytes past the match (still inside
+             * the output, and overwritten by what follows): each step reads bytes at least
+             * 16 back, all written already. */
+            for (size_t k = 0; k < len; k += 16)
+                copy16(op + k, match + k);
+            op += len;
+        } else if (offset >= 8 && (size_t)(oend - op) >= len + 8) {
+            for (size_t k = 0; k < len; k += 8)   /* the same with 8-byte steps */
+                memcpy(op + k, match + k, 8);
+            op += len;
+        } else if (offset < len && len <= 32) {
+            for (size_t k = 0; k < len; k++)      /* a short run of a short pattern */
+                op[k] = match[k];
+            op += len;
+        } else if (offset >= len) {
             memcpy(op, match, len);
             op += len;
         } else {

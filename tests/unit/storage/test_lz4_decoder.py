@@ -17,8 +17,11 @@ if C._lz4 is None:
 _lz4 = C._lz4
 
 SETTINGS = settings(max_examples=150, deadline=None)
+words = st.sampled_from([b"user", b"event", b"click", b'{"ts":', b"17000000", b"}", b",", b"price", b"0.5"])
 payloads = st.one_of(st.binary(max_size=3000),
-                     st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=120), st.integers(1, 6000)))
+                     st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=120), st.integers(1, 6000)),
+                     # text: many short matches at many offsets (the decoder's fast path)
+                     st.builds(b"".join, st.lists(st.one_of(words, st.binary(max_size=6)), max_size=3000)))
 frame_options = st.fixed_dictionaries({
     "block_size": st.sampled_from([lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
                                    lz4.frame.BLOCKSIZE_MAX1MB]),
