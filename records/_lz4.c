@@ -95,6 +95,20 @@ static inline void copy16(unsigned char *dst, const unsigned char *src)
     memcpy(dst, src, 16);   /* a fixed size: one unaligned vector load and store */
 }
 
+/* A length field's extra bytes: each adds its value, 255 means another follows.
+ * 0, or -1 when the block ends first. */
+static inline int add_length_bytes(const unsigned char **ip, const unsigned char *iend, size_t *len)
+{
+    unsigned b;
+    do {
+        if (*ip >= iend)
+            return -1;
+        b = *(*ip)++;
+        *len += b;
+    } while (b == 255);
+    return 0;
+}
+
 /* Decode one block src[0..n) to out[0..cap); matches may start at `low` or later
  * (low <= out). Returns the bytes written, or -1 with *err set.
  *
@@ -130,16 +144,9 @@ static Py_ssize_t decode_block(const unsigned char *src, size_t n, unsigned char
                 continue;
             }
         } else {
-            if (lit == 15) {
-                unsigned b;
-                do {
-                    if (ip >= iend) {
-                        *err = "lz4 literal length is truncated";
-                        return -1;
-                    }
-                    b = *ip++;
-                    lit += b;
-                } while (b == 255);
+            if (lit == 15 && add_length_bytes(&ip, iend, &lit) < 0) {
+                *err = "lz4 literal length is truncated";
+                return -1;
             }
             if (lit > (size_t)(iend - ip)) {
                 *err = "lz4 literals overrun the block";
@@ -170,16 +177,9 @@ static Py_ssize_t decode_block(const unsigned char *src, size_t n, unsigned char
             *err = "lz4 match offset points before the data";
             return -1;
         }
-        if (len == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend) {
-                    *err = "lz4 match length is truncated";
-                    return -1;
-                }
-                b = *ip++;
-                len += b;
-            } while (b == 255);
+        if (len == 15 && add_length_bytes(&ip, iend, &len) < 0) {
+            *err = "lz4 match length is truncated";
+            return -1;
         }
         len += 4;
         if (len > (size_t)(oend - op)) {
@@ -386,22 +386,8 @@ decode_frames(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(got);
 }
 
-static PyObject *
-py_xxh32(PyObject *self, PyObject *args)
-{
-    Py_buffer data;
-    unsigned long seed = 0;
-    uint32_t h;
-    if (!PyArg_ParseTuple(args, "y*|k", &data, &seed))
-        return NULL;
-    h = xxh32((const unsigned char *)data.buf, (size_t)data.len, (uint32_t)seed);
-    PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(h);
-}
-
 static PyMethodDef methods[] = {
     {"decode_frames", decode_frames, METH_VARARGS, "Decode LZ4 frames into a writable buffer; bytes written."},
-    {"xxh32", py_xxh32, METH_VARARGS, "xxHash32 of a bytes-like object (seed optional)."},
     {NULL, NULL, 0, NULL},
 };
 

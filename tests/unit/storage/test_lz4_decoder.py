@@ -125,11 +125,5 @@ def test_refusals_say_what_is_wrong():
         decode(bytes(with_dict), 10_000)
 
 
-def test_xxh32_matches_the_python_reference():
-    for data in (b"", b"a", b"abc", bytes(range(256)) * 3, b"x" * 15, b"y" * 16, b"z" * 17):
-        assert _lz4.xxh32(data) == C.xxh32(data)
-        assert _lz4.xxh32(data, 7) == C.xxh32(data, 7)
-
-
 def test_codecs_uses_it_for_lz4_batches():
     assert C._lz4_decode_into is _lz4.decode_frames
