@@ -4,8 +4,9 @@ in pyproject.toml).
 
 The extensions are optional: if one cannot be compiled, the install still succeeds and
 records/walks.py and storage/offset_map.py use their pure-Python reference code,
-records/codecs.py cramjam's lz4 decoder, and broker/flusher.py its Python fsync threads. ``SUNDIAL_NO_EXTENSIONS=1``
-skips the build (and, at run time, the import).
+records/codecs.py cramjam's lz4 decoder, and broker/flusher.py its Python fsync threads.
+``SUNDIAL_NO_EXTENSIONS=1`` skips the build (and, at run time, the import: the same rule
+in records/extensions.py, which this file cannot import before the build).
 """
 
 import os

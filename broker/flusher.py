@@ -38,10 +38,11 @@ import threading
 
 import structlog
 
+from records.extensions import extensions_enabled
 from storage.log_flush import FlushJob, close_fds, flush_failure
 
 _fsync_worker = None
-if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+if extensions_enabled():
     try:
         from storage import _fsync_worker  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - depends on the build (Linux only)

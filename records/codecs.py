@@ -39,22 +39,21 @@ Errors: a codec id outside 0..4, or zstd with magic < 2 ->
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import zlib
 
 import cramjam
 
-if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+from .errors import CorruptRecordError, UnsupportedCompressionTypeError
+from .extensions import extensions_enabled
+
+_lz4 = None   # None: cramjam decodes lz4
+if extensions_enabled():
     try:
         from . import _lz4  # type: ignore[attr-defined]
-    except ImportError:   # not built: cramjam decodes lz4
+    except ImportError:  # pragma: no cover - depends on the build
         _lz4 = None
-else:
-    _lz4 = None
-
-from .errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 NONE = 0
 GZIP = 1

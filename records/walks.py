@@ -22,11 +22,11 @@ header change without reading the records again.
 
 from __future__ import annotations
 
-import os
 from array import array
 from typing import NamedTuple
 
 from .errors import InvalidRecordError
+from .extensions import extensions_enabled
 from .layout import INT64_MAX, INT64_MIN, NO_TIMESTAMP
 from .varint import read_varint, read_varlong, wrap64
 
@@ -242,7 +242,7 @@ IMPLEMENTATION = "python"
 #: Linear CRC-32C of (message || n zero bytes) from that of the message, or None without C.
 crc32c_extend = None
 
-if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+if extensions_enabled():
     try:
         from . import _speedups  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - depends on the build

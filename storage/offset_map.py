@@ -39,11 +39,11 @@ Not thread-safe: one cleaner thread owns a map.
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 from typing import NamedTuple
 
 from records.errors import CorruptRecordError, InvalidRecordError
+from records.extensions import extensions_enabled
 from records.varint import encode_varint, read_varint, read_varlong
 
 ENTRY_BYTES = 24
@@ -250,7 +250,7 @@ def _filter_v2_py(buf, slots, b, pos, end, count, base_offset, base_ts, log_appe
 # -- dispatch: C when built ------------------------------------------------------------------------
 _hash, _get, _put, _put_v2, _filter_v2 = _hash_py, _get_py, _put_py, _put_v2_py, _filter_v2_py
 IMPLEMENTATION = "python"
-if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+if extensions_enabled():
     try:
         from . import _cleaner_speedups as _c  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - depends on the build
