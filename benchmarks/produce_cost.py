@@ -46,11 +46,11 @@ PRODUCE_VERSION = 7
 IN_FLIGHT = 5
 
 
-def lz4_batch() -> bytes:
+def record_batch(records: int = RECORDS_PER_BATCH, value_bytes: int = VALUE_BYTES, codec: str = "lz4") -> bytes:
     now_ms = int(time.time() * 1000)
-    value = os.urandom(VALUE_BYTES)
-    return bytes(build_records(2, [SimpleRecord(now_ms, None, value)] * RECORDS_PER_BATCH,
-                               compression=codecs.LZ4).buffer)
+    value = os.urandom(value_bytes)
+    return bytes(build_records(2, [SimpleRecord(now_ms, None, value)] * records,
+                               compression=codecs.codec_id(codec)).buffer)
 
 
 def process_counters(pid: int) -> tuple[int, int, int]:
@@ -113,7 +113,7 @@ class Replayer:
         self.sock.close()
 
 
-def run(broker, topic: str, acks: int, rate: float, seconds: float, batch: bytes) -> tuple[str, dict]:
+def run(broker, topic: str, acks: int, rate: float, seconds: float, batch: bytes, label: str) -> tuple[str, dict]:
     r = Replayer(broker.bootstrap, topic, acks, batch)
     for i in range(20):  # the topic's first segment, the connection and the code paths, untimed
         r.send(i)
@@ -144,7 +144,7 @@ def run(broker, topic: str, acks: int, rate: float, seconds: float, batch: bytes
     r.close()
     cpu_s = (after[0] - before[0]) / CLK_TCK
     latencies.sort()
-    return f"produce_lz4_100b_acks{'all' if acks == -1 else acks}", {
+    return f"produce_{label}_acks{'all' if acks == -1 else acks}", {
         "cpu_us_per_request": cpu_s / n * 1e6, "broker_cores": cpu_s / elapsed,
         "voluntary_switches_per_request": (after[1] - before[1]) / n,
         "involuntary_switches_per_request": (after[2] - before[2]) / n,
@@ -165,6 +165,12 @@ METRICS = [Metric("cpu_us_per_request", "CPU us/request", lower_is_better=True, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=110.0, help="requests per second (default 110)")
+    parser.add_argument("--records", type=int, default=RECORDS_PER_BATCH,
+                        help=f"records per batch (default {RECORDS_PER_BATCH})")
+    parser.add_argument("--value-bytes", type=int, default=VALUE_BYTES,
+                        help=f"bytes of each record's value (default {VALUE_BYTES})")
+    parser.add_argument("--codec", default="lz4", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                        help="the batch's compression (default lz4)")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run (default 10)")
     parser.add_argument("--acks", default="-1,1", help="comma-separated acks values to run (default -1,1)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions, interleaving the brokers (default 3)")
@@ -172,8 +178,9 @@ def main() -> None:
     args = parser.parse_args()
     acks_values = [int(a) for a in args.acks.split(",") if a.strip()]
     print_command()
-    batch = lz4_batch()
-    print(f"request: one lz4 batch of {RECORDS_PER_BATCH} x {VALUE_BYTES} B records, {len(batch)} bytes; "
+    batch = record_batch(args.records, args.value_bytes, args.codec)
+    label = f"{args.codec}_{args.records}x{args.value_bytes}b"
+    print(f"request: one {args.codec} batch of {args.records} x {args.value_bytes} B records, {len(batch)} bytes; "
           f"{args.rate:g} requests/s for {args.seconds:g} s, at most {IN_FLIGHT} in flight", flush=True)
     tag = uuid.uuid4().hex[:6]
     results = Results()
@@ -186,7 +193,7 @@ def main() -> None:
                     topic = f"cost-{acks}-r{rep}-{broker.name}-{tag}"
                     os.sync()  # untimed: earlier runs' dirty pages are not this run's work
                     create_topic(broker.bootstrap, topic)
-                    scenario, values = run(broker, topic, acks, args.rate, args.seconds, batch)
+                    scenario, values = run(broker, topic, acks, args.rate, args.seconds, batch, label)
                     results.report(rep, broker.name, scenario, values)
                     delete_topic(broker.bootstrap, topic)
         print_table(results, [b.name for b in brokers], lambda s: METRICS)

@@ -31,6 +31,12 @@ Flow control, both directions:
   body of a new frame. Memory per connection is thus bounded by one frame being
   read, the queued frames, and the high water mark of the response buffer.
 
+The kernel's buffers are Kafka's: ``socket.send.buffer.bytes`` (SO_SNDBUF, set here)
+and ``socket.receive.buffer.bytes`` (SO_RCVBUF, set on the listening socket and
+inherited), 100 KiB each by default, -1 for the OS's autotuning. Bounded buffers are what
+lets a producer that outruns the broker feel it early and send fewer, larger batches,
+instead of megabytes of small requests queued in the kernel.
+
 Fetch payloads arrive as storage file slices. When the transport has nothing
 buffered, the slice goes straight from the segment file to the socket with
 ``os.sendfile`` (no copy through Python); whatever the socket does not take at
@@ -114,6 +120,7 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self._max_queued = max(1, cfg["queued.max.requests"])
         self._max_queued_bytes = cfg["sundial.connection.max.queued.bytes"]
+        self._send_buffer_bytes = cfg["socket.send.buffer.bytes"]
         self._pool = server.request_pool
         self._queued_bytes = 0  # bodies of frames queued or being handled
         self._partial_bytes = 0  # grant held by the frame being received (0: none)
@@ -152,6 +159,8 @@ class Connection(asyncio.Protocol):
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._send_buffer_bytes != -1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
                 self.sock_fd = sock.fileno()
             except (OSError, AttributeError):
                 self.sock_fd = -1

@@ -220,6 +220,12 @@ class BrokerServer:
         for listener in cfg.listeners:
             socks = bind_sockets(listener.host, listener.port)
             self._bound.append((listener, socks))
+            receive_buffer_bytes = cfg["socket.receive.buffer.bytes"]
+            if receive_buffer_bytes != -1:
+                # Set before listen(), so accepted sockets inherit it and the window scale
+                # offered in the handshake fits it (Kafka's Acceptor does the same).
+                for sock in socks:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
             port = socks[0].getsockname()[1]
             self.bound_ports[listener.name] = port
             adv = advertised.get(listener.name)

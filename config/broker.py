@@ -29,6 +29,7 @@ from .defs import (
     each_one_of,
     format_value,
     one_of,
+    os_default_or_at_least,
 )
 from .topic import (
     TOPIC_CONFIGS,
@@ -147,8 +148,11 @@ _def(ConfigDef("log.retention.commitoffset.hours", I, None, "Default retention.c
 
 # --- network and requests ----------------------------------------------------------
 _def(ConfigDef("socket.request.max.bytes", I, 104_857_600, "Largest request frame accepted.", at_least(1)))
-_def(ConfigDef("socket.send.buffer.bytes", I, 102_400, "SO_SNDBUF of accepted sockets; -1 keeps the OS value."))
-_def(ConfigDef("socket.receive.buffer.bytes", I, 102_400, "SO_RCVBUF of accepted sockets; -1 keeps the OS value."))
+_def(ConfigDef("socket.send.buffer.bytes", I, 102_400, "SO_SNDBUF of accepted sockets; -1 keeps the OS value.",
+               os_default_or_at_least(1)))
+_def(ConfigDef("socket.receive.buffer.bytes", I, 102_400,
+               "SO_RCVBUF of the listening sockets (accepted ones inherit it); -1 keeps the OS value.",
+               os_default_or_at_least(1)))
 _def(ConfigDef("socket.listen.backlog.size", I, 1024, "listen() backlog (Kafka: 50).", at_least(1)))
 _def(ConfigDef("connections.max.idle.ms", L, 600_000, "Close connections idle this long.", at_least(0)))
 _def(ConfigDef("max.connections", I, INT_MAX, "Cap on open client connections.", at_least(0)))

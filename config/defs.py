@@ -185,6 +185,15 @@ def at_least(minimum: int) -> Validator:
     return check
 
 
+def os_default_or_at_least(minimum: int) -> Validator:
+    """-1 (keep what the operating system chooses) or a value of at least ``minimum``."""
+    def check(value: int) -> None:
+        if value != -1 and value < minimum:
+            raise ValueError(f"must be -1 (the OS default) or at least {minimum}")
+
+    return check
+
+
 def between(minimum: int, maximum: int) -> Validator:
     def check(value: int) -> None:
         if not minimum <= value <= maximum:
