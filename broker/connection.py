@@ -419,7 +419,8 @@ class Connection(asyncio.Protocol):
         if begin is not None:
             pipeline = self._pipeline
             if pipeline.enabled and getattr(request, "acks", 0) != 0:
-                await pipeline.wait_room()
+                if pipeline.full():
+                    await pipeline.wait_room()
                 if self._closed:
                     return False
                 try:

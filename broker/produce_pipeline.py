@@ -69,8 +69,9 @@ class ProducePipeline:
     """The answers one connection owes for begun Produce requests, and the task writing them.
 
     ``answer`` objects (from a handler's ``begin``) offer ``ready() -> bool`` (no wait
-    left), ``async result()`` (the response body, or None for no answer) and
-    ``discard()`` (nobody will read it: drop what it waits for).
+    left), ``async result()`` (the response body, or None for no answer), ``response()``
+    (the same without suspending, once ``ready()``) and ``discard()`` (nobody will read
+    it: drop what it waits for).
     """
 
     def __init__(self, conn: PipelineConnection, max_requests: int, max_bytes: int) -> None:
@@ -105,10 +106,13 @@ class ProducePipeline:
             if idle is not None and not idle.done():
                 idle.set_result(None)
 
+    def full(self) -> bool:
+        """True while another request may not wait (:meth:`wait_room` would suspend)."""
+        return bool(self._pending) and (len(self._pending) >= self._max_requests or self._bytes >= self._max_bytes)
+
     async def wait_room(self) -> None:
         """Return once another request may wait (or the connection is gone)."""
-        while (self._pending and not self._conn.closed
-               and (len(self._pending) >= self._max_requests or self._bytes >= self._max_bytes)):
+        while self.full() and not self._conn.closed:
             await self._next_progress()
 
     async def drain(self) -> None:
@@ -154,7 +158,7 @@ class ProducePipeline:
                     conn.write_buffers(out)
                     out = []
                 try:
-                    response = await answer.result()
+                    response = answer.response() if answer.ready() else await answer.result()
                 except CloseConnection as exc:
                     logger.info("connection_closed_by_handler", client=conn.peer_host, reason=str(exc))
                     conn.close()

@@ -72,8 +72,8 @@ class DurableWait:
 
     ``done()`` tells without waiting whether :meth:`finish` would return at once.
     :meth:`finish` awaits the flushers' futures one after another (cheaper per request
-    than ``asyncio.wait``), then writes the outcome into each append's
-    :class:`AppendOutcome`: REQUEST_TIMED_OUT when the timer fired first,
+    than ``asyncio.wait``; :meth:`wait`), then writes the outcome into each append's
+    :class:`AppendOutcome` (:meth:`settle`): REQUEST_TIMED_OUT when the timer fired first,
     KAFKA_STORAGE_ERROR when the fsync failed. :meth:`discard` drops the waiters (the
     requester went away); the appends stay in the log.
     """
@@ -96,22 +96,31 @@ class DurableWait:
             fut.cancel()
 
     async def finish(self) -> None:
-        futures = self._futures
+        await self.wait()
+        self.settle()
+
+    async def wait(self) -> None:
+        """Return once :meth:`done` (a cancelled caller drops the waiters, as :meth:`discard`)."""
         try:
-            for fut in futures:
+            for fut in self._futures:
                 if not fut.done():
                     try:
                         await fut
                     except asyncio.CancelledError:
                         raise
                     except Exception:
-                        pass  # read below
+                        pass  # read by settle()
         except asyncio.CancelledError:  # the requester went away: drop its waiters
             self.discard()
             raise
-        finally:
-            if self._timer is not None:
-                self._timer.cancel()
+
+    def settle(self) -> None:
+        """Once :meth:`done`: stop the timer and write each fsync's outcome into its append's
+        :class:`AppendOutcome` (once; later calls do nothing)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        futures, self._futures = self._futures, []
         for fut, out in zip(futures, self._targets):
             exc = fut.exception()
             if exc is None:

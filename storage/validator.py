@@ -70,32 +70,39 @@ timestamps: (-1, -1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from crc32c import crc32c
 
 from config.topic import TopicConfig
-from records import codecs
+from records import codecs, walks
 from records.batch import BatchView
 from records.builder import build_records, v2_header
 from records.framing import iter_batches
 from records.layout import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     CREATE_TIME,
     INT16,
     INT32,
     INT64,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
     NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     UINT32,
+    V2_HEADER,
     v2_attributes,
 )
 from records.v2 import scan_v2_records
@@ -108,6 +115,8 @@ from .errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+_unpack_v2_header = V2_HEADER.unpack_from
+
 from .record_rules import (
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
@@ -122,9 +131,11 @@ from .record_rules import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """Producer state of one appended batch (v2); legacy output is summarised with producer id -1."""
+class BatchInfo(NamedTuple):
+    """Producer state of one appended batch (v2); legacy output is summarised with producer id -1.
+
+    A named tuple: immutable, and built in a fraction of a frozen dataclass's time (one per
+    appended batch)."""
 
     producer_id: int
     producer_epoch: int
@@ -169,6 +180,17 @@ def validate_records(records, *, config: TopicConfig, next_offset: int, now_ms: 
     ``origin`` is ``"client"`` (Produce: all client rules apply) or ``"coordinator"``.
     An input holding no complete entry gives ``record_count == 0`` and no chunks.
     """
+    if origin == ORIGIN_CLIENT:
+        fast = _one_batch_in_place(records, config, next_offset, now_ms, leader_epoch)
+        if fast is not None:
+            return fast
+    return validate_general(records, config=config, next_offset=next_offset, now_ms=now_ms,
+                            leader_epoch=leader_epoch, origin=origin)
+
+
+def validate_general(records, *, config: TopicConfig, next_offset: int, now_ms: int, leader_epoch: int = 0,
+                     origin: str = ORIGIN_CLIENT) -> ValidatedRecords:
+    """:func:`validate_records` without the one-batch shortcut: every path, every rule."""
     views = _analyze(records, config, origin)
     if not views:
         return ValidatedRecords((), -1, -1, 0, NO_TIMESTAMP, -1, NO_TIMESTAMP, False, [], 0)
@@ -244,20 +266,31 @@ def _v2_fast_checks(view: BatchView, ctx: ValidationContext) -> tuple[int, bool]
 
 def _patched_v2_header(view: BatchView, last_offset: int, ctx: ValidationContext, timestamp_type: int, max_ts: int):
     """(new 61-byte header, records-section view) for an in-place v2 batch."""
-    header = bytearray(view.buf[view.start:view.start + RECORD_BATCH_OVERHEAD])
-    payload = view.buf[view.start + RECORD_BATCH_OVERHEAD:view.start + view.size_bytes]
-    INT64.pack_into(header, BASE_OFFSET_OFFSET, last_offset - view.last_offset_delta)
-    INT32.pack_into(header, PARTITION_LEADER_EPOCH_OFFSET, ctx.leader_epoch)
-    if view.timestamp_type != timestamp_type or view.max_timestamp != max_ts:
-        attributes = v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control)
-        INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes)
-        INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, max_ts)
+    return _in_place_header(view.buf[view.start:view.start + view.size_bytes], last_offset - view.last_offset_delta,
+                            ctx.leader_epoch, view.crc, view.attributes, view.max_timestamp,
+                            v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control),
+                            max_ts)
+
+
+def _in_place_header(entry: memoryview, base_offset: int, leader_epoch: int, crc: int, attributes: int,
+                     max_ts: int, new_attributes: int, new_max_ts: int):
+    """(new 61-byte header, records-section view) of the v2 batch ``entry`` (its CRC ``crc``,
+    already verified) kept in place: base offset and leader epoch set; when the timestamp
+    type or the max timestamp changes, attributes become ``new_attributes`` and the max
+    timestamp ``new_max_ts`` (else the header keeps its own), the CRC patched for them."""
+    header = bytearray(entry[:RECORD_BATCH_OVERHEAD])
+    payload = entry[RECORD_BATCH_OVERHEAD:]
+    INT64.pack_into(header, BASE_OFFSET_OFFSET, base_offset)
+    INT32.pack_into(header, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+    if (attributes ^ new_attributes) & TIMESTAMP_TYPE_MASK or max_ts != new_max_ts:
+        INT16.pack_into(header, ATTRIBUTES_OFFSET, new_attributes)
+        INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, new_max_ts)
         covered = memoryview(header)[ATTRIBUTES_OFFSET:]
         if crc32c_extend is not None:
             # CRC-32C is linear: patch the (already verified) CRC for the changed header bytes
             # instead of a second pass over the records.
-            old = view.buf[view.start + ATTRIBUTES_OFFSET:view.start + RECORD_BATCH_OVERHEAD]
-            crc = view.crc ^ crc32c_extend(crc32c(covered) ^ crc32c(old), len(payload))
+            old = entry[ATTRIBUTES_OFFSET:RECORD_BATCH_OVERHEAD]
+            crc ^= crc32c_extend(crc32c(covered) ^ crc32c(old), len(payload))
         else:
             crc = crc32c(payload, crc32c(covered))
         UINT32.pack_into(header, CRC_OFFSET, crc)
@@ -280,6 +313,71 @@ def _v2_in_place(view: BatchView, ctx: ValidationContext, next_offset: int, batc
                      last_offset, count, view.is_transactional, max_ts, view.is_control)
     return ValidatedRecords((header, payload), next_offset, last_offset, count, max_ts, shallow, log_append_time,
                             False, [info], view.size_bytes)
+
+
+# ---------------------------------------------------------------- the one-batch shortcut
+
+def _one_batch_in_place(records, config: TopicConfig, next_offset: int, now_ms: int,
+                        leader_epoch: int) -> ValidatedRecords | None:
+    """What a client's Produce carries almost always, validated in one pass, or None.
+
+    The case: ``records`` is exactly one v2 batch (nothing after it), CRC intact, kept in
+    place (topic stored as magic 2, codec kept), CreateTime flag, offset deltas 0..n-1,
+    every rule satisfied. Anything else, a failed rule included, returns None and
+    :func:`validate_general` runs from the start: it raises the errors and takes the
+    other paths, so this function never decides a refusal and its result is exactly what
+    that one would return (a property test compares them).
+    """
+    mv = records if type(records) is memoryview else memoryview(records)
+    size = len(mv)
+    if size < RECORD_BATCH_OVERHEAD or mv.format != "B" or mv.ndim != 1:
+        return None
+    (base_offset, length, _epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch,
+     base_sequence, count) = _unpack_v2_header(mv, 0)
+    if (magic != MAGIC_V2 or length + LOG_OVERHEAD != size or base_offset != 0 or count <= 0
+            or last_delta + 1 != count or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG_MASK)
+            or (producer_id > NO_PRODUCER_ID and base_sequence < 0) or size > config.max_message_bytes
+            or size > config.segment_bytes or config.record_version != MAGIC_V2):
+        return None
+    codec = attributes & COMPRESSION_CODEC_MASK
+    wanted = config.compression_type
+    if wanted != "producer" and codecs.codec_id(wanted) != codec:
+        return None
+    if crc32c(mv[ATTRIBUTES_OFFSET:]) != crc:
+        return None
+    try:
+        if codec == codecs.NONE:
+            scan = walks._scan_v2(mv, RECORD_BATCH_OVERHEAD, size, count, base_ts)
+        else:
+            payload = codecs.decompress(codec, mv[RECORD_BATCH_OVERHEAD:], magic=MAGIC_V2, scratch=True)
+            scan = walks._scan_v2(payload, 0, len(payload), count, base_ts)
+    except Exception:  # the general path raises it again, as the refusal it is
+        return None
+    if scan is None or not scan.sequential_offsets or (config.compact and scan.first_null_key >= 0):
+        return None
+    last_offset = next_offset + last_delta
+    if config.is_log_append_time:
+        new_max_ts = log_append_time = now_ms
+        shallow = last_offset
+        timestamp_type = LOG_APPEND_TIME
+    else:
+        low = scan.min_timestamp
+        if low is not None and config.timestamp_bounded and (
+                low < now_ms - config.message_timestamp_before_max_ms
+                or scan.max_timestamp > now_ms + config.message_timestamp_after_max_ms):
+            return None
+        new_max_ts = NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp
+        log_append_time = NO_TIMESTAMP
+        shallow = last_offset if new_max_ts > NO_TIMESTAMP else -1
+        timestamp_type = CREATE_TIME
+    transactional = bool(attributes & TRANSACTIONAL_FLAG_MASK)
+    header, body = _in_place_header(mv, next_offset, leader_epoch, crc, attributes, max_ts,
+                                    v2_attributes(codec, timestamp_type, transactional, False), new_max_ts)
+    last_sequence = base_sequence if base_sequence == NO_SEQUENCE else (base_sequence + last_delta) % (1 << 31)
+    info = BatchInfo(producer_id, producer_epoch, base_sequence, last_sequence, next_offset, last_offset, count,
+                     transactional, new_max_ts, False)
+    return ValidatedRecords((header, body), next_offset, last_offset, count, new_max_ts, shallow, log_append_time,
+                            False, [info], size)
 
 
 # ---------------------------------------------------------------- paths

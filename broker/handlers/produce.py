@@ -162,7 +162,15 @@ class ProduceAnswer:
     async def result(self):
         """The response body (None for acks=0); raises CloseConnection when an acks=0 produce failed."""
         if self._durable is not None:
-            await self._durable.finish()
+            await self._durable.wait()
+        return self.response()
+
+    def response(self):
+        """:meth:`result` once :meth:`ready` (nothing left to wait for), without suspending."""
+        durable = self._durable
+        if durable is not None:
+            self._durable = None
+            durable.settle()
         if self._acks == 0:
             if self._failed:
                 raise CloseConnection("a partition of an acks=0 produce failed")
