@@ -46,6 +46,16 @@ Paths (§3.2): target magic = ``config.record_version``; target codec =
   skips the decoding: its records section is recompressed under a new header, which
   is byte for byte what the builder would write (a property test checks it).
 
+The one-batch shortcut
+----------------------
+What a client sends almost always (one v2 batch, CRC intact, stored in place as magic 2
+with its own codec, CreateTime flag, offset deltas 0..n-1, every rule met) is validated by
+``_one_batch_in_place`` in one pass over the header fields, with the same CRC check,
+decompression and structural walk as below. It decides nothing else: on anything
+unusual, a failed rule included, it returns None and :func:`validate_general` runs the
+whole procedure described here from the start, so refusals and the other paths keep one
+home (tests/property/test_validator_shortcut.py checks the two agree).
+
 What a v2 batch costs on the fast path
 --------------------------------------
 A v2 batch kept in place is *not* decoded into record objects. One structural walk
@@ -115,8 +125,6 @@ from .errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-_unpack_v2_header = V2_HEADER.unpack_from
-
 from .record_rules import (
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
@@ -129,6 +137,8 @@ from .record_rules import (
     timestamp_error,
     validate_batch,
 )
+
+_unpack_v2_header = V2_HEADER.unpack_from
 
 
 class BatchInfo(NamedTuple):
