@@ -7,13 +7,17 @@ directly. One raw socket replays the same Produce request at a fixed rate, at mo
 in flight (as an idempotent librdkafka producer keeps), and reads the answers; the
 broker's CPU (all its threads, from /proc) is divided by the requests answered.
 
-The request is what librdkafka sends in the 100 B acks=all lz4 scenario: one v2 batch of
-9,082 records of one 100-byte random value (the batch that fills ``batch.size`` = 1 MiB),
-lz4-compressed, for one partition. The producer id is -1 (no idempotence), so the same
-batch can be sent again and again. 110 requests/s is the 1 M records/s the client reaches.
+The request is one v2 batch of ``--records`` records (default 9,082, the batch that fills
+``batch.size`` = 1 MiB) of one ``--value-bytes`` random value (default 100), compressed
+with ``--codec`` (default lz4), for one partition. The producer id is -1 (no idempotence),
+so the same batch can be sent again and again. In the 100 B acks=all lz4 run of
+``broker_bench.py`` librdkafka closes its batches at ``linger.ms`` with about 4,000
+records and sends about 160 requests/s; ``--records 4000 --rate 160`` replays that.
 
     python benchmarks/produce_cost.py --peer calfkit            # 3 interleaved repetitions
     python benchmarks/produce_cost.py --rate 110 --seconds 10 --acks -1,1
+    python benchmarks/produce_cost.py --peer calfkit --records 4000 --rate 160
+    python benchmarks/produce_cost.py --records 1 --value-bytes 1024 --codec none --rate 20000 --acks 1
 
 Printed per run and as a table: CPU per request (µs) and the broker's cores, voluntary and
 involuntary context switches per request, the rate kept and the answer latency p50/p99.

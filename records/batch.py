@@ -64,6 +64,13 @@ from .layout import (
 from .legacy import legacy_inner_messages, legacy_key_value
 
 
+def last_sequence_of(base_sequence: int, last_offset_delta: int) -> int:
+    """Kafka ``lastSequence``: base sequence + last offset delta, wrapping at 2^31."""
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return (base_sequence + last_offset_delta) % (1 << 31)
+
+
 class BatchView:
     """Header view of one log entry: a v2 record batch or a legacy (v0/v1) message.
 
@@ -201,10 +208,8 @@ class BatchView:
 
     @property
     def last_sequence(self) -> int:
-        """Kafka ``lastSequence``: base sequence + last offset delta, wrapping at 2^31."""
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+        """Kafka ``lastSequence`` (:func:`last_sequence_of`)."""
+        return last_sequence_of(self.base_sequence, self.last_offset_delta)
 
     @property
     def data(self) -> memoryview:

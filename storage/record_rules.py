@@ -34,6 +34,12 @@ ORIGIN_COORDINATOR = "coordinator"
 ORIGIN_REPLICATION = "replication"
 
 
+def timestamp_window(config: TopicConfig, now_ms: int) -> tuple[int, int]:
+    """(lowest, highest) CreateTime accepted at ``now_ms``: ``message.timestamp.before.max.ms``
+    before the clock, ``message.timestamp.after.max.ms`` after it."""
+    return now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms
+
+
 class ValidationContext:
     """One append's settings as the rules need them (topic config, clock, origin, codecs)."""
 
@@ -54,8 +60,7 @@ class ValidationContext:
         self.compact = config.compact
         self.before_ms = config.message_timestamp_before_max_ms
         self.after_ms = config.message_timestamp_after_max_ms
-        self.lowest_ms = now_ms - self.before_ms
-        self.highest_ms = now_ms + self.after_ms
+        self.lowest_ms, self.highest_ms = timestamp_window(config, now_ms)
 
 
 # ---------------------------------------------------------------- batch rules

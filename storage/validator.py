@@ -86,7 +86,7 @@ from crc32c import crc32c
 
 from config.topic import TopicConfig
 from records import codecs, walks
-from records.batch import BatchView
+from records.batch import BatchView, last_sequence_of
 from records.builder import build_records, v2_header
 from records.framing import iter_batches
 from records.layout import (
@@ -105,7 +105,6 @@ from records.layout import (
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
     NO_PRODUCER_ID,
-    NO_SEQUENCE,
     NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -135,6 +134,7 @@ from .record_rules import (
     check_records,
     records_of,
     timestamp_error,
+    timestamp_window,
     validate_batch,
 )
 
@@ -208,10 +208,7 @@ def validate_general(records, *, config: TopicConfig, next_offset: int, now_ms: 
     for view in views:
         if view.compression != codecs.NONE:
             source = view.compression
-    if config.compression_type == "producer":
-        target = source
-    else:
-        target = codecs.codec_id(config.compression_type)
+    target = _stored_codec(config, source)
     ctx = ValidationContext(config, now_ms, leader_epoch, origin, source, target)
     first = views[0]
     if (first.magic >= MAGIC_V2 or source != codecs.NONE) and len(views) > 1:
@@ -228,6 +225,12 @@ def validate_general(records, *, config: TopicConfig, next_offset: int, now_ms: 
             f"the appended record set is {result.size_bytes} bytes, larger than segment.bytes "
             f"({config.segment_bytes})")
     return result
+
+
+def _stored_codec(config: TopicConfig, source: int) -> int:
+    """The codec a batch compressed with ``source`` is stored with (``compression.type``)."""
+    wanted = config.compression_type
+    return source if wanted == "producer" else codecs.codec_id(wanted)
 
 
 def _analyze(records, config: TopicConfig, origin: str) -> list[BatchView]:
@@ -274,14 +277,6 @@ def _v2_fast_checks(view: BatchView, ctx: ValidationContext) -> tuple[int, bool]
     return (NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp), scan.sequential_offsets
 
 
-def _patched_v2_header(view: BatchView, last_offset: int, ctx: ValidationContext, timestamp_type: int, max_ts: int):
-    """(new 61-byte header, records-section view) for an in-place v2 batch."""
-    return _in_place_header(view.buf[view.start:view.start + view.size_bytes], last_offset - view.last_offset_delta,
-                            ctx.leader_epoch, view.crc, view.attributes, view.max_timestamp,
-                            v2_attributes(view.compression, timestamp_type, view.is_transactional, view.is_control),
-                            max_ts)
-
-
 def _in_place_header(entry: memoryview, base_offset: int, leader_epoch: int, crc: int, attributes: int,
                      max_ts: int, new_attributes: int, new_max_ts: int):
     """(new 61-byte header, records-section view) of the v2 batch ``entry`` (its CRC ``crc``,
@@ -308,21 +303,33 @@ def _in_place_header(entry: memoryview, base_offset: int, leader_epoch: int, crc
 
 
 def _v2_in_place(view: BatchView, ctx: ValidationContext, next_offset: int, batch_max: int) -> ValidatedRecords:
-    count = view.record_count
+    return _in_place_result(view.buf[view.start:view.start + view.size_bytes],
+                            _unpack_v2_header(view.buf, view.start), next_offset, ctx.leader_epoch, ctx.log_append,
+                            ctx.now_ms, batch_max)
+
+
+def _in_place_result(entry: memoryview, fields: tuple, next_offset: int, leader_epoch: int, log_append: bool,
+                     now_ms: int, batch_max: int) -> ValidatedRecords:
+    """The append of the v2 batch ``entry`` kept in place (``fields``: its unpacked
+    ``V2_HEADER``): offsets from ``next_offset``, LogAppendTime stamped or ``batch_max``
+    (the records' max CreateTime) as max timestamp, and the producer fields."""
+    (_base, _length, _epoch, _magic, crc, attributes, last_delta, _base_ts, max_ts, producer_id, producer_epoch,
+     base_sequence, count) = fields
     last_offset = next_offset + count - 1
-    if ctx.log_append:
-        header, payload = _patched_v2_header(view, last_offset, ctx, LOG_APPEND_TIME, ctx.now_ms)
-        max_ts, shallow = ctx.now_ms, last_offset
-        log_append_time = ctx.now_ms
+    if log_append:
+        timestamp_type, new_max_ts, shallow, log_append_time = LOG_APPEND_TIME, now_ms, last_offset, now_ms
     else:
-        header, payload = _patched_v2_header(view, last_offset, ctx, CREATE_TIME, batch_max)
-        max_ts = batch_max
+        timestamp_type, new_max_ts, log_append_time = CREATE_TIME, batch_max, NO_TIMESTAMP
         shallow = last_offset if batch_max > NO_TIMESTAMP else -1
-        log_append_time = NO_TIMESTAMP
-    info = BatchInfo(view.producer_id, view.producer_epoch, view.base_sequence, view.last_sequence, next_offset,
-                     last_offset, count, view.is_transactional, max_ts, view.is_control)
-    return ValidatedRecords((header, payload), next_offset, last_offset, count, max_ts, shallow, log_append_time,
-                            False, [info], view.size_bytes)
+    transactional = bool(attributes & TRANSACTIONAL_FLAG_MASK)
+    control = bool(attributes & CONTROL_FLAG_MASK)
+    new_attributes = v2_attributes(attributes & COMPRESSION_CODEC_MASK, timestamp_type, transactional, control)
+    header, payload = _in_place_header(entry, last_offset - last_delta, leader_epoch, crc, attributes, max_ts,
+                                       new_attributes, new_max_ts)
+    info = BatchInfo(producer_id, producer_epoch, base_sequence, last_sequence_of(base_sequence, last_delta),
+                     next_offset, last_offset, count, transactional, new_max_ts, control)
+    return ValidatedRecords((header, payload), next_offset, last_offset, count, new_max_ts, shallow, log_append_time,
+                            False, [info], len(entry))
 
 
 # ---------------------------------------------------------------- the one-batch shortcut
@@ -342,18 +349,16 @@ def _one_batch_in_place(records, config: TopicConfig, next_offset: int, now_ms: 
     size = len(mv)
     if size < RECORD_BATCH_OVERHEAD or mv.format != "B" or mv.ndim != 1:
         return None
-    (base_offset, length, _epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch,
-     base_sequence, count) = _unpack_v2_header(mv, 0)
+    fields = _unpack_v2_header(mv, 0)
+    (base_offset, length, _epoch, magic, crc, attributes, last_delta, base_ts, _max_ts, producer_id, _producer_epoch,
+     base_sequence, count) = fields
     if (magic != MAGIC_V2 or length + LOG_OVERHEAD != size or base_offset != 0 or count <= 0
             or last_delta + 1 != count or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG_MASK)
             or (producer_id > NO_PRODUCER_ID and base_sequence < 0) or size > config.max_message_bytes
             or size > config.segment_bytes or config.record_version != MAGIC_V2):
         return None
     codec = attributes & COMPRESSION_CODEC_MASK
-    wanted = config.compression_type
-    if wanted != "producer" and codecs.codec_id(wanted) != codec:
-        return None
-    if crc32c(mv[ATTRIBUTES_OFFSET:]) != crc:
+    if _stored_codec(config, codec) != codec or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc:
         return None
     try:
         if codec == codecs.NONE:
@@ -365,29 +370,13 @@ def _one_batch_in_place(records, config: TopicConfig, next_offset: int, now_ms: 
         return None
     if scan is None or not scan.sequential_offsets or (config.compact and scan.first_null_key >= 0):
         return None
-    last_offset = next_offset + last_delta
-    if config.is_log_append_time:
-        new_max_ts = log_append_time = now_ms
-        shallow = last_offset
-        timestamp_type = LOG_APPEND_TIME
-    else:
-        low = scan.min_timestamp
-        if low is not None and config.timestamp_bounded and (
-                low < now_ms - config.message_timestamp_before_max_ms
-                or scan.max_timestamp > now_ms + config.message_timestamp_after_max_ms):
+    log_append = config.is_log_append_time
+    if not log_append and scan.min_timestamp is not None and config.timestamp_bounded:
+        lowest_ms, highest_ms = timestamp_window(config, now_ms)
+        if scan.min_timestamp < lowest_ms or scan.max_timestamp > highest_ms:
             return None
-        new_max_ts = NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp
-        log_append_time = NO_TIMESTAMP
-        shallow = last_offset if new_max_ts > NO_TIMESTAMP else -1
-        timestamp_type = CREATE_TIME
-    transactional = bool(attributes & TRANSACTIONAL_FLAG_MASK)
-    header, body = _in_place_header(mv, next_offset, leader_epoch, crc, attributes, max_ts,
-                                    v2_attributes(codec, timestamp_type, transactional, False), new_max_ts)
-    last_sequence = base_sequence if base_sequence == NO_SEQUENCE else (base_sequence + last_delta) % (1 << 31)
-    info = BatchInfo(producer_id, producer_epoch, base_sequence, last_sequence, next_offset, last_offset, count,
-                     transactional, new_max_ts, False)
-    return ValidatedRecords((header, body), next_offset, last_offset, count, new_max_ts, shallow, log_append_time,
-                            False, [info], size)
+    batch_max = NO_TIMESTAMP if scan.max_timestamp is None else scan.max_timestamp
+    return _in_place_result(mv, fields, next_offset, leader_epoch, log_append, now_ms, batch_max)
 
 
 # ---------------------------------------------------------------- paths
