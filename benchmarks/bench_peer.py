@@ -153,6 +153,12 @@ class Results:
     def values(self, scenario: str, broker: str, key: str) -> list[float]:
         return [v[key] for v in self.runs.get((scenario, broker), []) if v.get(key) is not None]
 
+    def pairs(self, scenario: str, brokers: list[str], key: str) -> list[tuple[float, float]]:
+        """(first broker's value, second's) per repetition in which both have one."""
+        first, second = (self.runs.get((scenario, b), []) for b in brokers)
+        return [(x[key], y[key]) for x, y in zip(first, second)
+                if x.get(key) is not None and y.get(key) is not None]
+
 
 def fmt(x: float, digits: int) -> str:
     return f"{x:,.{digits}f}"
@@ -160,11 +166,13 @@ def fmt(x: float, digits: int) -> str:
 
 def print_table(results: Results, brokers: list[str], metrics_for) -> None:
     """One row per scenario and metric: per broker the median over the repetitions and
-    [min-max] (the spread), then sundial/peer, the ratio of the medians.
-    ``metrics_for(scenario)`` gives the metrics to show."""
+    [min-max] (the spread), then sundial/peer, the ratio of the medians, and that ratio
+    per repetition (the two brokers ran back to back in each, so a host that slows down
+    for a while moves both sides of a pair). ``metrics_for(scenario)`` gives the metrics
+    to show."""
     header = ["scenario", "metric"] + [f"{b} median [min-max]" for b in brokers]
     if len(brokers) == 2:
-        header.append(f"{brokers[0]}/{brokers[1]}")
+        header += [f"{brokers[0]}/{brokers[1]}", "per repetition"]
     rows = []
     for scenario in results.scenarios():
         for m in metrics_for(scenario):
@@ -183,6 +191,8 @@ def print_table(results: Results, brokers: list[str], metrics_for) -> None:
             if len(brokers) == 2:
                 a, b = medians
                 cells.append(f"{a / b:.2f}x" if m.ratio and a and b else "-")  # no ratio with a 0
+                cells.append(" ".join(f"{x / y:.2f}" for x, y in results.pairs(scenario, brokers, m.key) if y)
+                             if m.ratio else "")
             rows.append(cells)
     if not rows:
         return
