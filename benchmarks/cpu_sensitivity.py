@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_daemon import _wait_listening, free_port, stop
+from bench_daemon import start_sundial, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,16 +53,6 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def start(data_dir: str, burn_us: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    serve = ["serve", "--log-level", "warning", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-             "--override", f"log.dirs={data_dir}"]
-    cmd = [sys.executable, "-c", _WRAPPER, str(burn_us), *serve] if burn_us else \
-        [sys.executable, "-m", "broker", *serve]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, _wait_listening(proc, port, "sundial", 30.0, None)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--burn-us", type=int, default=1000,
@@ -79,9 +69,10 @@ def main() -> None:
     dirs = [tempfile.mkdtemp(prefix="sundial-sens-", dir=os.getcwd()) for _ in range(2)]
     procs = []
     try:
-        plain, plain_bootstrap = start(dirs[0], 0)
+        plain, plain_bootstrap = start_sundial(dirs[0], cwd=ROOT)
         procs.append(plain)
-        slow, slow_bootstrap = start(dirs[1], args.burn_us)
+        slow, slow_bootstrap = start_sundial(dirs[1], cwd=ROOT,
+                                             launcher=[sys.executable, "-c", _WRAPPER, str(args.burn_us)])
         procs.append(slow)
         code = subprocess.call([sys.executable, os.path.join(HERE, "broker_bench.py"), "--only", args.only,
                                 "--repeat", str(args.repeat),
