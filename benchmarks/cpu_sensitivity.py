@@ -40,6 +40,8 @@ ROOT = os.path.dirname(HERE)
 _WRAPPER = """
 import sys, time
 import broker.handlers.produce as produce
+if "broker.dispatch" in sys.modules:  # its table already holds the unwrapped handler
+    sys.exit("sundial: error: cpu_sensitivity: broker.dispatch was imported before the handler could be wrapped")
 _burn_s = float(sys.argv[1]) / 1e6
 _begin = produce.begin_produce
 def begin_produce(*args, **kwargs):
