@@ -12,6 +12,6 @@ break the lookup of every other data source.
 """
 
 try:  # pyspark is an optional extra; importing this module must never fail without it
-    from pipeline.source import SundialDataSource as DefaultSource  # noqa: F401
+    from sundial.pipeline.source import SundialDataSource as DefaultSource  # noqa: F401
 except ImportError:  # pragma: no cover - pyspark not installed
     pass

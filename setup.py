@@ -1,6 +1,14 @@
-"""Build glue for the optional C accelerators ``records._speedups``, ``records._lz4``,
-``storage._cleaner_speedups`` and (Linux only) ``storage._fsync_worker`` (everything else is
+"""Build glue: the ``sundial`` package table and the optional C accelerators (everything else is
 in pyproject.toml).
+
+Packages: the repository keeps one folder per layer (``broker/``, ``protocol/``,
+``storage/``, ``config/``, ``records/``, ``tools/``, ``pipeline/``); what pip installs goes
+under one top-level name, ``sundial`` (``sundial.broker``, ``sundial.storage``, ...), through
+the package-dir table below, so that Sundial adds no ``config``, ``records`` or ``tools`` of
+its own to site-packages to clash with PyPI's packages of those names.
+
+C accelerators: ``sundial.records._speedups``, ``sundial.records._lz4``,
+``sundial.storage._cleaner_speedups`` and (Linux only) ``sundial.storage._fsync_worker``.
 
 The extensions are optional: if one cannot be compiled, the install still succeeds and
 records/walks.py and storage/offset_map.py use their pure-Python reference code,
@@ -12,18 +20,26 @@ in records/extensions.py, which this file cannot import before the build).
 import os
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
+
+#: Repository folder → installed package under ``sundial``.
+LAYERS = ("records", "protocol", "storage", "config", "broker", "tools", "pipeline")
+package_dir = {"sundial": "sundial"}
+packages = ["sundial"]
+for layer in LAYERS:
+    package_dir[f"sundial.{layer}"] = layer
+    packages += [f"sundial.{layer}"] + [f"sundial.{layer}.{sub}" for sub in find_packages(layer)]
 
 ext_modules = []
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     # records/_varint.h (the varint reader and writer) is shared by both.
     shared = {"include_dirs": ["records"], "depends": ["records/_varint.h"], "optional": True,
               "extra_compile_args": ["-O2"]}
-    ext_modules.append(Extension("records._speedups", ["records/_speedups.c"], **shared))
-    ext_modules.append(Extension("records._lz4", ["records/_lz4.c"], optional=True, extra_compile_args=["-O2"]))
-    ext_modules.append(Extension("storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
+    ext_modules.append(Extension("sundial.records._speedups", ["records/_speedups.c"], **shared))
+    ext_modules.append(Extension("sundial.records._lz4", ["records/_lz4.c"], optional=True, extra_compile_args=["-O2"]))
+    ext_modules.append(Extension("sundial.storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
     if sys.platform.startswith("linux"):   # eventfd
-        ext_modules.append(Extension("storage._fsync_worker", ["storage/_fsync_worker.c"], optional=True,
+        ext_modules.append(Extension("sundial.storage._fsync_worker", ["storage/_fsync_worker.c"], optional=True,
                                      extra_compile_args=["-O2"], libraries=["pthread"]))
 
-setup(ext_modules=ext_modules)
+setup(packages=packages, package_dir=package_dir, ext_modules=ext_modules)

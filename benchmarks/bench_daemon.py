@@ -37,13 +37,13 @@ def start_sundial(data_dir: str, overrides: dict | None = None, *, env: dict | N
                   log_path: str | None = None, cwd: str | None = None,
                   timeout_s: float = 30.0, port: int | None = None,
                   log_level: str = "warning", launcher: list[str] | None = None) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m broker serve`` on a loopback port (``port``, or a free one) with
+    """Start ``python -m sundial serve`` on a loopback port (``port``, or a free one) with
     ``log.dirs=data_dir`` (plus ``overrides``, Kafka's dotted names) and wait until it accepts
     connections. Returns the process and its bootstrap address; exits the script if it does
-    not start. ``launcher`` replaces ``python -m broker`` (it is given ``serve ...``)."""
+    not start. ``launcher`` replaces ``python -m sundial`` (it is given ``serve ...``)."""
     port = port or free_port()
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": data_dir, **(overrides or {})}
-    cmd = (launcher or [sys.executable, "-m", "broker"]) + ["serve", "--log-level", log_level]
+    cmd = (launcher or [sys.executable, "-m", "sundial"]) + ["serve", "--log-level", log_level]
     for key, value in settings.items():
         cmd += ["--override", f"{key}={value}"]
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL

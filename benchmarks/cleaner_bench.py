@@ -61,9 +61,9 @@ def rss_mb() -> float:
 
 def build(data_dir: str, keys: int, rounds: int, value_bytes: int, batch_records: int, seed: int = 7) -> dict:
     """The compacted partition, written through storage; rolled so everything is cleanable."""
-    from records.builder import v2_header
-    from records.varint import encode_varint
-    from storage import LogManager
+    from sundial.records.builder import v2_header
+    from sundial.records.varint import encode_varint
+    from sundial.storage import LogManager
 
     mgr = LogManager([data_dir])
     mgr.startup()
@@ -101,10 +101,10 @@ def build(data_dir: str, keys: int, rounds: int, value_bytes: int, batch_records
 
 def clean_child(data_dir: str) -> None:
     """Run in a child process: clean the partition until done, print JSON stats."""
-    from storage import LogManager
-    from storage.cleaner import Cleaner
-    from storage.cleaner_manager import LogCleanerManager
-    from storage.offset_map import IMPLEMENTATION, SkimpyOffsetMap
+    from sundial.storage import LogManager
+    from sundial.storage.cleaner import Cleaner
+    from sundial.storage.cleaner_manager import LogCleanerManager
+    from sundial.storage.offset_map import IMPLEMENTATION, SkimpyOffsetMap
 
     mgr = LogManager([data_dir])
     mgr.startup()

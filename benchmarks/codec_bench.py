@@ -34,9 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse  # noqa: E402
 from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E402
 
-from protocol import FrameDecoder, decode_request, encode_response, parse_request_header  # noqa: E402
-from protocol.api_keys import ApiKey  # noqa: E402
-from protocol.header import RequestHeader  # noqa: E402
+from sundial.protocol import FrameDecoder, decode_request, encode_response, parse_request_header  # noqa: E402
+from sundial.protocol.api_keys import ApiKey  # noqa: E402
+from sundial.protocol.header import RequestHeader  # noqa: E402
 
 MIB = 1 << 20
 

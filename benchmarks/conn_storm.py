@@ -33,8 +33,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from protocol import encode_request  # noqa: E402
-from protocol.api_keys import ApiKey  # noqa: E402
+from sundial.protocol import encode_request  # noqa: E402
+from sundial.protocol.api_keys import ApiKey  # noqa: E402
 
 MiB = 1 << 20
 
@@ -51,7 +51,7 @@ class Daemon:
         self.port = free_port()
         settings = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": os.path.join(self.dir, "data"),
                     **overrides}
-        cmd = [sys.executable, "-m", "broker", "serve"]
+        cmd = [sys.executable, "-m", "sundial", "serve"]
         for k, v in settings.items():
             cmd += ["--override", f"{k}={v}"]
         env = dict(os.environ, SUNDIAL_LOG_LEVEL="warning", PYTHONPATH=ROOT)

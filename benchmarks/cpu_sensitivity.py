@@ -39,8 +39,8 @@ ROOT = os.path.dirname(HERE)
 #: ``broker.dispatch`` (which keeps a reference to it) is imported, then runs the CLI.
 _WRAPPER = """
 import sys, time
-import broker.handlers.produce as produce
-if "broker.dispatch" in sys.modules:  # its table already holds the unwrapped handler
+import sundial.broker.handlers.produce as produce
+if "sundial.broker.dispatch" in sys.modules:  # its table already holds the unwrapped handler
     sys.exit("sundial: error: cpu_sensitivity: broker.dispatch was imported before the handler could be wrapped")
 _burn_s = float(sys.argv[1]) / 1e6
 _begin = produce.begin_produce
@@ -50,7 +50,7 @@ def begin_produce(*args, **kwargs):
         pass
     return _begin(*args, **kwargs)
 produce.begin_produce = begin_produce
-from broker.cli import main
+from sundial.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -82,7 +82,7 @@ class Daemon:
         settings = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": self.data_dir,
                     "log.segment.bytes": "65536", "offsets.topic.segment.bytes": "65536",
                     "group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}
-        cmd = [sys.executable, "-m", "broker", "serve"]
+        cmd = [sys.executable, "-m", "sundial", "serve"]
         for k, v in settings.items():
             cmd += ["--override", f"{k}={v}"]
         env = dict(os.environ, SUNDIAL_LOG_FORMAT="json", PYTHONUNBUFFERED="1", SUNDIAL_LOG_LEVEL="info")
@@ -273,7 +273,7 @@ def verify_indexes(daemon: Daemon) -> list[str]:
     for d in dirs:
         if not glob.glob(os.path.join(d, "*.log")):
             continue
-        out = subprocess.run([sys.executable, "-m", "broker", "dump-log", "--files", d, "--verify-index-only"],
+        out = subprocess.run([sys.executable, "-m", "sundial", "dump-log", "--files", d, "--verify-index-only"],
                              capture_output=True, text=True, cwd=REPO, timeout=300,
                              env=dict(os.environ, PYTHONPATH=REPO))
         if out.returncode != 0:

@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from protocol.api_keys import ApiKey  # noqa: E402
-from protocol.codec import decode_response, encode_request  # noqa: E402
+from sundial.protocol.api_keys import ApiKey  # noqa: E402
+from sundial.protocol.codec import decode_response, encode_request  # noqa: E402
 
 from bench_daemon import cpu_seconds, start_sundial  # noqa: E402
 
@@ -222,9 +222,9 @@ async def bench_commits(bootstrap: str, seconds: float, connections: int, pid: i
 
 
 async def bench_coordinator_only(seconds: float) -> float:
-    from broker.groups.coordinator import CommitRequest, GroupCoordinator
-    from broker.groups.offsets import MemoryOffsetsLog, OffsetStore
-    from config import BrokerConfig
+    from sundial.broker.groups.coordinator import CommitRequest, GroupCoordinator
+    from sundial.broker.groups.offsets import MemoryOffsetsLog, OffsetStore
+    from sundial.config import BrokerConfig
 
     coord = GroupCoordinator(BrokerConfig({}), None, store=OffsetStore(MemoryOffsetsLog(), snapshot_min_records=10**9),
                              run_timers=False, topic_partitions=lambda t: 1)

@@ -39,10 +39,10 @@ from bench_peer import (Metric, Results, add_broker_arguments, brokers_from_args
                         in_turn, print_command, print_table)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from protocol import encode_request  # noqa: E402  (the repository root is on the path now)
-from protocol.api_keys import ApiKey  # noqa: E402
-from records import codecs  # noqa: E402
-from records.builder import SimpleRecord, build_records  # noqa: E402
+from sundial.protocol import encode_request  # noqa: E402  (the repository root is on the path now)
+from sundial.protocol.api_keys import ApiKey  # noqa: E402
+from sundial.records import codecs  # noqa: E402
+from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
 
 RECORDS_PER_BATCH = 9_082
 VALUE_BYTES = 100

@@ -203,8 +203,8 @@ class RawClient:
 
     def call(self, api_key: int, version: int, request) -> tuple[float, object]:
         """(round-trip seconds, decoded response body)."""
-        from protocol import encode_request
-        from protocol.codec import decode_response
+        from sundial.protocol import encode_request
+        from sundial.protocol.codec import decode_response
 
         self.cid += 1
         data = encode_request(api_key, version, self.cid, "soak-probe", request)
@@ -236,7 +236,7 @@ def _get(obj, name):
 
 
 def _list_offsets(tps, timestamp_of) -> object:
-    from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from sundial.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
     by_topic: dict[str, list] = {}
     for t, p in tps:
@@ -255,7 +255,7 @@ def probe_main(bootstrap: str, tps: list, out, stop) -> None:
     on ``out`` every second, and ("errors", {code: count}) at the end."""
     import threading
 
-    from protocol.api_keys import ApiKey
+    from sundial.protocol.api_keys import ApiKey
 
     rng = random.Random()
     samples: list = []

@@ -45,10 +45,10 @@ sys.path.insert(0, ROOT)
 import structlog  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
-from config.defs import LONG_MAX  # noqa: E402
-from config.topic import TopicConfig  # noqa: E402
-from records.builder import SimpleRecord, build_records  # noqa: E402
-from storage.log import PartitionLog  # noqa: E402
+from sundial.config.defs import LONG_MAX  # noqa: E402
+from sundial.config.topic import TopicConfig  # noqa: E402
+from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
+from sundial.storage.log import PartitionLog  # noqa: E402
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -225,7 +225,7 @@ def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
-from storage.log_manager import LogManager
+from sundial.storage.log_manager import LogManager
 base_rss = rss()
 t = time.perf_counter()
 mgr = LogManager([{data!r}], {{}})
@@ -247,7 +247,7 @@ print(json.dumps(out))
 
 
 def make_partitions(base: str, count: int) -> str:
-    from storage.log_manager import LogManager
+    from sundial.storage.log_manager import LogManager
 
     data = tempfile.mkdtemp(prefix="open-", dir=base)
     mgr = LogManager([data], {"log.message.timestamp.after.max.ms": LONG_MAX})
@@ -263,7 +263,7 @@ def make_partitions(base: str, count: int) -> str:
         log.close(flush=False)
     mgr.checkpoint()
     mgr._logs.clear()
-    from storage.checkpoints import write_clean_shutdown_marker
+    from sundial.storage.checkpoints import write_clean_shutdown_marker
 
     write_clean_shutdown_marker(data)
     return data
@@ -281,7 +281,7 @@ def bench_open(base: str, count: int) -> dict:
     setup_s = time.perf_counter() - t
     clean = run_open_child(data, open_all=False)
     # the child crashed on purpose (no marker): restore a clean state for the second run
-    from storage.checkpoints import write_clean_shutdown_marker
+    from sundial.storage.checkpoints import write_clean_shutdown_marker
 
     write_clean_shutdown_marker(data)
     clean_all = run_open_child(data, open_all=True)
@@ -332,7 +332,7 @@ def main() -> int:
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     print(f"python {sys.version.split()[0]}, cpus {os.cpu_count()}, data dir {base}, "
           f"mode {'quick' if quick else 'full'}")
-    import records as _records
+    from sundial import records as _records
 
     print(f"record walks: {_records.IMPLEMENTATION}")
     try:

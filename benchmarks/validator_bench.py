@@ -21,13 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import crc32c  # noqa: E402
 
-import records as R  # noqa: E402
-from config.topic import TopicConfig  # noqa: E402
-from records import codecs  # noqa: E402
-from records import walks as W  # noqa: E402
-from records.builder import SimpleRecord, build_batch  # noqa: E402
-from storage import validator as V  # noqa: E402
-from storage.convert import down_convert  # noqa: E402
+from sundial import records as R  # noqa: E402
+from sundial.config.topic import TopicConfig  # noqa: E402
+from sundial.records import codecs  # noqa: E402
+from sundial.records import walks as W  # noqa: E402
+from sundial.records.builder import SimpleRecord, build_batch  # noqa: E402
+from sundial.storage import validator as V  # noqa: E402
+from sundial.storage.convert import down_convert  # noqa: E402
 
 NOW = 1_700_000_000_000
 LONG_MAX = 2**63 - 1

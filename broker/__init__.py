@@ -2,8 +2,6 @@
 
 Layout (mini-redis style map of the package):
 
-* ``cli.py`` – the one ``sundial`` command: ``serve`` runs the daemon; the other
-  subcommands are the operator tools of the top-level package ``tools`` (one static table).
 * ``server.py`` – lifecycle: bind, lock data dirs, recover logs, listen, periodic tasks,
   clean shutdown (what it takes is given back in reverse order).
 * ``node.py`` – the composition root: :func:`~broker.node.build_broker` builds the
@@ -26,7 +24,7 @@ Layout (mini-redis style map of the package):
 * ``metrics.py`` – Prometheus metrics; ``logsetup.py`` – structlog configuration.
 
 Only this package does network I/O; ``records``, ``protocol`` and ``storage`` are pure.
-No module here imports :mod:`tools` except ``cli.py``.
+No module here imports :mod:`sundial.tools`: the ``sundial`` command (:mod:`sundial.cli`) sits above both.
 """
 
 __version__ = "0.1.0"  # the release; pyproject.toml carries the same (tests/unit/broker/test_version.py)

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 
 import structlog
 
-from storage.files import write_file_atomically
+from sundial.storage.files import write_file_atomically
 
 from .store_lock import update_lock
 

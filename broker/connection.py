@@ -69,17 +69,17 @@ from typing import Any, Protocol
 
 import structlog
 
-from protocol import decode_request, encode_response
-from protocol.api_keys import ApiKey
-from protocol.errors import (
+from sundial.protocol import decode_request, encode_response
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.errors import (
     FrameTooLargeError,
     InvalidFrameError,
     ProtocolError,
     UnknownApiKeyError,
     UnsupportedVersionError,
 )
-from protocol.framing import FrameDecoder
-from protocol.header import parse_request_header
+from sundial.protocol.framing import FrameDecoder
+from sundial.protocol.header import parse_request_header
 
 from .context import RequestContext
 from .node import Broker

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from protocol.schema_codec import encode_api_versions_fallback
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.schema_codec import encode_api_versions_fallback
 
 from .handlers import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer, sasl, \
     security_admin, transactions

@@ -9,9 +9,9 @@ caller.
 
 from __future__ import annotations
 
-import storage.errors as se
-import storage.topics as st
-from protocol.errors import ErrorCode
+import sundial.storage.errors as se
+import sundial.storage.topics as st
+from sundial.protocol.errors import ErrorCode
 
 class CloseConnection(Exception):
     """Raised by a handler to close the connection without answering (e.g. acks=0 failures)."""

@@ -38,13 +38,13 @@ import threading
 
 import structlog
 
-from records.extensions import extensions_enabled
-from storage.log_flush import FlushJob, close_fds, flush_failure
+from sundial.records.extensions import extensions_enabled
+from sundial.storage.log_flush import FlushJob, close_fds, flush_failure
 
 _fsync_worker = None
 if extensions_enabled():
     try:
-        from storage import _fsync_worker  # type: ignore[attr-defined]
+        from sundial.storage import _fsync_worker  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - depends on the build (Linux only)
         _fsync_worker = None
 

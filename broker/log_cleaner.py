@@ -38,10 +38,10 @@ from typing import Callable
 
 import structlog
 
-from config import CleanerConfig
-from storage.cleaner import Cleaner, CleaningAborted, Throttler
-from storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
-from storage.offset_map import SkimpyOffsetMap
+from sundial.config import CleanerConfig
+from sundial.storage.cleaner import Cleaner, CleaningAborted, Throttler
+from sundial.storage.cleaner_manager import LogCleanerManager, write_cleaner_checkpoint
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 logger = structlog.get_logger(__name__)
 

@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from config import BrokerConfig
-from storage import LogManager
+from sundial.config import BrokerConfig
+from sundial.storage import LogManager
 
 from .authorizer import Authorizer
 from .dispatch import Dispatcher

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from protocol import encode_response
+from sundial.protocol import encode_response
 
 from .errors import CloseConnection
 

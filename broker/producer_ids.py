@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from storage.files import write_file_atomically
+from sundial.storage.files import write_file_atomically
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"

@@ -20,7 +20,7 @@ import weakref
 
 import structlog
 
-from protocol.api_keys import ApiKey
+from sundial.protocol.api_keys import ApiKey
 
 logger = structlog.get_logger(__name__)
 

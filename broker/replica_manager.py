@@ -31,11 +31,11 @@ from typing import Any, Callable
 
 import structlog
 
-import storage.errors as se
-from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
-from storage.convert import down_convert
-from protocol.errors import ErrorCode
-from records.timestamps import (
+import sundial.storage.errors as se
+from sundial.records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from sundial.storage.convert import down_convert
+from sundial.protocol.errors import ErrorCode
+from sundial.records.timestamps import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,

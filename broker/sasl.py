@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from storage.files import write_file_atomically
+from sundial.storage.files import write_file_atomically
 
 from .store_lock import update_lock
 

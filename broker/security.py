@@ -39,8 +39,8 @@ import struct
 
 import structlog
 
-from config import ConfigError
-from protocol.api_keys import ApiKey
+from sundial.config import ConfigError
+from sundial.protocol.api_keys import ApiKey
 
 from .sasl import ALL_MECHANISMS, MAX_TOKEN_BYTES, CredentialStore, SaslAuthenticationError, new_server
 

@@ -40,11 +40,11 @@ from typing import Callable
 import structlog
 from prometheus_client import start_http_server
 
-from config import BrokerConfig
-from records.timestamps import wall_clock_ms
-from storage import LogManager
-from storage.log_manager import remove_expired
-from storage.files import write_file_atomically
+from sundial.config import BrokerConfig
+from sundial.records.timestamps import wall_clock_ms
+from sundial.storage import LogManager
+from sundial.storage.log_manager import remove_expired
+from sundial.storage.files import write_file_atomically
 
 from . import __version__
 from .connection import Connection

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from config import ConfigError
-from config.topic_names import collision_key, topic_name_problem
-from protocol.errors import ErrorCode
+from sundial.config import ConfigError
+from sundial.config.topic_names import collision_key, topic_name_problem
+from sundial.protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Iterator
 
 import structlog
 
-from records.layout import (
+from sundial.records.layout import (
     INT32,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from records import codecs
-from records.errors import KafkaError
-from records.framing import iter_records
-from records.layout import (
+from sundial.records import codecs
+from sundial.records.errors import KafkaError
+from sundial.records.framing import iter_records
+from sundial.records.layout import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
@@ -51,7 +51,7 @@ from records.layout import (
     TRANSACTIONAL_FLAG_MASK,
     V2_HEADER,
 )
-from records.varint import read_varint, read_varlong
+from sundial.records.varint import read_varint, read_varlong
 
 from .errors import FetchError
 

@@ -62,7 +62,7 @@ from .errors import (
 from .files import FileSlice
 from .log import AppendResult, FetchDataInfo, FlushJob, PartitionLog, SegmentInfo
 from .log_manager import LogManager
-from records import (
+from sundial.records import (
     BatchView,
     Record,
     find_first_at_or_after,

@@ -368,7 +368,7 @@ static PyGetSetDef Worker_getset[] = {
 
 static PyTypeObject WorkerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "storage._fsync_worker.FsyncWorker",
+    .tp_name = "sundial.storage._fsync_worker.FsyncWorker",
     .tp_basicsize = sizeof(Worker),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "FsyncWorker(threads): fdatasync-and-close jobs on native threads (see module doc).",

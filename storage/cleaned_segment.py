@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from records.index_entries import OFFSET_ENTRY, TIME_ENTRY
-from records.layout import INT32_MAX
+from sundial.records.index_entries import OFFSET_ENTRY, TIME_ENTRY
+from sundial.records.layout import INT32_MAX
 
 from . import files
 from .errors import KafkaStorageError, LogSegmentOffsetOverflowError

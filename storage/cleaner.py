@@ -48,8 +48,8 @@ from typing import Callable
 
 import structlog
 
-from records.framing import iter_file_batches
-from records.layout import INT32_MAX
+from sundial.records.framing import iter_file_batches
+from sundial.records.layout import INT32_MAX
 
 from .cleaned_segment import CleanedSegment, CleanedSegmentWriter
 from .cleaner_batches import FilterContext, filter_batch, map_batch

@@ -50,11 +50,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from records import codecs
-from records.batch import BatchView
-from records.builder import build_records, encode_v2_record, v2_header
-from records.framing import iter_records
-from records.layout import (
+from sundial.records import codecs
+from sundial.records.batch import BatchView
+from sundial.records.builder import build_records, encode_v2_record, v2_header
+from sundial.records.framing import iter_records
+from sundial.records.layout import (
     CONTROL_FLAG_MASK,
     DELETE_HORIZON_FLAG_MASK,
     LOG_APPEND_TIME,

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import heapq
 
-from records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, parse_control_type
-from records.v2 import iter_v2_records
+from sundial.records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, parse_control_type
+from sundial.records.v2 import iter_v2_records
 
 from .txn_index import AbortedTxn
 

@@ -27,11 +27,11 @@ data that needs no conversion should be sent straight from the file instead.
 
 from __future__ import annotations
 
-from records import codecs
-from records.builder import SimpleRecord, build_records
-from records.errors import UnsupportedCompressionTypeError
-from records.framing import iter_batches, iter_records
-from records.layout import LOG_APPEND_TIME, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP
+from sundial.records import codecs
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.errors import UnsupportedCompressionTypeError
+from sundial.records.framing import iter_batches, iter_records
+from sundial.records.layout import LOG_APPEND_TIME, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP
 
 
 def down_convert(data, to_magic: int, fetch_offset: int) -> bytes:

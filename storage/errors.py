@@ -40,7 +40,7 @@ An ``InvalidRecordError`` raised by a batch-level check carries no record errors
 
 from __future__ import annotations
 
-from records.errors import (
+from sundial.records.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,

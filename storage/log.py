@@ -41,9 +41,9 @@ from typing import Iterator, NamedTuple
 
 import structlog
 
-from config.topic import TopicConfig
-from records.control import read_end_txn_marker
-from records.framing import iter_batches
+from sundial.config.topic import TopicConfig
+from sundial.records.control import read_end_txn_marker
+from sundial.records.framing import iter_batches
 
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError

@@ -40,8 +40,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import structlog
 
-from config.topic import TopicConfig, format_overrides, resolve_topic_config
-from config.topic_names import collision_key
+from sundial.config.topic import TopicConfig, format_overrides, resolve_topic_config
+from sundial.config.topic_names import collision_key
 
 from . import files
 from .checkpoints import (

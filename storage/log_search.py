@@ -25,11 +25,11 @@ import bisect
 from collections import OrderedDict
 from typing import NamedTuple
 
-from records.batch import BatchView
-from records.framing import iter_records
-from records.layout import MAGIC_V2
-from records.search import BatchTimestampIndex, find_first_at_or_after, first_record_with_timestamp
-from records.timestamps import (
+from sundial.records.batch import BatchView
+from sundial.records.framing import iter_records
+from sundial.records.layout import MAGIC_V2
+from sundial.records.search import BatchTimestampIndex, find_first_at_or_after, first_record_with_timestamp
+from sundial.records.timestamps import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,

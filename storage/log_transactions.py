@@ -33,11 +33,11 @@ from typing import NamedTuple
 
 import structlog
 
-from records.batch import BatchView
-from records.control import build_end_txn_marker, read_end_txn_marker
-from records.errors import CorruptRecordError, InvalidRecordError
-from records.framing import iter_batches, walk_headers
-from records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
+from sundial.records.batch import BatchView
+from sundial.records.control import build_end_txn_marker, read_end_txn_marker
+from sundial.records.errors import CorruptRecordError, InvalidRecordError
+from sundial.records.framing import iter_batches, walk_headers
+from sundial.records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 
 from . import files
 from .errors import KafkaStorageError

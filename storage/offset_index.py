@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from records.index_entries import OFFSET_ENTRY as _ENTRY
-from records.index_entries import OFFSET_ENTRY_SIZE
-from records.index_entries import RELATIVE_OFFSET as _REL
+from sundial.records.index_entries import OFFSET_ENTRY as _ENTRY
+from sundial.records.index_entries import OFFSET_ENTRY_SIZE
+from sundial.records.index_entries import RELATIVE_OFFSET as _REL
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex

@@ -42,9 +42,9 @@ import mmap
 import struct
 from typing import NamedTuple
 
-from records.errors import CorruptRecordError, InvalidRecordError
-from records.extensions import extensions_enabled
-from records.varint import encode_varint, read_varint, read_varlong
+from sundial.records.errors import CorruptRecordError, InvalidRecordError
+from sundial.records.extensions import extensions_enabled
+from sundial.records.varint import encode_varint, read_varint, read_varlong
 
 ENTRY_BYTES = 24
 HASH_BYTES = 16

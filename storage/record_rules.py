@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from config.topic import TopicConfig
-from records import codecs
-from records.batch import BatchView
-from records.framing import iter_records
-from records.layout import LOG_APPEND_TIME, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP
-from records.legacy import legacy_inner_messages
-from records.record import Record
-from records.v2 import iter_v2_records
+from sundial.config.topic import TopicConfig
+from sundial.records import codecs
+from sundial.records.batch import BatchView
+from sundial.records.framing import iter_records
+from sundial.records.layout import LOG_APPEND_TIME, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP
+from sundial.records.legacy import legacy_inner_messages
+from sundial.records.record import Record
+from sundial.records.v2 import iter_v2_records
 
 from .errors import (
     CorruptRecordError,

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from config.topic import TopicConfig
-from records.framing import walk_headers
+from sundial.config.topic import TopicConfig
+from sundial.records.framing import walk_headers
 
 from . import files
 from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError

@@ -54,8 +54,8 @@ from typing import Callable, NamedTuple
 
 import structlog
 
-from records.framing import BatchHeader, walk_headers
-from records.layout import INT32_MAX
+from sundial.records.framing import BatchHeader, walk_headers
+from sundial.records.layout import INT32_MAX
 
 from . import files
 from .errors import CorruptRecordError, KafkaStorageError, LogSegmentOffsetOverflowError

@@ -23,11 +23,11 @@ from typing import Callable
 
 import structlog
 
-from records.batch import BatchView
-from records.errors import CorruptRecordError, InvalidRecordError
-from records.framing import BatchHeader, walk_headers
-from records.index_entries import OFFSET_ENTRY, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
-from records.layout import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, MAGIC_V2, MIN_ENTRY_SIZE, OFFSET_SIZE
+from sundial.records.batch import BatchView
+from sundial.records.errors import CorruptRecordError, InvalidRecordError
+from sundial.records.framing import BatchHeader, walk_headers
+from sundial.records.index_entries import OFFSET_ENTRY, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from sundial.records.layout import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, MAGIC_V2, MIN_ENTRY_SIZE, OFFSET_SIZE
 
 from .errors import KafkaStorageError
 from .offset_index import OffsetIndex

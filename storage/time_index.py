@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from records.index_entries import RELATIVE_OFFSET as _REL
-from records.index_entries import TIME_ENTRY as _ENTRY
-from records.index_entries import TIME_ENTRY_RELATIVE_OFFSET_AT, TIME_ENTRY_SIZE
-from records.index_entries import TIMESTAMP as _TS
+from sundial.records.index_entries import RELATIVE_OFFSET as _REL
+from sundial.records.index_entries import TIME_ENTRY as _ENTRY
+from sundial.records.index_entries import TIME_ENTRY_RELATIVE_OFFSET_AT, TIME_ENTRY_SIZE
+from sundial.records.index_entries import TIMESTAMP as _TS
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex

@@ -33,8 +33,8 @@ from typing import Any, Mapping
 
 import structlog
 
-from config.topic import TopicConfig
-from config.topic_names import topic_name_problem
+from sundial.config.topic import TopicConfig
+from sundial.config.topic_names import topic_name_problem
 
 from . import files
 from .errors import StorageError

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE, ABORTED_TXN_VERSION
+from sundial.records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE, ABORTED_TXN_VERSION
 
 from . import files
 from .errors import CorruptIndexError, KafkaStorageError

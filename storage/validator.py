@@ -84,12 +84,12 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from config.topic import TopicConfig
-from records import codecs, walks
-from records.batch import BatchView, last_sequence_of
-from records.builder import build_records, v2_header
-from records.framing import iter_batches
-from records.layout import (
+from sundial.config.topic import TopicConfig
+from sundial.records import codecs, walks
+from sundial.records.batch import BatchView, last_sequence_of
+from sundial.records.builder import build_records, v2_header
+from sundial.records.framing import iter_batches
+from sundial.records.layout import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -114,8 +114,8 @@ from records.layout import (
     V2_HEADER,
     v2_attributes,
 )
-from records.v2 import scan_v2_records
-from records.walks import crc32c_extend, first_record_header
+from sundial.records.v2 import scan_v2_records
+from sundial.records.walks import crc32c_extend, first_record_header
 
 from .errors import (
     InvalidRecordError,

@@ -2,7 +2,7 @@
 
 A package of its own, apart from the daemon (:mod:`broker`): the wire tools are
 clients (kafka-python) of any Kafka-compatible broker, the file tools read a data
-directory offline. :mod:`broker.cli` offers them as subcommands of the one ``sundial``
+directory offline. :mod:`sundial.cli` offers them as subcommands of the one ``sundial``
 command, next to ``serve``; nothing in the daemon imports them otherwise.
 
 One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args) -> int``:

@@ -41,7 +41,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaConfigurationError, KafkaError
 import structlog
 
-from records.timestamps import wall_clock_ms
+from sundial.records.timestamps import wall_clock_ms
 
 EXIT_OK = 0
 EXIT_ERROR = 1

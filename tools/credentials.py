@@ -32,10 +32,10 @@ import getpass
 import os
 import sys
 
-from broker.authorizer import CLUSTER_NAME, AclError, AclRule, AclStore, Permission, ResourceType, parse_operation
-from broker.logsetup import configure_logging
-from broker.sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS, CredentialsError, CredentialStore
-from config import ConfigError, load_broker_config
+from sundial.broker.authorizer import CLUSTER_NAME, AclError, AclRule, AclStore, Permission, ResourceType, parse_operation
+from sundial.broker.logsetup import configure_logging
+from sundial.broker.sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS, CredentialsError, CredentialStore
+from sundial.config import ConfigError, load_broker_config
 
 
 CREDENTIALS_EPILOG = """examples:

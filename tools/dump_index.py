@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from records.framing import iter_file_batches, iter_records
-from records.index_entries import OFFSET_ENTRY as _OFFSET_ENTRY
-from records.index_entries import TIME_ENTRY as _TIME_ENTRY
-from storage.errors import CorruptRecordError, StorageError
+from sundial.records.framing import iter_file_batches, iter_records
+from sundial.records.index_entries import OFFSET_ENTRY as _OFFSET_ENTRY
+from sundial.records.index_entries import TIME_ENTRY as _TIME_ENTRY
+from sundial.storage.errors import CorruptRecordError, StorageError
 
 from .common import Progress, ToolError
 

@@ -52,11 +52,11 @@ import os
 import sys
 from typing import TextIO
 
-from broker.groups import schema
-from records.codecs import CODEC_NAMES
-from records.framing import iter_file_batches, iter_records
-from records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
-from storage.errors import CorruptRecordError, StorageError
+from sundial.broker.groups import schema
+from sundial.records.codecs import CODEC_NAMES
+from sundial.records.framing import iter_file_batches, iter_records
+from sundial.records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
+from sundial.storage.errors import CorruptRecordError, StorageError
 
 from .common import EXIT_FINDINGS, Progress, ToolError, tool_command
 from .dump_index import (SEGMENT_KIND_ORDER, TEMP_SUFFIXES, Findings, Options, base_offset_of, dump_offset_index,

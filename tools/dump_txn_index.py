@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from records.control import CONTROL_TYPE_ABORT, read_end_txn_marker
-from records.framing import iter_file_batches
-from records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE
+from sundial.records.control import CONTROL_TYPE_ABORT, read_end_txn_marker
+from sundial.records.framing import iter_file_batches
+from sundial.records.index_entries import ABORTED_TXN, ABORTED_TXN_SIZE
 
 from .common import ToolError
 

@@ -28,9 +28,9 @@ import re
 from datetime import date, datetime, timezone
 from typing import NamedTuple
 
-from records.timestamps import EARLIEST_TIMESTAMP as EARLIEST
-from records.timestamps import LATEST_TIMESTAMP as LATEST
-from records.timestamps import MAX_TIMESTAMP
+from sundial.records.timestamps import EARLIEST_TIMESTAMP as EARLIEST
+from sundial.records.timestamps import LATEST_TIMESTAMP as LATEST
+from sundial.records.timestamps import MAX_TIMESTAMP
 
 SPECIAL_NAMES = {"latest": LATEST, "earliest": EARLIEST, "max-timestamp": MAX_TIMESTAMP}
 SPECIAL_LABELS = {v: k for k, v in SPECIAL_NAMES.items()}

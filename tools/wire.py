@@ -21,7 +21,7 @@ from kafka.errors import KafkaError, NoError, UnknownTopicOrPartitionError, for_
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
-from records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 from .common import ClientSettings, ToolError, close_quietly, describe_error
 

@@ -33,10 +33,10 @@ from typing import Callable, Iterable
 
 import structlog
 
-from protocol.errors import ErrorCode
-from records.timestamps import wall_clock_ms
+from sundial.protocol.errors import ErrorCode
+from sundial.records.timestamps import wall_clock_ms
 
-import storage.errors as se
+import sundial.storage.errors as se
 
 from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
 from .lag import LagRow

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from .consumer_protocol import SubscriptionError, subscription_topics
 

@@ -38,8 +38,8 @@ from typing import Callable, Iterable, Mapping
 
 import structlog
 
-import storage.errors as se
-from protocol.errors import ErrorCode
+import sundial.storage.errors as se
+from sundial.protocol.errors import ErrorCode
 
 from .group import CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE, GroupMetadata
 from .lag import LagRow, compute_lag

@@ -54,10 +54,10 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 import structlog
 
-from records.builder import SimpleRecord, build_batch
-from records.control import read_end_txn_marker
-from records.framing import iter_records
-from records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from sundial.records.builder import SimpleRecord, build_batch
+from sundial.records.control import read_end_txn_marker
+from sundial.records.framing import iter_records
+from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
 from ..flusher import PartitionFlusher
 from .schema import (

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from .group import (
     CAN_REBALANCE_FROM,

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import structlog
 
-import storage.errors as se
-from config import ConfigError, ConfigSource, describe_topic_config
-from config.topic import TOPIC_CONFIGS
-from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+import sundial.storage.errors as se
+from sundial.config import ConfigError, ConfigSource, describe_topic_config
+from sundial.config.topic import TOPIC_CONFIGS
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..errors import error_code_for

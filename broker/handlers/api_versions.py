@@ -14,9 +14,9 @@ import re
 
 import structlog
 
-from protocol.api_keys import ApiKey
-from protocol.codec import encode_response_body
-from protocol.errors import ErrorCode
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.codec import encode_response_body
+from sundial.protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
 

@@ -15,7 +15,7 @@ TOPIC_AUTHORIZATION_FAILED (29) with no records and are not read.
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..replica_manager import FetchOutcome, FetchPartition

@@ -11,7 +11,7 @@ the last stable offset under READ_COMMITTED, the high watermark otherwise.
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 

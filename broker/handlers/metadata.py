@@ -21,7 +21,7 @@ import uuid
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..topics import INTERNAL_TOPICS, TopicError, auto_create_allowed, create_topic, validate_topic_name

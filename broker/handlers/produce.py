@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.errors import ErrorCode
-from records.codecs import ZSTD
-from records.layout import (
+from sundial.protocol.errors import ErrorCode
+from sundial.records.codecs import ZSTD
+from sundial.records.layout import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from .transactions import init_transactional_producer_id
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any

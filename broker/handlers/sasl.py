@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from ..sasl import SaslAuthenticationError
 from ..security import SaslSession

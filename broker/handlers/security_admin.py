@@ -47,7 +47,7 @@ import asyncio
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import (
     CLUSTER_NAME,

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..groups.offset_manager import CommitRequest

@@ -46,7 +46,7 @@ from typing import Callable, Iterable
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 from .log import COORDINATOR_EPOCH
 from .state import (

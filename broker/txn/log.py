@@ -30,10 +30,10 @@ from typing import Callable, Iterator
 
 import structlog
 
-from protocol.errors import ErrorCode
-from records.builder import SimpleRecord, build_batch
-from records.framing import iter_records
-from records.layout import MAGIC_V2
+from sundial.protocol.errors import ErrorCode
+from sundial.records.builder import SimpleRecord, build_batch
+from sundial.records.framing import iter_records
+from sundial.records.layout import MAGIC_V2
 
 from .schema import SchemaError, TxnLogValue, decode_key, decode_value, encode_key, encode_value, partition_for
 from .state import TransactionMetadata, TxnTransit

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.errors import ErrorCode
+from sundial.protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
 

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from pipeline.source import SundialDataSource
+    from sundial.pipeline.source import SundialDataSource
 
     spark = (SparkSession.builder.master(args.master).appName("sundial-replay-window")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())

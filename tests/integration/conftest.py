@@ -75,7 +75,7 @@ class SundialProcess:
             "log.dirs": self.data_dir,
             **self.overrides,
         }
-        cmd = [sys.executable, "-m", "broker", "serve"]
+        cmd = [sys.executable, "-m", "sundial", "serve"]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd

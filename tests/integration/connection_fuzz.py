@@ -53,7 +53,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from fuzz_inputs import MAX_FRAME_BYTES, TOPICS, mutate, produce_frame, read_frame, schema_corpus, \
     with_prefix  # noqa: E402
-from protocol import encode_request  # noqa: E402
+from sundial.protocol import encode_request  # noqa: E402
 
 
 class Finding(AssertionError):
@@ -239,7 +239,7 @@ class Stats:
 
 class Client:
     def __init__(self, server, listener, loop) -> None:
-        from broker.connection import Connection
+        from sundial.broker.connection import Connection
 
         self.check = StreamCheck()
         self.transport = FakeTransport(loop, self.check)
@@ -279,12 +279,12 @@ async def fuzz_broker(data_dir: str | None = None):
     internal error they log to ``findings`` (structlog output is muted); both are
     restored and the broker shut down on exit.
     """
-    from broker import connection as connection_mod
-    from broker import replica_manager as rm_mod
-    from broker import server as server_mod
-    from broker.server import BrokerServer
-    from broker.topics import create_topic
-    from config import BrokerConfig
+    from sundial.broker import connection as connection_mod
+    from sundial.broker import replica_manager as rm_mod
+    from sundial.broker import server as server_mod
+    from sundial.broker.server import BrokerServer
+    from sundial.broker.topics import create_topic
+    from sundial.config import BrokerConfig
 
     own_dir = None
     if data_dir is None:

@@ -20,8 +20,8 @@ from crc32c import crc32c
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
 
-from protocol import encode_request  # noqa: E402
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
+from sundial.protocol import encode_request  # noqa: E402
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
 from protocol_cases import case_value, schema_classes, to_kp  # noqa: E402
 
 MAX_FRAME_BYTES = 1 << 20
@@ -49,7 +49,7 @@ def schema_corpus() -> list[bytes]:
 
 
 def make_batch(rng: random.Random, now_ms: int) -> bytes:
-    from records.builder import SimpleRecord, build_records
+    from sundial.records.builder import SimpleRecord, build_records
 
     codec = rng.choice([0, 0, 0, 1, 2, 3, 4])
     n = rng.randint(1, 20)
@@ -67,7 +67,7 @@ def make_batch(rng: random.Random, now_ms: int) -> bytes:
 
 def bomb(rng: random.Random) -> bytes:
     """A gzip batch whose one record inflates far past the decompressed-size limit."""
-    from records.builder import v2_header
+    from sundial.records.builder import v2_header
 
     payload = gzip.compress(b"\0" * rng.choice([64 << 20, 300 << 20]), compresslevel=1)
     return v2_header(base_offset=0, batch_bytes=61 + len(payload), partition_leader_epoch=-1, attributes=1,

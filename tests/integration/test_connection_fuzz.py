@@ -24,7 +24,7 @@ import struct
 
 import pytest
 
-from protocol import encode_request
+from sundial.protocol import encode_request
 
 from . import connection_fuzz
 from .connection_fuzz import Finding, StreamCheck

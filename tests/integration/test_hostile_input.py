@@ -29,8 +29,8 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from . import connection_fuzz
 from .clients import connect_raw, create_topic, producer, read_frame

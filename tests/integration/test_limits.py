@@ -30,8 +30,8 @@ import urllib.request
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import create_topic
 from .conftest import free_port, unique_topic

@@ -19,8 +19,8 @@ import sys
 import pytest
 import yaml
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import connect_raw, consume_all, create_topic, producer, read_frame
 from .conftest import free_port, unique_topic
@@ -72,7 +72,7 @@ def test_compose_listeners_tell_each_client_its_own_address(broker_factory):
 
 
 def _serve(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
+    cmd = [sys.executable, "-m", "sundial", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
     for item in overrides:
         cmd += ["--override", item]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(tmp_path),

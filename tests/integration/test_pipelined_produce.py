@@ -22,9 +22,9 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
-from records.builder import SimpleRecord, build_records
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
+from sundial.records.builder import SimpleRecord, build_records
 
 from .clients import connect_raw, create_topic, read_frame
 

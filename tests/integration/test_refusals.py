@@ -15,8 +15,8 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import connect_raw, read_frame
 from .conftest import unique_topic

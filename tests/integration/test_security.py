@@ -39,8 +39,8 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import read_frame
 from .conftest import SundialProcess, free_port
@@ -58,7 +58,7 @@ HAVE_KCAT = shutil.which("kcat") is not None
 
 
 def _cli(data_dir: str, *args: str, stdin: str | None = None) -> str:
-    out = subprocess.run([sys.executable, "-m", "broker", *args, "--data-dir", data_dir], input=stdin,
+    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -49,8 +49,8 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import connect_raw, read_frame
 from .conftest import EXTERNAL_BOOTSTRAP, SundialProcess, free_port
@@ -63,7 +63,7 @@ EVERYTHING = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
 
 
 def _cli(data_dir: str, *args: str, stdin: str | None = None, code: int = 0) -> str:
-    out = subprocess.run([sys.executable, "-m", "broker", *args, "--data-dir", data_dir], input=stdin,
+    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == code, out.stderr
     return out.stdout

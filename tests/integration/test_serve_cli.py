@@ -16,8 +16,8 @@ import sys
 import pytest
 from kafka import KafkaProducer
 
-from protocol import encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import admin, create_topic
 from .conftest import free_port, unique_topic
@@ -31,7 +31,7 @@ def serve(tmp_path, *overrides: str, port: int | None = None, data_dir: str | No
     """Run ``sundial serve`` to completion (for starts that must fail) and capture its output."""
     port = port or free_port()
     data_dir = data_dir or str(tmp_path / "data")
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+    cmd = [sys.executable, "-m", "sundial", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", f"log.dirs={data_dir}"]
     for item in overrides:
         cmd += ["--override", item]
@@ -90,7 +90,7 @@ def test_busy_metrics_port_fails_before_the_data_dir_is_created(tmp_path):
 
 def test_address_not_on_this_host_is_one_line(tmp_path):
     # 192.0.2.0/24 is TEST-NET-1: never assigned to a local interface.
-    result = subprocess.run([sys.executable, "-m", "broker", "serve", "--override", "listeners=PLAINTEXT://192.0.2.1:9092",
+    result = subprocess.run([sys.executable, "-m", "sundial", "serve", "--override", "listeners=PLAINTEXT://192.0.2.1:9092",
                              "--override", f"log.dirs={tmp_path / 'data'}"], capture_output=True, text=True,
                             timeout=120, cwd=str(tmp_path))
     assert_failed_start(result, "sundial: error: cannot listen on 192.0.2.1:9092: cannot assign requested address")

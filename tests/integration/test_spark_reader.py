@@ -15,12 +15,12 @@ import pytest
 from .clients import admin, consume_all, create_topic, producer
 from .conftest import unique_topic
 
-from pipeline.client import KafkaOffsetClient
-from pipeline.errors import DataLossError
-from pipeline.offsets import TopicPartition
-from pipeline.options import parse_options
-from pipeline.reader import ReadConfig, read_range
-from pipeline.resolve import OffsetRange, plan_batch
+from sundial.pipeline.client import KafkaOffsetClient
+from sundial.pipeline.errors import DataLossError
+from sundial.pipeline.offsets import TopicPartition
+from sundial.pipeline.options import parse_options
+from sundial.pipeline.reader import ReadConfig, read_range
+from sundial.pipeline.resolve import OffsetRange, plan_batch
 
 # an hour ago: old enough to be "the past", young enough for the default 7-day retention
 BASE_TS = (int(time.time() * 1000) // 1000 - 3600) * 1000

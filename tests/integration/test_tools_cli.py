@@ -32,10 +32,10 @@ class Result(NamedTuple):
 
 
 def sundial(*argv: str, timeout_s: float = 120.0, check: bool = True) -> Result:
-    """Run ``python -m broker ARGV`` (the ``sundial`` command) and capture its output."""
+    """Run ``python -m sundial ARGV`` (the ``sundial`` command) and capture its output."""
     env = dict(os.environ)
     env.pop("SUNDIAL_TOOLS_DEBUG", None)
-    proc = subprocess.run([sys.executable, "-m", "broker", *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "sundial", *argv], capture_output=True, text=True,
                           timeout=timeout_s, env=env)
     result = Result(proc.returncode, proc.stdout, proc.stderr)
     if check:
@@ -48,7 +48,7 @@ def sundial_in_process(*argv: str) -> Result:
     import contextlib
     import io
 
-    from broker.cli import main
+    from sundial.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from tools.timeparse import format_ms
+from sundial.tools.timeparse import format_ms
 
 from .clients import admin, create_topic
 from .conftest import unique_topic

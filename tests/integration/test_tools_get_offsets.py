@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tools.timeparse import format_ms
+from sundial.tools.timeparse import format_ms
 
 from .clients import create_topic
 from .conftest import unique_topic

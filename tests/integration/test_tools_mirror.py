@@ -166,7 +166,7 @@ def test_mirror_stopped_by_sigint_commits_and_exits_zero(broker_factory, tmp_pat
     env = dict(os.environ)
     env.pop("SUNDIAL_TOOLS_DEBUG", None)
     with open(err_path, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "broker", "mirror", "--source-bootstrap", a.bootstrap,
+        proc = subprocess.Popen([sys.executable, "-m", "sundial", "mirror", "--source-bootstrap", a.bootstrap,
                                  "--target-bootstrap", b.bootstrap, "--topics", topic, "--group", "mirror-int",
                                  "--progress-interval-s", "0.2"], stdout=subprocess.PIPE, stderr=err, text=True,
                                 env=env)

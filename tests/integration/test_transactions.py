@@ -368,7 +368,7 @@ def test_transactions_tool_lists_and_describes(broker):
     _produce(p, topic, 1, ["open-1"])
 
     def tool(*args):
-        out = subprocess.run([sys.executable, "-m", "broker", "transactions", "--bootstrap-server", broker.bootstrap,
+        out = subprocess.run([sys.executable, "-m", "sundial", "transactions", "--bootstrap-server", broker.bootstrap,
                               *args], capture_output=True, timeout=120)
         assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
         return out.stdout.decode()
@@ -432,9 +432,9 @@ def test_produce_of_transactional_batches_as_kafka_3(broker):
     """Kafka 3.x without KIP-890 verification: a transactional batch needs a transactional id
     (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and one sent to a partition never added to the
     transaction is appended: it opens a transaction there that holds the LSO back."""
-    from protocol import decode_response, encode_request
-    from protocol.api_keys import ApiKey
-    from records.builder import SimpleRecord, build_records
+    from sundial.protocol import decode_response, encode_request
+    from sundial.protocol.api_keys import ApiKey
+    from sundial.records.builder import SimpleRecord, build_records
 
     from .clients import connect_raw, read_frame
 

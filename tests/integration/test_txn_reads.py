@@ -17,9 +17,9 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from config.topic import TopicConfig
-from records.builder import SimpleRecord, build_records
-from storage.log import PartitionLog
+from sundial.config.topic import TopicConfig
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.log import PartitionLog
 
 from .clients import create_topic
 from .conftest import free_port, unique_topic

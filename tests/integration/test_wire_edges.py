@@ -15,8 +15,8 @@ from kafka.errors import (
     TopicAlreadyExistsError,
 )
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
 
 from .clients import admin, connect_raw, consume_all, create_topic, producer, read_frame
 from .conftest import unique_topic

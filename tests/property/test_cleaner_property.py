@@ -29,12 +29,12 @@ from cleaner_helpers import (  # noqa: E402
 )
 from log_helpers import NOW_MS  # noqa: E402
 
-from records import codecs  # noqa: E402
-from records.builder import SimpleRecord, build_records  # noqa: E402
-from records.framing import iter_batches  # noqa: E402
-from storage import offset_map  # noqa: E402
-from storage.cleaner_manager import LogCleanerManager  # noqa: E402
-from storage.offset_map import SkimpyOffsetMap  # noqa: E402
+from sundial.records import codecs  # noqa: E402
+from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
+from sundial.records.framing import iter_batches  # noqa: E402
+from sundial.storage import offset_map  # noqa: E402
+from sundial.storage.cleaner_manager import LogCleanerManager  # noqa: E402
+from sundial.storage.offset_map import SkimpyOffsetMap  # noqa: E402
 
 DAY = 86_400_000
 

@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
 
-from protocol import FrameDecoder, decode_request, parse_request_header  # noqa: E402
-from protocol.api_keys import SUPPORTED_VERSIONS  # noqa: E402
-from protocol.errors import ProtocolError  # noqa: E402
+from sundial.protocol import FrameDecoder, decode_request, parse_request_header  # noqa: E402
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS  # noqa: E402
+from sundial.protocol.errors import ProtocolError  # noqa: E402
 from protocol_cases import case_value, schema_classes, to_kp  # noqa: E402
 
 FUZZ_FRAMES = int(os.environ.get("SUNDIAL_FUZZ_EXAMPLES", "20000"))

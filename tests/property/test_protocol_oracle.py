@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
 
-from protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response  # noqa: E402
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
-from protocol.header import RequestHeader, parse_request_header  # noqa: E402
-from protocol.messages import HAND_WRITTEN  # noqa: E402
+from sundial.protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response  # noqa: E402
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
+from sundial.protocol.header import RequestHeader, parse_request_header  # noqa: E402
+from sundial.protocol.messages import HAND_WRITTEN  # noqa: E402
 from protocol_cases import assert_same, iter_frames, schema_classes, to_kp, values  # noqa: E402
 
 APIS = sorted(int(k) for k in SUPPORTED_VERSIONS)

@@ -12,16 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from config.topic import TopicConfig
-import records as R
-from records import walks as W
-from records.builder import SimpleRecord, build_batch, build_records
-from storage.convert import down_convert
-from storage.errors import InvalidRecordError, InvalidTimestampError
-from storage.validator import validate_records
+from sundial.config.topic import TopicConfig
+from sundial import records as R
+from sundial.records import walks as W
+from sundial.records.builder import SimpleRecord, build_batch, build_records
+from sundial.storage.convert import down_convert
+from sundial.storage.errors import InvalidRecordError, InvalidTimestampError
+from sundial.storage.validator import validate_records
 
 try:
-    from records import _speedups
+    from sundial.records import _speedups
 except ImportError:  # pragma: no cover
     _speedups = None
 
@@ -278,7 +278,7 @@ def test_down_conversion_round_trip(data):
 @given(data=st.data())
 def test_recompression_without_decoding_equals_a_full_rebuild(data):
     """The codec change of a canonical v2 batch keeps its records section; the bytes equal Kafka-style rebuilds."""
-    import storage.validator as V
+    import sundial.storage.validator as V
     recs = data.draw(record_lists(max_size=25))
     recs = [r._replace(timestamp=max(r.timestamp, -1)) for r in recs]
     source = data.draw(st.sampled_from([0, 1, 2, 3, 4]))

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storag
 
 from log_helpers import NOW_MS, batch, topic_config  # noqa: E402
 
-from records import codecs  # noqa: E402
-from storage.log import PartitionLog  # noqa: E402
+from sundial.records import codecs  # noqa: E402
+from sundial.storage.log import PartitionLog  # noqa: E402
 
 BASE = NOW_MS
 

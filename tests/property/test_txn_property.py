@@ -32,12 +32,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storag
 
 from log_helpers import NOW_MS, brute_force_search_segments, topic_config  # noqa: E402
 
-from config import BrokerConfig
-from broker.replica_manager import READ_COMMITTED, READ_UNCOMMITTED, ReplicaManager  # noqa: E402
-from records import iter_batches, iter_records  # noqa: E402
-from records.builder import SimpleRecord, build_records  # noqa: E402
-from records.control import build_end_txn_marker  # noqa: E402
-from storage.log import PartitionLog  # noqa: E402
+from sundial.config import BrokerConfig
+from sundial.broker.replica_manager import READ_COMMITTED, READ_UNCOMMITTED, ReplicaManager  # noqa: E402
+from sundial.records import iter_batches, iter_records  # noqa: E402
+from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
+from sundial.records.control import build_end_txn_marker  # noqa: E402
+from sundial.storage.log import PartitionLog  # noqa: E402
 
 TXN_PIDS = (1, 2, 3)
 PLAIN_PIDS = (7, 8)      # idempotent, never transactional
@@ -309,8 +309,8 @@ def test_compaction_with_transactions_matches_model(ops, slots):
     exactly the model, and every aborted record still on disk is covered by a .txnindex entry."""
     from cleaner_helpers import append as raw_append
     from cleaner_helpers import batches_on_disk, clean_until_done, compact_log
-    from storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
-    from storage.offset_map import SkimpyOffsetMap
+    from sundial.storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
+    from sundial.storage.offset_map import SkimpyOffsetMap
 
     tmp = tempfile.mkdtemp()
     log = compact_log(os.path.join(tmp, "t-0"), segment_bytes=400, index_interval_bytes=50,

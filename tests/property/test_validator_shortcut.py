@@ -21,9 +21,9 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.topic import TopicConfig
-from records.builder import SimpleRecord, build_records
-from storage import validator as V
+from sundial.config.topic import TopicConfig
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage import validator as V
 
 NOW = 1_700_000_000_000
 LONG_MAX = 2**63 - 1

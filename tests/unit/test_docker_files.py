@@ -24,7 +24,7 @@ import subprocess
 import pytest
 import yaml
 
-from config import load_broker_config
+from sundial.config import load_broker_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

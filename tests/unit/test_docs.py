@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from config import BROKER_CONFIGS, TOPIC_CONFIGS
+from sundial.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,4 +1,9 @@
-"""The import rules of docs/architecture.md, checked by parsing every module with ast."""
+"""The import rules of docs/architecture.md, checked by parsing every module with ast.
+
+Sundial installs under one name (``sundial.broker``, ``sundial.storage``, ...) while the
+repository keeps a folder per layer; the rules speak of the layers, so an imported
+``sundial.LAYER.x`` is read as ``LAYER.x`` (:func:`_layer_name`).
+"""
 
 import ast
 import pathlib
@@ -27,11 +32,13 @@ RULES = {
 RECORDS_ALLOWED = {"crc32c", "cramjam"}
 #: Every production package (and the operator scripts of benchmarks/ with the fuzz harness
 #: they drive) stays within Kafka-sized rooms.
-SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline", "config", "broker", "tools", "benchmarks")
+SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline", "config", "broker", "tools", "sundial", "benchmarks")
 SIZED_MODULES = ("pyspark_sundial.py", "tests/integration/connection_fuzz.py")
 MAX_MODULE_LINES = 600
 #: Production packages: no import circle among their modules (one graph over all of them).
 PRODUCTION_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipeline")
+#: The installed namespace and the command line above the daemon and the tools.
+NAMESPACE = "sundial"
 #: Packages with no function-level import (optional dependencies aside).
 ACYCLIC_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools")
 #: What the tools may use of the daemon: the formats of the files they read or edit offline
@@ -45,14 +52,25 @@ def test_broker_never_imports_the_spark_pipeline():
     assert not offenders, offenders
 
 
+def _layer_name(name: str) -> str:
+    """``sundial.LAYER.rest`` → ``LAYER.rest``; any other name unchanged."""
+    head, _, rest = name.partition(".")
+    if head == NAMESPACE and rest.split(".")[0] in PRODUCTION_PACKAGES:
+        return rest
+    return name
+
+
 def _imports(path: pathlib.Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(_layer_name(alias.name).split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            if node.module == NAMESPACE:    # from sundial import records
+                names.update(_layer_name(f"{NAMESPACE}.{alias.name}").split(".")[0] for alias in node.names)
+            else:
+                names.add(_layer_name(node.module).split(".")[0])
     return names
 
 
@@ -128,7 +146,7 @@ def test_no_production_module_is_over_600_lines(package):
 
 def test_every_production_package_is_checked():
     """A new top-level package of production code joins the lists above."""
-    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks", NAMESPACE}
     assert packages <= set(PRODUCTION_PACKAGES), sorted(packages - set(PRODUCTION_PACKAGES))
     assert set(PRODUCTION_PACKAGES) <= set(SIZED_PACKAGES)
 
@@ -158,9 +176,9 @@ def _runtime_imports(path: pathlib.Path) -> set[str]:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
             if isinstance(node, ast.Import):
-                out.update(alias.name for alias in node.names)
+                out.update(_layer_name(alias.name) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                target = resolve(node.module, node.level)
+                target = _layer_name(resolve(node.module, node.level))
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
                     if _module_path(sub) is not None or _is_extension(sub):
@@ -253,7 +271,7 @@ def _all_imported_names(path: pathlib.Path) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
+            out.update(_layer_name(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -261,8 +279,9 @@ def _all_imported_names(path: pathlib.Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
+            target = _layer_name(target)
             for alias in node.names:
-                sub = f"{target}.{alias.name}"
+                sub = _layer_name(f"{target}.{alias.name}")
                 out.add(sub if _module_path(sub) is not None else target)
     return out
 
@@ -286,7 +305,7 @@ def test_no_importlib_dispatch(package):
 
 def test_the_handler_table_is_static_and_complete():
     """Every handler module is imported by broker/dispatch.py, and every handler is in its table."""
-    from broker import dispatch
+    from sundial.broker import dispatch
 
     handlers_dir = ROOT / "broker" / "handlers"
     modules = {p.stem for p in handlers_dir.glob("*.py") if p.stem != "__init__"}
@@ -303,10 +322,16 @@ def test_the_handler_table_is_static_and_complete():
                 assert fn in routed, f"broker/handlers/{stem}.py:{node.name} has no row in dispatch.ROUTES"
 
 
-def test_the_daemon_never_imports_the_tools_except_the_command_line():
+def test_the_daemon_never_imports_the_tools():
+    """The ``sundial`` command (``sundial/cli.py``) sits above both; the daemon knows nothing of the tools."""
     offenders = [str(m.relative_to(ROOT)) for m in _modules("broker")
-                 if m.name != "cli.py" and any(n.split(".")[0] == "tools" for n in _all_imported_names(m))]
+                 if any(n.split(".")[0] in ("tools", NAMESPACE) for n in _all_imported_names(m))]
     assert not offenders, offenders
+
+
+def test_only_the_command_line_lives_in_the_namespace_folder():
+    """``sundial/`` holds the namespace's own modules only; every layer keeps its folder."""
+    assert {m.name for m in _modules(NAMESPACE)} == {"__init__.py", "__main__.py", "cli.py"}
 
 
 def test_the_tools_use_only_the_daemons_file_formats():

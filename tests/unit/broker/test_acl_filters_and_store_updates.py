@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from broker.authorizer import AclError, AclFilter, AclRule, AclStore
-from broker.sasl import CredentialStore, credential_from_salted_password, make_credential, salted_password
+from sundial.broker.authorizer import AclError, AclFilter, AclRule, AclStore
+from sundial.broker.sasl import CredentialStore, credential_from_salted_password, make_credential, salted_password
 
 LIT = AclRule.make("User:a", "TOPIC", "orders", "READ")
 STAR = AclRule.make("User:b", "TOPIC", "*", "WRITE", "DENY")

@@ -19,12 +19,12 @@ import time
 
 import pytest
 
-from broker import flusher as flusher_module
-from broker.flusher import FlushThreads, NativeFlushThreads, PartitionFlusher
-from config.topic import TopicConfig
-from storage import log as storage_log
-from records.builder import SimpleRecord, build_records
-from storage.log import PartitionLog
+from sundial.broker import flusher as flusher_module
+from sundial.broker.flusher import FlushThreads, NativeFlushThreads, PartitionFlusher
+from sundial.config.topic import TopicConfig
+from sundial.storage import log as storage_log
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.log import PartitionLog
 
 
 def append(log: PartitionLog, n: int = 1) -> int:

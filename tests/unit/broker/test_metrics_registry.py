@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.metrics import BrokerMetrics
+from sundial.broker.metrics import BrokerMetrics
 
 
 def test_registry_has_process_collectors_and_no_created_series():

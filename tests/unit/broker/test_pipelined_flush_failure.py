@@ -18,10 +18,10 @@ import time
 
 import pytest
 
-from protocol import decode_response, encode_request
-from protocol.api_keys import ApiKey
-from storage import log as storage_log
-from records.builder import SimpleRecord, build_records
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
+from sundial.storage import log as storage_log
+from sundial.records.builder import SimpleRecord, build_records
 
 PRODUCE_VERSION = 7
 FETCH_VERSION = 4
@@ -79,9 +79,9 @@ def fail_every_fsync(monkeypatch, how: str):
 @pytest.mark.asyncio
 @pytest.mark.parametrize("how", ["run_hook", "bad_descriptor"])
 async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, monkeypatch, how):
-    from broker.server import BrokerServer
-    from broker.topics import create_topic
-    from config import BrokerConfig
+    from sundial.broker.server import BrokerServer
+    from sundial.broker.topics import create_topic
+    from sundial.config import BrokerConfig
 
     server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
                                         "group.initial.rebalance.delay.ms": "0"}))
@@ -115,7 +115,7 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
             "topics": [{"topic": "dur", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                          "partition_max_bytes": 1 << 20}]}]}))
         _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, await asyncio.wait_for(read_frame(reader), 60))
-        from records import iter_records
+        from sundial.records import iter_records
 
         values = [r.value for r in iter_records(body.responses[0].partitions[0].records)]
         assert values[:5] == [b"ok%d" % i for i in range(5)]
@@ -128,9 +128,9 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
 async def test_fsync_slower_than_timeout_answers_request_timed_out(tmp_path, monkeypatch):
     """acks=all waits at most the request's timeout_ms for its fsync: past it the answer is
     REQUEST_TIMED_OUT (the data stays appended), in order, and the connection goes on."""
-    from broker.server import BrokerServer
-    from broker.topics import create_topic
-    from config import BrokerConfig
+    from sundial.broker.server import BrokerServer
+    from sundial.broker.topics import create_topic
+    from sundial.config import BrokerConfig
     import threading
 
     server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),

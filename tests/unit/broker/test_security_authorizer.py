@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import authorizer as az
-from broker.authorizer import (
+from sundial.broker import authorizer as az
+from sundial.broker.authorizer import (
     CLUSTER_NAME,
     AclError,
     AclOperation,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
-from broker.sasl import (
+from sundial.broker.sasl import (
     PLAIN_FAILED,
     SCRAM_SHA_256,
     SCRAM_SHA_512,

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 from pki import KEY_PASSWORD, make_pki, openssl_available
 
-from broker.security import build_server_ssl_context, subject_dn
-from config import BrokerConfig, ConfigError
+from sundial.broker.security import build_server_ssl_context, subject_dn
+from sundial.config import BrokerConfig, ConfigError
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
 

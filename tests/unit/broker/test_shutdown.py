@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from broker.cli import ShutdownSignals
-from broker.purgatory import FetchPurgatory
+from sundial.cli import ShutdownSignals
+from sundial.broker.purgatory import FetchPurgatory
 
 
 def test_first_signal_stops_repeated_sigterm_is_ignored_second_sigint_forces():

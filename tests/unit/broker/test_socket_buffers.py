@@ -14,11 +14,11 @@ import socket
 
 import pytest
 
-from config import BrokerConfig, ConfigError
+from sundial.config import BrokerConfig, ConfigError
 
 
 async def _server_side_socket(settings: dict, tmp_path):
-    from broker.server import BrokerServer
+    from sundial.broker.server import BrokerServer
 
     server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
                                         **settings}))

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.txn.coordinator import TransactionCoordinator
-from broker.txn.log import value_of
-from broker.txn.schema import decode_key, decode_value, encode_key, encode_value
-from broker.txn.state import TransactionMetadata, TxnState, TxnTransit
-from protocol.errors import ErrorCode as E
+from sundial.broker.txn.coordinator import TransactionCoordinator
+from sundial.broker.txn.log import value_of
+from sundial.broker.txn.schema import decode_key, decode_value, encode_key, encode_value
+from sundial.broker.txn.state import TransactionMetadata, TxnState, TxnTransit
+from sundial.protocol.errors import ErrorCode as E
 
 S = TxnState
 CONFIG = {
@@ -289,7 +289,7 @@ class FlakyMarkers(Markers):
 
 
 def test_markers_retry_failed_partitions_and_drop_deleted_ones(monkeypatch):
-    import broker.txn.coordinator as coordinator_module
+    import sundial.broker.txn.coordinator as coordinator_module
 
     monkeypatch.setattr(coordinator_module, "MARKER_RETRY_BACKOFF_MS", 1)
 

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.handlers import transactions as h
-from broker.txn.coordinator import TransactionCoordinator
-from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode as E
-from protocol.schema_codec import SCHEMA_CLASSES, build_message
+from sundial.broker.handlers import transactions as h
+from sundial.broker.txn.coordinator import TransactionCoordinator
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.errors import ErrorCode as E
+from sundial.protocol.schema_codec import SCHEMA_CLASSES, build_message
 
 from test_txn_coordinator import CONFIG, Clock, Ids, Markers, MemoryTxnLog
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups.offsets import CommittedOffset, MemoryOffsetsLog, OffsetStore
+from sundial.broker.groups.offsets import CommittedOffset, MemoryOffsetsLog, OffsetStore
 
 TP = ("t", 0)
 
@@ -99,11 +99,11 @@ def test_store_and_replay_equal_a_model(ops):
 def test_real_log_transactional_batch_and_markers_replay(tmp_path):
     """On Sundial's storage: a TxnOffsetCommit batch is transactional (Kafka's bytes) and the
     markers the coordinator writes decide it again on replay, across a reopen."""
-    from broker.groups.offsets import OFFSETS_TOPIC, PartitionOffsetsLog
-    from config import BrokerConfig
-    from records.framing import iter_batches
-    from records.layout import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
-    from storage import LogManager
+    from sundial.broker.groups.offsets import OFFSETS_TOPIC, PartitionOffsetsLog
+    from sundial.config import BrokerConfig
+    from sundial.records.framing import iter_batches
+    from sundial.records.layout import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+    from sundial.storage import LogManager
 
     now = [1_700_000_000_000]
 

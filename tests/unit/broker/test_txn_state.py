@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.txn.schema import (
+from sundial.broker.txn.schema import (
     SchemaError,
     TxnLogValue,
     decode_key,
@@ -19,7 +19,7 @@ from broker.txn.schema import (
     java_string_hash,
     partition_for,
 )
-from broker.txn.state import (
+from sundial.broker.txn.state import (
     COMPLETED,
     IllegalTransition,
     TransactionMetadata,

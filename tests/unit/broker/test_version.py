@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tomllib
 
-import broker
+from sundial import broker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -18,7 +18,7 @@ def test_version_matches_pyproject():
 
 
 def test_sundial_version_prints_it_and_exits_zero():
-    result = subprocess.run([sys.executable, "-m", "broker", "--version"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "sundial", "--version"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0
     assert result.stdout == f"sundial {broker.__version__}\n"

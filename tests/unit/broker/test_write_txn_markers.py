@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from broker.replica_manager import ReplicaManager
-from config import BrokerConfig
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode
-from records.builder import SimpleRecord, build_records
-from records.control import EndTxnMarker, read_end_txn_marker
-from records.framing import iter_batches
-from storage.log import PartitionLog
+from sundial.broker.replica_manager import ReplicaManager
+from sundial.config import BrokerConfig
+from sundial.config.topic import TopicConfig
+from sundial.protocol.errors import ErrorCode
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.control import EndTxnMarker, read_end_txn_marker
+from sundial.records.framing import iter_batches
+from sundial.storage.log import PartitionLog
 
 
 class _Logs:

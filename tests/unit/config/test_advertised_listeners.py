@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from config import BrokerConfig, ConfigError
+from sundial.config import BrokerConfig, ConfigError
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from config import (
+from sundial.config import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
@@ -183,7 +183,7 @@ def test_bad_metrics_listener_is_a_configuration_error(text, fragment):
 
 
 def test_config_docs_say_what_a_setting_does():
-    from config import BROKER_CONFIGS, TOPIC_CONFIGS
+    from sundial.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
     for d in list(BROKER_CONFIGS) + list(TOPIC_CONFIGS):
         assert d.doc.strip(), d.name

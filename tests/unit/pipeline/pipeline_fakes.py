@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import cramjam
 import crc32c
 
-from pipeline.offsets import TopicPartition
-from pipeline.options import Subscription
+from sundial.pipeline.offsets import TopicPartition
+from sundial.pipeline.options import Subscription
 
 # --- fake offset client ----------------------------------------------------------------
 

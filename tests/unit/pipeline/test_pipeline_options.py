@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.errors import OptionError
-from pipeline.offsets import (
+from sundial.pipeline.errors import OptionError
+from sundial.pipeline.offsets import (
     EarliestLimit,
     GlobalTimestamp,
     LatestLimit,
@@ -11,7 +11,7 @@ from pipeline.offsets import (
     SpecificTimestamps,
     TopicPartition,
 )
-from pipeline.options import parse_options, parse_time_ms
+from sundial.pipeline.options import parse_options, parse_time_ms
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders"}
 
@@ -166,7 +166,7 @@ def test_kafka_passthrough_and_accepted_group_options():
 
 
 def test_consumer_config_converts_types_and_forces_no_group():
-    from pipeline.client import consumer_config
+    from sundial.pipeline.client import consumer_config
 
     config = consumer_config({"max.partition.fetch.bytes": "2097152", "check.crcs": "false", "api.version": "2.8",
                               "sasl.plain.password": "12345", "group.id": "g", "sasl.jaas.config": "x"},

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipeline_fakes import build_batch, control_batch, xerial_snappy
 
-from pipeline.records import (
+from sundial.pipeline.records import (
     AbortedTransactions,
     Columns,
     CorruptBatchError,

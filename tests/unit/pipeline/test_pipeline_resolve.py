@@ -5,10 +5,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipeline_fakes import FakeLog, FakeOffsetClient
 
-from pipeline.errors import DataLossError, OffsetResolutionError
-from pipeline.offsets import TopicPartition
-from pipeline.options import parse_options
-from pipeline.resolve import OffsetRange, plan_batch, rate_limit, split_ranges
+from sundial.pipeline.errors import DataLossError, OffsetResolutionError
+from sundial.pipeline.offsets import TopicPartition
+from sundial.pipeline.options import parse_options
+from sundial.pipeline.resolve import OffsetRange, plan_batch, rate_limit, split_ranges
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 

@@ -10,12 +10,12 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip instal
 
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 
-from pipeline.offsets import TopicPartition  # noqa: E402
-from pipeline.options import parse_options  # noqa: E402
-from pipeline.reader import ReadConfig  # noqa: E402
-from pipeline.records import Columns  # noqa: E402
-from pipeline.resolve import OffsetRange  # noqa: E402
-from pipeline.schema import arrow_schema, spark_schema, to_record_batch, to_rows  # noqa: E402
+from sundial.pipeline.offsets import TopicPartition  # noqa: E402
+from sundial.pipeline.options import parse_options  # noqa: E402
+from sundial.pipeline.reader import ReadConfig  # noqa: E402
+from sundial.pipeline.records import Columns  # noqa: E402
+from sundial.pipeline.resolve import OffsetRange  # noqa: E402
+from sundial.pipeline.schema import arrow_schema, spark_schema, to_record_batch, to_rows  # noqa: E402
 
 
 def sample_columns() -> Columns:
@@ -71,7 +71,7 @@ def test_rows_match_the_batch():
 
 
 def test_partitions_and_readers_pickle():
-    from pipeline.source import SundialBatchReader, SundialDataSource, SundialInputPartition, SundialStreamReader
+    from sundial.pipeline.source import SundialBatchReader, SundialDataSource, SundialInputPartition, SundialStreamReader
 
     opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
                           "startingTimestamp": "5", "endingTimestamp": "10", "sundial.exactTimeWindow": "true"},
@@ -104,6 +104,6 @@ def test_auto_registration_shim():
 def test_read_of_the_empty_placeholder_partition_yields_nothing():
     from pyspark.sql.datasource import InputPartition
 
-    from pipeline.source import read_partition
+    from sundial.pipeline.source import read_partition
 
     assert list(read_partition(InputPartition(None))) == []

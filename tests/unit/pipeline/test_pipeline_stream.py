@@ -5,10 +5,10 @@ import json
 import pytest
 from pipeline_fakes import FakeLog, FakeOffsetClient
 
-from pipeline.errors import DataLossError, OffsetResolutionError
-from pipeline.offsets import TopicPartition
-from pipeline.options import parse_options
-from pipeline.stream import StreamPlanner, offsets_from_json, offsets_to_json
+from sundial.pipeline.errors import DataLossError, OffsetResolutionError
+from sundial.pipeline.offsets import TopicPartition
+from sundial.pipeline.options import parse_options
+from sundial.pipeline.stream import StreamPlanner, offsets_from_json, offsets_to_json
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 

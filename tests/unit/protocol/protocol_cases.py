@@ -28,7 +28,7 @@ from kafka.protocol.schemas.fields.codecs.types import Bytes as BytesCodec
 from kafka.protocol.schemas.fields.codecs.types import Int8, Int16, Int32, Int64, UnsignedInt16
 from kafka.protocol.schemas.fields.codecs.types import Boolean
 
-from protocol.schema_codec import SCHEMA_CLASSES
+from sundial.protocol.schema_codec import SCHEMA_CLASSES
 
 INT_RANGES = {
     Int8: (-(2**7), 2**7 - 1),

@@ -9,7 +9,7 @@ import kafka.protocol as kp
 import pytest
 from kafka.protocol.api_message import ApiMessage
 
-from protocol.api_keys import (
+from sundial.protocol.api_keys import (
     FLEXIBLE_FROM,
     SUPPORTED_VERSIONS,
     ApiKey,

@@ -9,10 +9,10 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.old.api_versions import ApiVersionsResponse_v0
 
-from protocol import FrameDecoder, decode_request, encode_api_versions_fallback, encode_response
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from protocol.errors import ErrorCode
-from protocol.header import RequestHeader, parse_request_header
+from sundial.protocol import FrameDecoder, decode_request, encode_api_versions_fallback, encode_response
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.errors import ErrorCode
+from sundial.protocol.header import RequestHeader, parse_request_header
 
 TABLE = [{"api_key": int(k), "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
 BROKER_ANSWER = {"error_code": ErrorCode.NONE, "api_keys": TABLE, "throttle_time_ms": 0}

@@ -7,10 +7,10 @@ import tracemalloc
 
 import pytest
 
-from protocol import FrameDecoder, decode_request, encode_request
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from protocol.errors import ProtocolError, UnknownApiKeyError, UnsupportedVersionError
-from protocol.header import RequestHeader, parse_request_header
+from sundial.protocol import FrameDecoder, decode_request, encode_request
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.errors import ProtocolError, UnknownApiKeyError, UnsupportedVersionError
+from sundial.protocol.header import RequestHeader, parse_request_header
 from protocol_cases import full_value, schema_classes, to_kp
 
 ALL = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) for v in range(lo, hi + 1)]
@@ -101,7 +101,7 @@ def test_lying_compact_counts(api_key, version):
 
 
 def encode_request_string(s):
-    from protocol.primitives import write_string
+    from sundial.protocol.primitives import write_string
 
     out = bytearray()
     write_string(out, s, True)

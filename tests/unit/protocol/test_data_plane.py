@@ -15,11 +15,11 @@ import struct
 
 import pytest
 
-from protocol import FrameDecoder, decode_request, encode_request, encode_response
-from protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from protocol.header import RequestHeader, encode_response_header, parse_request_header
-from protocol.messages import HAND_WRITTEN
-from protocol.messages.common import INLINE_MAX_BYTES
+from sundial.protocol import FrameDecoder, decode_request, encode_request, encode_response
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.header import RequestHeader, encode_response_header, parse_request_header
+from sundial.protocol.messages import HAND_WRITTEN
+from sundial.protocol.messages.common import INLINE_MAX_BYTES
 from protocol_cases import (
     OLD_CLASSES,
     Slice,

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from protocol.errors import FrameTooLargeError, InvalidFrameError, ProtocolError
-from protocol.framing import FrameDecoder
+from sundial.protocol.errors import FrameTooLargeError, InvalidFrameError, ProtocolError
+from sundial.protocol.framing import FrameDecoder
 
 
 def frame(body: bytes) -> bytes:

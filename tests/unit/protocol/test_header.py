@@ -8,9 +8,9 @@ import pytest
 from kafka.protocol.api_header import RequestHeader as KpRequestHeader
 from kafka.protocol.api_header import ResponseHeader as KpResponseHeader
 
-from protocol.api_keys import ApiKey
-from protocol.errors import ProtocolError
-from protocol.header import (
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.errors import ProtocolError
+from sundial.protocol.header import (
     encode_request_header,
     encode_response_header,
     parse_request_header,

@@ -12,8 +12,8 @@ from kafka.protocol.schemas.fields.codecs.types import Bytes as KpBytes
 from kafka.protocol.schemas.fields.codecs.types import String as KpString
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32
 
-from protocol.errors import ProtocolError
-from protocol.primitives import (
+from sundial.protocol.errors import ProtocolError
+from sundial.protocol.primitives import (
     Reader,
     uvarint_bytes,
     write_array_len,

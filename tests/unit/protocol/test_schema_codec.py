@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response
-from protocol.api_keys import SUPPORTED_VERSIONS
-from protocol.header import RequestHeader, parse_request_header
-from protocol.messages import HAND_WRITTEN
+from sundial.protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS
+from sundial.protocol.header import RequestHeader, parse_request_header
+from sundial.protocol.messages import HAND_WRITTEN
 from protocol_cases import CASE_NAMES, OLD_CLASSES, case_value, old_body, old_comparable, schema_classes, to_kp
 
 COLD = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) if k not in HAND_WRITTEN
@@ -137,7 +137,7 @@ def test_tagged_fields_holding_their_default_are_omitted():
     empty = _frame(18, 3, {"api_keys": []})
     assert _frame(18, 3, {"api_keys": [], "supported_features": [], "zk_migration_ready": False}) == empty
     # a tagged *struct* equal to its default-constructed value (ProduceResponse v10 current_leader)
-    from protocol.schema_codec import encode_response_body
+    from sundial.protocol.schema_codec import encode_response_body
 
     partition = {"index": 0, "error_code": 6, "base_offset": -1}
     plain = {"responses": [{"name": "t", "partition_responses": [partition]}]}

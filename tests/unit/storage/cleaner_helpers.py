@@ -7,12 +7,12 @@ from typing import NamedTuple
 
 from log_helpers import NOW_MS, topic_config
 
-from records.builder import SimpleRecord, build_records
-from records.framing import iter_batches, iter_file_batches, iter_records
-from storage.cleaner import Cleaner
-from storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
-from storage.log import PartitionLog
-from storage.offset_map import SkimpyOffsetMap
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.framing import iter_batches, iter_file_batches, iter_records
+from sundial.storage.cleaner import Cleaner
+from sundial.storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
+from sundial.storage.log import PartitionLog
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 
 class Rec(NamedTuple):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cleaner_helpers import compact_log
 
-from storage.cleaner_manager import LogCleanerManager
-from storage.offset_map import SkimpyOffsetMap
+from sundial.storage.cleaner_manager import LogCleanerManager
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from config.defs import LONG_MAX
-from config.topic import TopicConfig
-from records.builder import SimpleRecord, build_records
+from sundial.config.defs import LONG_MAX
+from sundial.config.topic import TopicConfig
+from sundial.records.builder import SimpleRecord, build_records
 
 NOW_MS = 1_700_000_000_000
 

@@ -9,10 +9,10 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from records import codecs
-import records as R
-from records.builder import SimpleRecord, build_batch, build_records, encode_varint
-from storage.errors import UnsupportedCompressionTypeError
+from sundial.records import codecs
+from sundial import records as R
+from sundial.records.builder import SimpleRecord, build_batch, build_records, encode_varint
+from sundial.storage.errors import UnsupportedCompressionTypeError
 
 RECS = [SimpleRecord(1000, b"k0", b"v0", (("a", b"1"),)),
         SimpleRecord(1300, None, b"v1", ()),

@@ -16,11 +16,11 @@ from cleaner_helpers import (
 )
 from log_helpers import NOW_MS, brute_force_search_segments
 
-from records import codecs
-from records.layout import DELETE_HORIZON_FLAG_MASK, LOG_APPEND_TIME
-from storage.cleaner import SegmentSource, group_segments_by_size
-from storage.cleaner_manager import LogCleanerManager
-from storage.offset_map import SkimpyOffsetMap
+from sundial.records import codecs
+from sundial.records.layout import DELETE_HORIZON_FLAG_MASK, LOG_APPEND_TIME
+from sundial.storage.cleaner import SegmentSource, group_segments_by_size
+from sundial.storage.cleaner_manager import LogCleanerManager
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 DAY = 86_400_000
 
@@ -140,10 +140,10 @@ def test_last_batch_of_an_active_producer_is_kept_empty(env):
     assert [r.offset for r in read_all(log)] == [3, 4]
     # the producer's next batch is still in sequence after a restart
     log.close()
-    from storage.log import PartitionLog
+    from sundial.storage.log import PartitionLog
     reopened = PartitionLog.open(log.dir, log.config, topic="t", partition=0)
     try:
-        from records.builder import SimpleRecord, build_records
+        from sundial.records.builder import SimpleRecord, build_records
         r = reopened.append(build_records(2, [SimpleRecord(NOW_MS, b"a", b"5")], producer_id=7, producer_epoch=0,
                                           base_sequence=3).buffer, now_ms=NOW_MS)
         assert r.first_offset == 5 and not r.duplicate
@@ -317,7 +317,7 @@ def test_swap_is_refused_after_truncation_and_the_log_stays_intact(env):
     log.roll(NOW_MS)
     ltc = mgr.grab_filthiest_log([("t", 0, log)], NOW_MS)
     job = log.cleaning_job(ltc.first_dirty_offset, ltc.first_uncleanable_offset, NOW_MS)
-    from storage.cleaner import Cleaner, CleaningAborted
+    from sundial.storage.cleaner import Cleaner, CleaningAborted
     log.truncate_to(8)
     with pytest.raises(CleaningAborted):
         Cleaner(m).clean(job, lambda c: log.replace_segments(c, NOW_MS))
@@ -352,7 +352,7 @@ def test_deleted_files_go_through_the_deleted_suffix(env):
 
 
 def test_dump_log_verifies_cleaned_segments_and_shows_empty_batches_and_horizons(env, capsys):
-    from broker.cli import build_parser
+    from sundial.cli import build_parser
 
     log, mgr, m = env(index_interval_bytes=48)
     append(log, [(b"a", b"1", NOW_MS)], producer_id=3, producer_epoch=0, base_sequence=0)

@@ -9,10 +9,10 @@ import pytest
 from cleaner_helpers import append, clean_pass, compact_log, model_after_clean, read_all
 from log_helpers import NOW_MS, topic_config
 
-from storage import cleaned_segment
-from storage.cleaner_manager import LogCleanerManager
-from storage.log import PartitionLog
-from storage.offset_map import SkimpyOffsetMap
+from sundial.storage import cleaned_segment
+from sundial.storage.cleaner_manager import LogCleanerManager
+from sundial.storage.log import PartitionLog
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 
 class Crash(BaseException):

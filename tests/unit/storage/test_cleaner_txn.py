@@ -9,9 +9,9 @@ import struct
 from cleaner_helpers import append, batches_on_disk, clean_until_done
 from log_helpers import NOW_MS
 
-from records.framing import iter_records
-from records.layout import DELETE_HORIZON_FLAG_MASK
-from storage.log import PartitionLog
+from sundial.records.framing import iter_records
+from sundial.records.layout import DELETE_HORIZON_FLAG_MASK
+from sundial.storage.log import PartitionLog
 
 DAY = 86_400_000
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from records import codecs as C
-from storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from sundial.records import codecs as C
+from sundial.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 SETTINGS = settings(max_examples=60, deadline=None)
 payloads = st.one_of(st.binary(max_size=2000),

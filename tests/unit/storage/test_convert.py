@@ -4,11 +4,11 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from records import codecs
-import records as R
-from records.builder import SimpleRecord, build_batch
-from storage.convert import down_convert
-from storage.errors import UnsupportedCompressionTypeError
+from sundial.records import codecs
+from sundial import records as R
+from sundial.records.builder import SimpleRecord, build_batch
+from sundial.storage.convert import down_convert
+from sundial.storage.errors import UnsupportedCompressionTypeError
 
 RECS = [SimpleRecord(1000 + 7 * i, b"k%d" % i, b"v" * i, (("h", b"x"),)) for i in range(6)]
 

@@ -22,9 +22,9 @@ import textwrap
 import pytest
 from log_helpers import NOW_MS, batch, topic_config
 
-from storage.errors import KafkaStorageError
-from storage.log import PartitionLog
-from records import iter_records
+from sundial.storage.errors import KafkaStorageError
+from sundial.storage.log import PartitionLog
+from sundial.records import iter_records
 
 
 def read_offsets(log) -> list[int]:
@@ -131,9 +131,9 @@ def test_partial_log_write_is_overwritten_not_kept(small_log, monkeypatch):
 # -- a real full filesystem -------------------------------------------------------------------------------
 SCRIPT = textwrap.dedent('''
     import os, sys, time
-    from storage.errors import KafkaStorageError
-    from storage.log import PartitionLog
-    from records import iter_records
+    from sundial.storage.errors import KafkaStorageError
+    from sundial.storage.log import PartitionLog
+    from sundial.records import iter_records
     sys.path.insert(0, {helpers!r})
     from log_helpers import NOW_MS, batch, topic_config
 

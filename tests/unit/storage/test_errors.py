@@ -2,7 +2,7 @@
 
 import pytest
 
-from storage import errors as E
+from sundial.storage import errors as E
 
 KAFKA_NAMED = [
     E.OffsetOutOfRangeError, E.CorruptRecordError, E.RecordTooLargeError, E.RecordBatchTooLargeError,

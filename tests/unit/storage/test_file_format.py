@@ -14,8 +14,8 @@ from crc32c import crc32c
 from kafka.record.memory_records import MemoryRecords
 from log_helpers import NOW_MS, batch, topic_config
 
-from records import codecs
-from storage.log import PartitionLog
+from sundial.records import codecs
+from sundial.storage.log import PartitionLog
 
 # ---------------------------------------------------------------- independent readers
 
@@ -255,8 +255,8 @@ def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_pat
     per-batch rule of ``LogSegment.append`` (every entry points at a batch start)."""
     from cleaner_helpers import append, clean_until_done, compact_log
 
-    from storage.cleaner_manager import LogCleanerManager
-    from storage.offset_map import SkimpyOffsetMap
+    from sundial.storage.cleaner_manager import LogCleanerManager
+    from sundial.storage.offset_map import SkimpyOffsetMap
 
     log = compact_log(tmp_path / "c-0", segment_bytes=4000, index_interval_bytes=200)
     for r in range(12):
@@ -305,7 +305,7 @@ def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_pat
 def test_control_batches_and_txnindex_parse_with_independent_reader(tmp_path):
     """Transactional data, COMMIT/ABORT markers and the .txnindex, read without Sundial's parsers;
     the aborted-transaction entries equal what the independent reader derives from the .log."""
-    from records.builder import SimpleRecord, build_records
+    from sundial.records.builder import SimpleRecord, build_records
 
     cfg = topic_config(segment_bytes=700)
     d = str(tmp_path / "txn-0")

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-_fsync_worker = pytest.importorskip("storage._fsync_worker")
+_fsync_worker = pytest.importorskip("sundial.storage._fsync_worker")
 FsyncWorker = _fsync_worker.FsyncWorker
 
 

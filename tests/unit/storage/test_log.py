@@ -5,9 +5,9 @@ import os
 import pytest
 from log_helpers import NOW_MS, batch, topic_config
 
-from storage import files
-from records.builder import SimpleRecord, build_records
-from storage.errors import (
+from sundial.storage import files
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.errors import (
     InvalidProducerEpochError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
@@ -15,8 +15,8 @@ from storage.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from storage.log import PartitionLog
-from records import iter_batches, iter_records
+from sundial.storage.log import PartitionLog
+from sundial.records import iter_batches, iter_records
 
 HOUR = 3_600_000
 
@@ -451,7 +451,7 @@ def test_index_mapping_lru_keeps_answers_right(new_log):
     segment keep unmapping and remapping indexes (including the active one) transparently."""
     from log_helpers import brute_force_search_segments
 
-    from storage import index
+    from sundial.storage import index
 
     old = index.MAX_MAPPED_INDEXES
     index.set_max_mapped_indexes(4)
@@ -497,7 +497,7 @@ def test_flush_job_marks_only_the_indexes_it_synced(new_log):
 
 
 def test_shutdown_checkpoint_has_final_recovery_points(tmp_path):
-    from storage.log_manager import LogManager
+    from sundial.storage.log_manager import LogManager
 
     mgr = LogManager([str(tmp_path)], {"log.message.timestamp.after.max.ms": 2**63 - 1})
     mgr.startup()

@@ -6,10 +6,10 @@ import os
 import pytest
 from log_helpers import NOW_MS, batch
 
-from config import ConfigError
-from storage import files
-from storage.log_manager import LogManager
-from storage.topics import (
+from sundial.config import ConfigError
+from sundial.storage import files
+from sundial.storage.log_manager import LogManager
+from sundial.storage.topics import (
     METADATA_FILE,
     InvalidPartitionsError,
     InvalidTopicError,
@@ -136,7 +136,7 @@ def test_clean_shutdown_marker_skips_recovery(dirs, monkeypatch):  # 74
     mgr.shutdown()
     d = next(d for d in dirs if os.path.isdir(os.path.join(d, "t-0")))
     files.write_file_atomically(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE), b"0\n1\nt 0 0\n")
-    from storage import segment as segmod
+    from sundial.storage import segment as segmod
 
     calls = []
     real = segmod.LogSegment.recover
@@ -277,7 +277,7 @@ def test_expired_files_are_handed_over_once_and_removed_elsewhere(dirs):
     """The broker takes due paths on its loop and unlinks them on a worker thread."""
     import threading
 
-    from storage.log_manager import remove_expired
+    from sundial.storage.log_manager import remove_expired
 
     mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 5000})
     mgr.startup()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from records import codecs as C
+from sundial.records import codecs as C
 
 if C._lz4 is None:
     pytest.skip("the C accelerators are not built or are turned off", allow_module_level=True)

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from storage.errors import CorruptIndexError, InvalidOffsetError
-from storage.offset_index import IndexFullError, OffsetIndex, OffsetPosition
+from sundial.storage.errors import CorruptIndexError, InvalidOffsetError
+from sundial.storage.offset_index import IndexFullError, OffsetIndex, OffsetPosition
 
 BASE = 45
 

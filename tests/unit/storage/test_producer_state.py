@@ -6,15 +6,15 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from storage import files
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from storage.producer_state import (
+from sundial.storage import files
+from sundial.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from sundial.storage.producer_state import (
     CorruptSnapshotError,
     DuplicateBatch,
     ProducerStateManager,
     decrement_sequence,
 )
-from storage.validator import BatchInfo
+from sundial.storage.validator import BatchInfo
 
 INT32_MAX = 2**31 - 1
 

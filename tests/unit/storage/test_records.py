@@ -16,8 +16,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-import records as R
-from storage.errors import CorruptRecordError, InvalidRecordError
+from sundial import records as R
+from sundial.storage.errors import CorruptRecordError, InvalidRecordError
 
 
 def v2(records, **kw):

@@ -6,9 +6,9 @@ import shutil
 import pytest
 from log_helpers import NOW_MS, batch, topic_config
 
-from storage import files
-from storage.log import PartitionLog
-from records import iter_records
+from sundial.storage import files
+from sundial.storage.log import PartitionLog
+from sundial.records import iter_records
 
 DAY = 86_400_000
 
@@ -206,7 +206,7 @@ def test_wrong_sized_or_inconsistent_offset_index_rebuilt_on_clean_start(tmp_pat
 def test_clean_start_trusts_good_indexes(tmp_path, monkeypatch):
     log, config, d, stamps = build(tmp_path)
     log.close()
-    from storage import segment as segmod
+    from sundial.storage import segment as segmod
 
     calls = []
     real = segmod.LogSegment.recover

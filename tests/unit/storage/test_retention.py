@@ -5,9 +5,9 @@ import os
 import pytest
 from log_helpers import NOW_MS, batch, topic_config
 
-from storage import retention
-from storage.log import PartitionLog
-from storage.retention import SegmentFacts, deletable_prefix
+from sundial.storage import retention
+from sundial.storage.log import PartitionLog
+from sundial.storage.retention import SegmentFacts, deletable_prefix
 
 DAY = 86_400_000
 
@@ -261,12 +261,12 @@ def test_future_timestamp_hold_is_logged_when_it_starts_moves_and_ends(new_log, 
     import structlog
     from structlog.testing import CapturingLogger
 
-    import storage.log_retention
+    from sundial.storage import log_retention
 
     # A logger of its own: the process-wide structlog set-up (cached, level-filtered by
     # whichever test configured it first) must not decide what this test sees.
     captured = CapturingLogger()
-    monkeypatch.setattr(storage.log_retention, "logger", structlog.wrap_logger(
+    monkeypatch.setattr(log_retention, "logger", structlog.wrap_logger(
         captured, processors=[], wrapper_class=structlog.BoundLogger, cache_logger_on_first_use=False))
     log = new_log(retention_ms=DAY)
     fill(log, [NOW_MS + 10 * DAY, NOW_MS - 3 * DAY, NOW_MS - 3 * DAY], 1)

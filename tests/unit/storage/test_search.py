@@ -5,9 +5,9 @@ import os
 import pytest
 from log_helpers import NOW_MS, batch, brute_force_search_segments, topic_config
 
-from records import codecs
-from records.builder import SimpleRecord, build_records
-from storage.log import PartitionLog
+from sundial.records import codecs
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.log import PartitionLog
 
 
 @pytest.fixture

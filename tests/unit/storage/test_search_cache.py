@@ -11,9 +11,9 @@ import random
 import pytest
 from log_helpers import NOW_MS, topic_config
 
-from records.builder import SimpleRecord, build_records
-from storage.log import PartitionLog
-from storage.log_search import _BATCH_INDEXES
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.log import PartitionLog
+from sundial.storage.log_search import _BATCH_INDEXES
 
 
 def big_batch(stamps):

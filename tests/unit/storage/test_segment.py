@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from storage import files
-from records.builder import SimpleRecord, build_records
-from storage.errors import LogSegmentOffsetOverflowError
-from records import BatchView, find_first_at_or_after
-from storage.segment import LogSegment, walk_headers
-from storage.time_index import TimestampOffset
+from sundial.storage import files
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage.errors import LogSegmentOffsetOverflowError
+from sundial.records import BatchView, find_first_at_or_after
+from sundial.storage.segment import LogSegment, walk_headers
+from sundial.storage.time_index import TimestampOffset
 
 
 def records(offset: int, *values: bytes, magic: int = 1):

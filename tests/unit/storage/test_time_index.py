@@ -5,9 +5,9 @@ import struct
 
 import pytest
 
-from storage.errors import CorruptIndexError, InvalidOffsetError
-from storage.offset_index import IndexFullError
-from storage.time_index import TimeIndex, TimestampOffset
+from sundial.storage.errors import CorruptIndexError, InvalidOffsetError
+from sundial.storage.offset_index import IndexFullError
+from sundial.storage.time_index import TimeIndex, TimestampOffset
 
 BASE = 45
 

@@ -13,9 +13,9 @@ import pytest
 from crc32c import crc32c
 from log_helpers import NOW_MS, topic_config
 
-from records.batch import BatchView
-from records.builder import SimpleRecord, build_records
-from records.control import (
+from sundial.records.batch import BatchView
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.control import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
     EndTxnMarker,
@@ -23,14 +23,14 @@ from records.control import (
     parse_end_txn_marker,
     read_end_txn_marker,
 )
-from records.errors import InvalidRecordError
-from storage.errors import (
+from sundial.records.errors import InvalidRecordError
+from sundial.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from storage.log import PartitionLog
-from storage.producer_state import ProducerStateManager
+from sundial.storage.log import PartitionLog
+from sundial.storage.producer_state import ProducerStateManager
 
 
 # ---------------------------------------------------------------- independent construction
@@ -385,8 +385,8 @@ def test_truncated_snapshot_or_txn_index_at_every_length(tmp_path):
 def test_disk_full_never_leaves_an_abort_marker_without_its_entry(tmp_path, monkeypatch):
     import errno
 
-    from storage import files as storage_files
-    from storage.errors import KafkaStorageError
+    from sundial.storage import files as storage_files
+    from sundial.storage.errors import KafkaStorageError
 
     log = new_log(tmp_path)
     log.append(txn_data(1, 0), now_ms=NOW_MS)

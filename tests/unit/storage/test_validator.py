@@ -9,11 +9,11 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 import kafka_bytes_ref as ref
-from config.topic import TopicConfig
-from records import codecs
-import records as R
-from records.builder import SimpleRecord, build_batch
-from storage.errors import (
+from sundial.config.topic import TopicConfig
+from sundial.records import codecs
+from sundial import records as R
+from sundial.records.builder import SimpleRecord, build_batch
+from sundial.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -22,7 +22,7 @@ from storage.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from storage.validator import validate_records
+from sundial.storage.validator import validate_records
 
 NOW = 1_700_000_000_000
 LONG_MAX = 2**63 - 1

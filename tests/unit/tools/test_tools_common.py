@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from tools import common
-from tools.common import (
+from sundial.tools import common
+from sundial.tools.common import (
     EXIT_ERROR,
     ClientSettings,
     Progress,

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.cli import build_parser
-from tools.common import EXIT_ERROR, EXIT_FINDINGS
-from config.defs import LONG_MAX
-from config.topic import TopicConfig
-from storage import PartitionLog
-from records.builder import SimpleRecord, build_records
+from sundial.cli import build_parser
+from sundial.tools.common import EXIT_ERROR, EXIT_FINDINGS
+from sundial.config.defs import LONG_MAX
+from sundial.config.topic import TopicConfig
+from sundial.storage import PartitionLog
+from sundial.records.builder import SimpleRecord, build_records
 
 NOW = 1_795_000_000_000
 
@@ -292,7 +292,7 @@ def test_missing_files_are_one_line_errors(tmp_path, capsys):
 
 
 def test_offsets_decoder_and_control_batches(tmp_path, capsys):
-    from broker.groups.schema import OffsetValue, encode_offset_key, encode_offset_value
+    from sundial.broker.groups.schema import OffsetValue, encode_offset_key, encode_offset_value
 
     cfg = topic_config()
     log = PartitionLog.create(str(tmp_path / "__consumer_offsets-0"), cfg, topic="__consumer_offsets", partition=0,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from broker.cli import build_parser
+from sundial.cli import build_parser
 
 TOOLS = ("topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror", "credentials", "acls")
 COMMANDS = ("serve",) + TOOLS
@@ -51,7 +51,7 @@ def test_every_option_has_help(name, parser):
 
 
 def test_top_level_help_lists_the_tools():
-    result = subprocess.run([sys.executable, "-m", "broker", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "sundial", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for name in TOOLS:
         assert name in result.stdout

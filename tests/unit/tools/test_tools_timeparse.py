@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.timeparse import (
+from sundial.tools.timeparse import (
     EARLIEST,
     LATEST,
     MAX_TIMESTAMP,

@@ -8,11 +8,11 @@ import itertools
 
 import pytest
 
-from broker.groups.consumer_protocol import encode_subscription
-from broker.groups.coordinator import CommitRequest, GroupCoordinator
-from broker.groups.offsets import MemoryOffsetsLog, OffsetStore
-from config import BrokerConfig
-from protocol.errors import ErrorCode as E
+from sundial.broker.groups.consumer_protocol import encode_subscription
+from sundial.broker.groups.coordinator import CommitRequest, GroupCoordinator
+from sundial.broker.groups.offsets import MemoryOffsetsLog, OffsetStore
+from sundial.config import BrokerConfig
+from sundial.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.asyncio
 

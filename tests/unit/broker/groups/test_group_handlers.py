@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from broker.groups.consumer_protocol import encode_subscription
-from broker.groups.coordinator import GroupCoordinator
-from broker.groups.offsets import MemoryOffsetsLog, OffsetStore
-from broker.dispatch import Dispatcher
-from config import BrokerConfig
-from protocol.api_keys import ApiKey
-from protocol.codec import decode_request, decode_response, encode_request, encode_response
-from protocol.errors import ErrorCode as E
-from protocol.header import parse_request_header
+from sundial.broker.groups.consumer_protocol import encode_subscription
+from sundial.broker.groups.coordinator import GroupCoordinator
+from sundial.broker.groups.offsets import MemoryOffsetsLog, OffsetStore
+from sundial.broker.dispatch import Dispatcher
+from sundial.config import BrokerConfig
+from sundial.protocol.api_keys import ApiKey
+from sundial.protocol.codec import decode_request, decode_response, encode_request, encode_response
+from sundial.protocol.errors import ErrorCode as E
+from sundial.protocol.header import parse_request_header
 
 pytestmark = pytest.mark.asyncio
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from broker.groups.lag import compute_lag
-from broker.groups.offsets import CommittedOffset
-from storage import LogManager
-from records.builder import SimpleRecord, build_batch
+from sundial.broker.groups.lag import compute_lag
+from sundial.broker.groups.offsets import CommittedOffset
+from sundial.storage import LogManager
+from sundial.records.builder import SimpleRecord, build_batch
 
 NOW = 1_700_000_000_000
 

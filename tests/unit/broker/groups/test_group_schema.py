@@ -10,8 +10,8 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups.consumer_protocol import SubscriptionError, encode_subscription, subscription_topics
-from broker.groups.schema import (
+from sundial.broker.groups.consumer_protocol import SubscriptionError, encode_subscription, subscription_topics
+from sundial.broker.groups.schema import (
     GroupKey,
     GroupValue,
     MemberRecord,

@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from broker.groups.consumer_protocol import encode_subscription
-from broker.groups.group import (
+from sundial.broker.groups.consumer_protocol import encode_subscription
+from sundial.broker.groups.group import (
     COMPLETING,
     DEAD,
     EMPTY,
@@ -25,8 +25,8 @@ from broker.groups.group import (
     StoreGroup,
     SyncReply,
 )
-from broker.groups.state import COMMIT_OUTCOME, HEARTBEAT_OUTCOME, SYNC_OUTCOME, Group
-from protocol.errors import ErrorCode as E
+from sundial.broker.groups.state import COMMIT_OUTCOME, HEARTBEAT_OUTCOME, SYNC_OUTCOME, Group
+from sundial.protocol.errors import ErrorCode as E
 
 SESSION = 10_000
 REBALANCE = 30_000

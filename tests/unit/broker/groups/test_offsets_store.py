@@ -13,10 +13,10 @@ import random
 
 import pytest
 
-from broker.groups.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore, PartitionOffsetsLog
-from broker.groups.schema import GroupValue, MemberRecord
-from config import BrokerConfig
-from storage import LogManager
+from sundial.broker.groups.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore, PartitionOffsetsLog
+from sundial.broker.groups.schema import GroupValue, MemberRecord
+from sundial.config import BrokerConfig
+from sundial.storage import LogManager
 
 pytestmark = pytest.mark.asyncio
 

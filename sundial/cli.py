@@ -16,7 +16,8 @@ Exit codes of ``serve``: 0 stopped cleanly; 1 the start failed (one ``sundial: e
 error (one ``sundial: configuration error: ...`` line, nothing touched); 130 forced
 exit by a second Ctrl-C.
 
-Tool subcommands live in the top-level package :mod:`tools`. :data:`SUBCOMMANDS` is the one table of
+Tool subcommands live in :mod:`sundial.tools`; the daemon in :mod:`sundial.broker`. This module sits
+above both, so that the daemon's package knows nothing of the client tools. :data:`SUBCOMMANDS` is the one table of
 subcommand → the function that registers its parser (``add(subparsers)``, which sets
 ``func``: ``run(args) -> exit code``); adding a tool is one import and one row. Errors a user
 can fix (bad config, unreachable broker, unknown topic, bad time format) print one
@@ -33,12 +34,11 @@ import sys
 
 import structlog
 
-from config import ConfigError, load_broker_config
-
-from . import __version__
-from .logsetup import configure_logging
-from .server import BrokerServer, StartupError, os_reason
-from tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics, transactions
+from sundial.broker import __version__
+from sundial.broker.logsetup import configure_logging
+from sundial.broker.server import BrokerServer, StartupError, os_reason
+from sundial.config import ConfigError, load_broker_config
+from sundial.tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics, transactions
 
 logger = structlog.get_logger(__name__)
 
