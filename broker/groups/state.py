@@ -496,6 +496,10 @@ class Group(GroupMetadata):
         """Kafka ``validateOffsetCommit`` plus the per-state rule of ``doCommitOffsets``."""
         if self.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is EMPTY:
+            # The admin client, or a consumer outside group management: an empty group takes
+            # the commit whatever member id it names (librdkafka sends its pre-generated one).
+            return ErrorCode.NONE
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
             error = self._validate_member(member_id, group_instance_id)
             if error:
