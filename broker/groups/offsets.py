@@ -29,6 +29,9 @@ Invariants
   segments below it. Replaying from the new start sees the snapshot first, then
   every later change, so the rebuilt state is the same. A crash between the snapshot
   and the ``delete_records`` only leaves redundant records.
+* **Consumer-group records pass through.** Record types 3-8 and 16 (KIP-848 groups,
+  :mod:`broker.groups.modern.records`) are decoded on load and handed, in log order,
+  to the ``replay_modern`` hook (none: ignored); this store keeps none of their state.
 
 Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447)
 --------------------------------------------------------
@@ -60,6 +63,7 @@ from sundial.records.framing import iter_records
 from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
 from ..flusher import PartitionFlusher
+from .modern.records import CoordinatorRecord, decode_record, is_consumer_group_key
 from .schema import (
     GroupValue,
     OffsetKey,
@@ -287,9 +291,12 @@ class PartitionOffsetsLog:
 class OffsetStore:
     """Committed offsets per group, and the last metadata record per group, over an OffsetsLog."""
 
-    def __init__(self, log: OffsetsLog, *, snapshot_min_records: int = DEFAULT_SNAPSHOT_MIN_RECORDS) -> None:
+    def __init__(self, log: OffsetsLog, *, snapshot_min_records: int = DEFAULT_SNAPSHOT_MIN_RECORDS,
+                 replay_modern: Callable[[CoordinatorRecord], None] | None = None) -> None:
         self.log = log
         self.snapshot_min_records = snapshot_min_records
+        #: Called by :meth:`load` with each consumer-group record (types 3-8, 16); None ignores them.
+        self.replay_modern = replay_modern
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self.group_values: dict[str, GroupValue] = {}
         #: Log offset of the record each committed offset came from (for pending-commit ordering).
@@ -319,7 +326,7 @@ class OffsetStore:
         self.applied_at.clear()
         self.pending_txn.clear()
         self.pending_first_offset.clear()
-        count = skipped = 0
+        count = skipped = modern = 0
         for rec in self.log.replay():
             count += 1
             if progress is not None and count % 100_000 == 0:
@@ -329,6 +336,11 @@ class OffsetStore:
                 continue
             key_bytes, value_bytes = rec.key, rec.value
             try:
+                if is_consumer_group_key(key_bytes):
+                    modern += 1
+                    if self.replay_modern is not None:
+                        self.replay_modern(decode_record(key_bytes, value_bytes))
+                    continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
                     tp = (key.topic, key.partition)
@@ -357,7 +369,7 @@ class OffsetStore:
                 logger.warning("offsets_record_skipped", topic=OFFSETS_TOPIC, reason=str(exc))
         self.version += 1
         logger.info("offsets_loaded", topic=OFFSETS_TOPIC, records=count, skipped=skipped,
-                    groups=len(set(self.offsets) | set(self.group_values)),
+                    consumer_group_records=modern, groups=len(set(self.offsets) | set(self.group_values)),
                     offsets=sum(len(v) for v in self.offsets.values()))
 
     # -- changes (each appends synchronously and returns the last log offset) -------------------

@@ -1,0 +1,1 @@
+"""Kafka's modern (KIP-848) consumer groups."""
