@@ -29,9 +29,13 @@ Invariants
   segments below it. Replaying from the new start sees the snapshot first, then
   every later change, so the rebuilt state is the same. A crash between the snapshot
   and the ``delete_records`` only leaves redundant records.
-* **Consumer-group records pass through.** Record types 3-8 and 16 (KIP-848 groups,
-  :mod:`broker.groups.modern.records`) are decoded on load and handed, in log order,
-  to the ``replay_modern`` hook (none: ignored); this store keeps none of their state.
+* **Consumer-group records are kept as bytes.** Record types 3-8 and 16 (KIP-848 groups,
+  :mod:`broker.groups.modern.records`) are appended by :meth:`OffsetStore.append_coordinator_records`,
+  decoded on load and handed, in log order, to the ``replay_modern`` hook (none: ignored).
+  The store keeps the live ones (the latest value per key, a tombstone drops it) as bytes,
+  so that a snapshot writes them again: their meaning is the group coordinator's, the
+  duty not to lose them is this store's. A snapshot writes values only, and a value
+  record creates its group and member when missing, so any order of them replays.
 
 Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447)
 --------------------------------------------------------
@@ -297,6 +301,8 @@ class OffsetStore:
         self.snapshot_min_records = snapshot_min_records
         #: Called by :meth:`load` with each consumer-group record (types 3-8, 16); None ignores them.
         self.replay_modern = replay_modern
+        #: The live consumer-group records: key bytes -> value bytes (tombstoned keys removed).
+        self.coordinator_records: dict[bytes, bytes] = {}
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self.group_values: dict[str, GroupValue] = {}
         #: Log offset of the record each committed offset came from (for pending-commit ordering).
@@ -317,12 +323,13 @@ class OffsetStore:
         return bool(self.offsets.get(group_id))
 
     def live_records(self) -> int:
-        return sum(len(v) for v in self.offsets.values()) + len(self.group_values)
+        return sum(len(v) for v in self.offsets.values()) + len(self.group_values) + len(self.coordinator_records)
 
     # -- load --------------------------------------------------------------------------------
     def load(self, progress: Callable[[int], None] | None = None) -> None:
         self.offsets.clear()
         self.group_values.clear()
+        self.coordinator_records.clear()
         self.applied_at.clear()
         self.pending_txn.clear()
         self.pending_first_offset.clear()
@@ -338,8 +345,10 @@ class OffsetStore:
             try:
                 if is_consumer_group_key(key_bytes):
                     modern += 1
+                    record = decode_record(key_bytes, value_bytes)
+                    self._keep_coordinator_record(bytes(key_bytes), value_bytes)
                     if self.replay_modern is not None:
-                        self.replay_modern(decode_record(key_bytes, value_bytes))
+                        self.replay_modern(record)
                     continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
@@ -373,6 +382,20 @@ class OffsetStore:
                     offsets=sum(len(v) for v in self.offsets.values()))
 
     # -- changes (each appends synchronously and returns the last log offset) -------------------
+    def append_coordinator_records(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> int:
+        """Append consumer-group records (encoded keys and values, None a tombstone), in order."""
+        last = self.log.append(records, now_ms)
+        for key, value in records:
+            self._keep_coordinator_record(key, value)
+        self.version += 1
+        return last
+
+    def _keep_coordinator_record(self, key: bytes, value) -> None:
+        if value is None:
+            self.coordinator_records.pop(key, None)
+        else:
+            self.coordinator_records[key] = bytes(value)
+
     def commit(self, group_id: str, entries: dict[TopicPartition, CommittedOffset], now_ms: int) -> int:
         records = [(encode_offset_key(group_id, t, p), encode_offset_value(c.to_value()))
                    for (t, p), c in entries.items()]
@@ -480,6 +503,7 @@ class OffsetStore:
         last = start - 1
 
         def records():
+            yield from self.coordinator_records.items()
             for group_id, value in self.group_values.items():
                 yield encode_group_key(group_id), encode_group_value(value)
             for group_id, offsets in self.offsets.items():

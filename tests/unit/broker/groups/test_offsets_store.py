@@ -10,9 +10,19 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 
 import pytest
 
+from sundial.broker.groups.modern.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    CoordinatorRecord,
+    decode_record,
+    encode_record,
+)
 from sundial.broker.groups.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore, PartitionOffsetsLog
 from sundial.broker.groups.schema import GroupValue, MemberRecord
 from sundial.config import BrokerConfig
@@ -105,4 +115,52 @@ async def test_snapshots_bound_the_log_and_retention_removes_old_segments(tmp_pa
     mgr.shutdown()
     mgr, store = open_store(tmp_path, clock, snapshot_min=100, segment_bytes=2048)
     assert snapshot_of(store) == truth
+    mgr.shutdown()
+
+
+async def test_consumer_group_records_survive_snapshots_and_retention(tmp_path):
+    """The KIP-848 records (types 3-8, 16) are rewritten by every snapshot: after the log was
+    trimmed many times over, a reload replays exactly the live ones (latest value per key)."""
+    clock = Clock()
+    mgr, store = open_store(tmp_path, clock, snapshot_min=100, segment_bytes=2048)
+    topic_id = uuid.UUID(int=7)
+    truth: dict[bytes, bytes] = {}
+    for i in range(600):
+        group = f"cg{i % 5}"
+        if i % 3 == 0:
+            record = CoordinatorRecord(ConsumerGroupMetadataKey(group), ConsumerGroupMetadataValue(i))
+        elif i % 11 == 0:   # a tombstone for one member's target
+            record = CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group, f"m{i % 4}"), None)
+        else:
+            record = CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group, f"m{i % 4}"),
+                                       ConsumerGroupTargetAssignmentMemberValue({topic_id: frozenset({i % 6})}))
+        key, value = encode_record(record)
+        await store.durable(store.append_coordinator_records([(key, value)], clock()))
+        if value is None:
+            truth.pop(key, None)
+        else:
+            truth[key] = value
+        # classic commits too, so that snapshots are due
+        await store.durable(store.commit("classic", {("t", i % 3): CommittedOffset(i, -1, "", clock())}, clock()))
+        await store.maybe_snapshot(clock())
+        if i % 100 == 0:
+            mgr.run_retention(clock(), None)
+            mgr.delete_expired_files(clock() + 10**9)
+    assert store.snapshots >= 5
+    assert store.coordinator_records == truth
+    mgr.shutdown()
+
+    clock2 = Clock()
+    config = BrokerConfig({"offsets.topic.segment.bytes": "2048"})
+    mgr = LogManager([str(tmp_path)], config.explicit, now_ms=clock2)
+    mgr.startup()
+    replayed: list = []
+    store = OffsetStore(PartitionOffsetsLog.open(mgr, config, now_ms=clock2), replay_modern=replayed.append)
+    store.load()
+    assert store.coordinator_records == truth
+    latest: dict = {}
+    for record in replayed:     # the replayed sequence ends in exactly the live state
+        latest[record.key] = record.value
+    assert {k: v for k, v in latest.items() if v is not None} == \
+        {decode_record(k, v).key: decode_record(k, v).value for k, v in truth.items()}
     mgr.shutdown()
