@@ -7,8 +7,10 @@ No sockets, no asyncio, no clock. Layout:
 * ``api_keys``    — ``ApiKey``, ``SUPPORTED_VERSIONS``, flexible/header versions.
 * ``errors``      — ``ErrorCode`` and the exceptions this package raises.
 * ``primitives``  — bounds-checked reader and writers for Kafka's wire types.
-* ``messages/``   — hand-written Produce, Fetch, ListOffsets (records as views).
+* ``messages/``   — hand-written Produce, Fetch, ListOffsets, ShareFetch responses (records as views).
 * ``schema_codec``— every other API through kafka-python 3's schema classes.
+* ``schemas/``    — Kafka 4.2's JSON for the group APIs kafka-python lacks (KIP-848, KIP-932).
+* ``features``    — ApiVersions feature fields (``group.version``, ``share.version``) as Kafka reports them.
 * ``codec``       — ``decode_request`` / ``encode_response`` (the broker's seam).
 """
 

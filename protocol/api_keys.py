@@ -16,7 +16,9 @@ ApiVersions request of an unknown version must still be answered).
 ``SUPPORTED_VERSIONS`` lists exactly the (min, max) versions this package decodes
 requests and encodes responses for, each verified byte for byte against
 kafka-python 3 (new schema classes and/or ``kafka.protocol.old``) in
-``tests/unit/protocol``. The broker advertises these intersected with its handlers.
+``tests/unit/protocol``, the Kafka 4 group APIs against bytes written by hand from
+Kafka's JSON and against requests captured from confluent-kafka. The broker advertises
+these intersected with its handlers (an API without a handler is not advertised).
 """
 
 from __future__ import annotations
@@ -144,8 +146,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (0, 12),
     ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (0, 9),
-    ApiKey.OFFSET_FETCH: (0, 9),
+    # v10 names topics by id (Kafka 4.2, KIP-848)
+    ApiKey.OFFSET_COMMIT: (0, 10),
+    ApiKey.OFFSET_FETCH: (0, 10),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -183,6 +186,18 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # Kafka 4 group protocols, as Kafka 4.2 serves them (Kafka's JSON in protocol/schemas).
+    # Consumer groups (KIP-848):
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # Share groups (KIP-932); v0 of 76-79 was Kafka 4.0's early access, removed in 4.1:
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 

@@ -1,8 +1,10 @@
 """The seam the broker calls: ``decode_request`` and ``encode_response``.
 
-Routing: Produce, Fetch and ListOffsets go to the hand-written codecs in
-``protocol.messages`` (records stay memoryviews / payload objects, no copies);
-every other API goes through ``protocol.schema_codec`` (kafka-python 3 schemas).
+Routing: Produce, Fetch, ListOffsets and ShareFetch go to the hand-written codecs in
+``protocol.messages`` (records stay memoryviews / payload objects, no copies; ShareFetch
+requests are decoded by the schema codec, its responses written by hand); every other
+API goes through ``protocol.schema_codec`` (kafka-python 3 schemas, plus Kafka 4.2's JSON
+for the group APIs kafka-python lacks).
 
 ``decode_request(header, frame)``: checks the key (``UnknownApiKeyError``) and
 version (``UnsupportedVersionError``) against ``SUPPORTED_VERSIONS``, then decodes
@@ -11,7 +13,7 @@ other exception type escapes (fuzzed in tests/property/test_protocol_fuzz.py).
 
 ``encode_response(header, response)``: the whole frame as a list of buffers —
 int32 size prefix, response header (v0, or v1 for flexible versions; ApiVersions
-always v0), body. Only a Fetch response can contain more than one element: record
+always v0), body. Only a Fetch or ShareFetch response can contain more than one element: record
 payload objects (anything with an integer ``size``, e.g. a storage file slice) are
 placed in the list as they are, for the connection to ``sendfile``.
 """

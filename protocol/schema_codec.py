@@ -4,7 +4,10 @@ This is the only module that imports ``kafka.protocol`` (tests/unit/test_layerin
 checks it), so replacing kafka-python later touches one file.
 
 kafka-python 3 ships Apache Kafka 4.x JSON message schemas and generates a flat
-encode/decode function per (struct, version) from them. ``ApiMessageData`` lowers
+encode/decode function per (struct, version) from them. The Kafka 4 group APIs it lacks
+(ConsumerGroupHeartbeat/Describe, the share-group APIs 76–79 and 90–92) are Kafka 4.2's
+JSON in ``protocol/schemas``, loaded through the same machinery (``ApiMessage`` with
+``load_json=``), so they decode and encode exactly like the bundled ones. ``ApiMessageData`` lowers
 every schema's minimum version to 0, and the 4.x JSON still describes most fields
 that older versions had, so versions below the 4.x ``validVersions`` encode as long
 as their fields are in the JSON; each version listed in
@@ -23,7 +26,8 @@ their schema default.
 
 Encoding (``encode_response_body``): the broker passes a nested ``dict`` with the
 response schema's snake_case names (or a kafka-python object). Fields the version
-lacks are dropped, missing fields take the schema default, and a name the schema
+lacks are dropped, missing fields take the schema default (a missing nullable struct,
+such as ConsumerGroupHeartbeat's ``assignment``, is null), and a name the schema
 does not have at all raises ``ValueError`` (a broker bug, never silently dropped).
 Tagged fields equal to their default (a struct equal to its default-constructed
 value included) are omitted, as Apache Kafka's generated serializers do:
@@ -103,6 +107,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.data_container import DataContainer
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -144,10 +149,33 @@ from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 from kafka.protocol.schemas.fields.codecs.types import UUID as _UUIDCodec
 from kafka.protocol.schemas.fields.codecs.types import BitField as _BitFieldCodec
 
+from . import schemas as _kafka4_schemas
 from .api_keys import ApiKey
 from .errors import ErrorCode, ProtocolError
 
 _SIZE = struct.Struct(">i")
+
+
+# Kafka 4.2 messages kafka-python 3.0.12 does not ship: Kafka's JSON from protocol/schemas.
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareGroupDescribeRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareGroupDescribeResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareFetchRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareFetchResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareAcknowledgeRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class ShareAcknowledgeResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_kafka4_schemas): pass  # noqa: E701
+
 
 #: API key → (request class, response class). Produce/Fetch/ListOffsets are here only
 #: as test oracles and for ``encode_request``/``decode_response``; the broker's path
@@ -194,6 +222,15 @@ SCHEMA_CLASSES: dict[int, tuple[type, type]] = {
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    ApiKey.SHARE_GROUP_DESCRIBE: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    ApiKey.SHARE_FETCH: (ShareFetchRequest, ShareFetchResponse),
+    ApiKey.SHARE_ACKNOWLEDGE: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse),
 }
 
 #: Exceptions kafka-python's generated decoders raise on malformed input.
@@ -343,7 +380,7 @@ def _build(struct_field, make, value, api_version: int, path: str):
         item = value.get(name, _MISSING)
         if item is _MISSING:
             if field.is_struct() and not field.is_struct_array() and not field.tagged_field_q(api_version):
-                item = {}
+                item = None if field.nullable_for_version_q(api_version) else {}
             else:
                 continue
         if field.is_struct_array():

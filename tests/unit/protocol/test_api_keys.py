@@ -65,7 +65,7 @@ def test_header_versions():
 #: What this package promises (the brief's list; Produce/Fetch/ListOffsets hand-written).
 EXPECTED = {
     "PRODUCE": (0, 9), "FETCH": (0, 12), "LIST_OFFSETS": (0, 9), "METADATA": (0, 12),
-    "OFFSET_COMMIT": (0, 9), "OFFSET_FETCH": (0, 9), "FIND_COORDINATOR": (0, 6), "JOIN_GROUP": (0, 9),
+    "OFFSET_COMMIT": (0, 10), "OFFSET_FETCH": (0, 10), "FIND_COORDINATOR": (0, 6), "JOIN_GROUP": (0, 9),
     "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 5), "SYNC_GROUP": (0, 5), "DESCRIBE_GROUPS": (0, 5),
     "LIST_GROUPS": (0, 5), "SASL_HANDSHAKE": (0, 1), "API_VERSIONS": (0, 3), "CREATE_TOPICS": (0, 7),
     "DELETE_TOPICS": (0, 6), "DELETE_RECORDS": (0, 2), "INIT_PRODUCER_ID": (0, 4),
@@ -77,6 +77,10 @@ EXPECTED = {
     "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3), "END_TXN": (0, 3),
     "TXN_OFFSET_COMMIT": (0, 3), "DESCRIBE_PRODUCERS": (0, 0), "DESCRIBE_TRANSACTIONS": (0, 0),
     "LIST_TRANSACTIONS": (0, 1),
+    # Kafka 4 group protocols (KIP-848, KIP-932), as Kafka 4.2 serves them
+    "CONSUMER_GROUP_HEARTBEAT": (0, 1), "CONSUMER_GROUP_DESCRIBE": (0, 1), "SHARE_GROUP_HEARTBEAT": (1, 1),
+    "SHARE_GROUP_DESCRIBE": (1, 1), "SHARE_FETCH": (1, 2), "SHARE_ACKNOWLEDGE": (1, 2),
+    "DESCRIBE_SHARE_GROUP_OFFSETS": (0, 1), "ALTER_SHARE_GROUP_OFFSETS": (0, 0), "DELETE_SHARE_GROUP_OFFSETS": (0, 0),
 }
 
 
