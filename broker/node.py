@@ -10,8 +10,10 @@ parameters (nothing reaches back into the :class:`Broker` for its collaborators)
    the credential store alone (the SCRAM admin APIs use it);
 2. ``Authorizer`` when ``authorizer.class.name`` is set;
 3. ``ProducerIdManager(data dir)``: producer id blocks (InitProducerId);
-4. ``GroupCoordinator(config, logs, now_ms)``: membership, and its offset manager
-   (``GroupMetadataManager``) over ``__consumer_offsets`` (loaded by ``start()``);
+4. ``GroupConfigStore`` (:mod:`broker.group_configs`): the groups' own keys (the GROUP config
+   resource), read from the first data directory; ``GroupCoordinator(config, logs, now_ms)``:
+   membership, and its offset manager (``GroupMetadataManager``) over ``__consumer_offsets``
+   (loaded by ``start()``);
 5. ``ReplicaManager(config, logs, purgatory, metrics, now_ms, groups)``: the data
    plane (the group coordinator is the consumed-retention input);
 6. ``TransactionCoordinator`` (:mod:`broker.txn`): ``__transaction_state`` over the logs, markers
@@ -41,6 +43,7 @@ from sundial.storage import LogManager
 
 from .authorizer import Authorizer
 from .dispatch import Dispatcher
+from .group_configs import GroupConfigStore
 from .groups.coordinator import GroupCoordinator
 from .log_cleaner import LogCleanerService
 from .metrics import BrokerMetrics
@@ -71,7 +74,8 @@ class Broker:
 
     def __init__(self, config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id: str, advertised: dict,
                  logs: LogManager, metrics: BrokerMetrics, purgatory: FetchPurgatory, dispatcher: Dispatcher,
-                 producer_ids: ProducerIdManager, groups: GroupCoordinator, replica_manager: ReplicaManager,
+                 producer_ids: ProducerIdManager, group_configs: GroupConfigStore, groups: GroupCoordinator,
+                 replica_manager: ReplicaManager,
                  transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
                  cleaner: LogCleanerService | None) -> None:
         self.config = config
@@ -84,6 +88,7 @@ class Broker:
         self.purgatory = purgatory
         self.dispatcher = dispatcher
         self.producer_ids = producer_ids
+        self.group_configs = group_configs
         self.groups = groups
         self.replica_manager = replica_manager
         self.transactions = transactions
@@ -120,7 +125,8 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
                                       or os.path.join(data_dir, "credentials.json"))
     authorizer = Authorizer.from_config(config, data_dir) if config["authorizer.class.name"] else None
     producer_ids = ProducerIdManager(data_dir)
-    groups = GroupCoordinator(config, logs, now_ms=now_ms)
+    group_configs = GroupConfigStore.open(data_dir, config.group_coordinator)
+    groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
                                      groups=groups)
     transactions = build_transaction_coordinator(config, logs=logs, replica_manager=replica_manager, groups=groups,
@@ -128,6 +134,7 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
         if config.cleaner.enable else None
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
-                  purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids, groups=groups,
+                  purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
+                  group_configs=group_configs, groups=groups,
                   replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
                   authorizer=authorizer, cleaner=cleaner)

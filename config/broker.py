@@ -31,6 +31,7 @@ from .defs import (
     one_of,
     os_default_or_at_least,
 )
+from .group_coordinator import GROUP_COORDINATOR_CONFIGS, GroupCoordinatorConfig
 from .topic import (
     TOPIC_CONFIGS,
     ConfigEntry,
@@ -179,6 +180,11 @@ _def(ConfigDef("offset.metadata.max.bytes", I, 4096, "Largest metadata string st
 _def(ConfigDef("sundial.offsets.snapshot.min.records", I, 10_000,
                "Records in __consumer_offsets before the live state is re-appended and older records dropped.",
                at_least(1)))
+# --- group protocols: group.consumer.*, group.share.*, group.streams.* (config/group_coordinator.py) --------
+for _group_def in GROUP_COORDINATOR_CONFIGS:
+    _def(_group_def)
+del _group_def
+
 _def(ConfigDef("producer.id.expiration.ms", I, 86_400_000,
                "Forget an idempotent producer's state after this long without appends.", at_least(1)))
 
@@ -273,7 +279,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "process.roles", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "controller.listener.names", "inter.broker.listener.name",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "num.network.threads", "num.io.threads", "group.coordinator.rebalance.protocols",
+    "transaction.state.log.min.isr", "num.network.threads", "num.io.threads",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "inter.broker.protocol.version", "num.replica.fetchers", "metadata.log.dir",
 })
@@ -381,6 +387,8 @@ class BrokerConfig:
 
     def _check(self) -> None:
         self._check_advertised(self.listeners, self.advertised_listeners)
+        #: The group protocols' settings, typed (Kafka's cross-setting checks run here).
+        self.group_coordinator = GroupCoordinatorConfig.from_values(self.values)
         threads = self.values["log.cleaner.threads"]
         if threads < 1 or self.values["log.cleaner.dedupe.buffer.size"] // threads <= 1024 * 1024:
             # Kafka KafkaConfig: require(dedupeBufferSize / threads > 1 MiB)

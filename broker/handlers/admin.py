@@ -1,5 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-AlterConfigs, IncrementalAlterConfigs and DeleteRecords.
+AlterConfigs, IncrementalAlterConfigs and DeleteRecords; the config APIs also serve the GROUP
+config resource (type 32, a group's own keys: :mod:`config.group`, stored by
+:class:`~broker.group_configs.GroupConfigStore`).
 
 Each topic or resource in a request succeeds or fails on its own, with Kafka's error
 codes: TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR
@@ -11,8 +13,9 @@ high watermark. ``validate_only`` runs every check and changes nothing.
 With an authorizer each topic or resource is checked as Kafka's ``KafkaApis`` does:
 CreateTopics needs CREATE on the cluster or the topic, DeleteTopics and
 DeleteRecords DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and
-(Incremental)AlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED, 29)
-or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED, 31).
+(Incremental)AlterConfigs ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED, 29),
+on the group for group resources (GROUP_AUTHORIZATION_FAILED, 30) or on the cluster for
+broker resources (CLUSTER_AUTHORIZATION_FAILED, 31).
 
 A topic may have at most ``MAX_PARTITIONS_PER_TOPIC`` partitions (INVALID_PARTITIONS
 beyond): creating one directory per partition on the event loop, a request for 2^31
@@ -22,6 +25,14 @@ Topic configs are persisted with the topic (overrides only); DescribeConfigs rep
 every topic key with its effective value and its source (topic override, broker
 setting, or default), with synonyms from v1. Broker settings are static (read from
 ``server.properties``); altering them is refused with INVALID_REQUEST.
+
+Before any resource of an (Incremental)AlterConfigs request is applied, Kafka's preprocessing
+refuses with INVALID_REQUEST a resource named twice (both entries), a key given twice in one
+resource, and a null value (other than with DELETE). DescribeConfigs with a null or empty
+list of keys describes every key. Group resources answer as Kafka 4.2: every key with its
+value and source (DYNAMIC_GROUP_CONFIG or DEFAULT_CONFIG), Kafka's INVALID_CONFIG messages,
+SET and DELETE only (APPEND/SUBTRACT: INVALID_CONFIG, no group key is a list); see
+docs/groups.md.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ logger = structlog.get_logger(__name__)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 MAX_PARTITIONS_PER_TOPIC = 10_000
@@ -138,6 +150,7 @@ async def handle_delete_topics(ctx, request):
             broker.replica_manager.forget_topic(name)
             if broker.groups is not None:
                 broker.groups.remove_offsets_of_topic(name)  # as Kafka: no stale commits for a new namesake
+                broker.groups.topics_changed()
             for p in range(meta.partitions):
                 broker.purgatory.notify(name, p)
             logger.info("topic_deleted", topic=name)
@@ -171,6 +184,8 @@ async def handle_create_partitions(ctx, request):
         elif not request.validate_only:
             logs.create_partitions(t.name, t.count)
             logger.info("partitions_created", topic=t.name, partitions=t.count)
+            if broker.groups is not None:
+                broker.groups.topics_changed()
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -221,6 +236,13 @@ async def handle_describe_configs(ctx, request):
             rows = broker.config.describe(include_synonyms=True)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             rows = []
+        elif res.resource_type == RESOURCE_GROUP:
+            if not res.resource_name:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                entry["error_message"] = "Group name must not be empty"
+                results.append(entry)
+                continue
+            rows = broker.group_configs.describe(res.resource_name)
         else:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
             entry["error_message"] = f"resource type {res.resource_type} is not supported"
@@ -229,7 +251,7 @@ async def handle_describe_configs(ctx, request):
             results.append(entry)
             continue
         keys = res.configuration_keys
-        if keys is not None:
+        if keys:   # Kafka: null or empty means every key
             wanted = set(keys)
             rows = [r for r in rows if r.name in wanted]
         entry["configs"] = [_config_row(r, version=ctx.api_version, include_synonyms=include_synonyms,
@@ -253,6 +275,9 @@ def _config_access_denied(ctx, res, operation):
     elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
         if not is_authorized(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+    elif res.resource_type == RESOURCE_GROUP:
+        if not is_authorized(ctx, operation, ResourceType.GROUP, res.resource_name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
     return None
 
 
@@ -267,13 +292,45 @@ def _apply_topic_overrides(broker, name: str, overrides: dict[str, str], validat
         logger.info("topic_config_altered", topic=name, configs=overrides)
 
 
-def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None) -> dict:
+def _preprocess(resources) -> dict[int, tuple[ErrorCode, str]]:
+    """Kafka's ``ConfigAdminManager.preprocess``: refusals decided before any resource is applied,
+    by position in the request."""
+    refused: dict[int, tuple[ErrorCode, str]] = {}
+    first: dict[tuple[int, str], int] = {}
+    for i, res in enumerate(resources):
+        where = first.setdefault((res.resource_type, res.resource_name), i)
+        if where != i:
+            refused[where] = refused[i] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+    for i, res in enumerate(resources):
+        if i in refused:
+            continue
+        names = [c.name for c in res.configs]
+        if len(set(names)) != len(names):
+            refused[i] = (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        nulls = [c.name for c in res.configs
+                 if c.value is None and getattr(c, "config_operation", OP_SET) != OP_DELETE]
+        if nulls:
+            refused[i] = (ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    return refused
+
+
+async def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None, refusal=None) -> dict:
     entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": res.resource_type,
              "resource_name": res.resource_name}
-    denied = _config_access_denied(ctx, res, AclOperation.ALTER_CONFIGS) if ctx is not None else None
+    denied = refusal or (_config_access_denied(ctx, res, AclOperation.ALTER_CONFIGS) if ctx is not None else None)
     if denied is not None:
         entry["error_code"], entry["error_message"] = denied
-        return entry
+    else:
+        await _apply_alter(broker, res, new_overrides_fn, validate_only, ctx, entry)
+    if res.resource_type == RESOURCE_GROUP and entry["error_code"] != ErrorCode.NONE:
+        logger.info("group_config_refused", group=res.resource_name, error=ErrorCode(entry["error_code"]).name,
+                    reason=entry["error_message"], client_id=getattr(ctx, "client_id", None))
+    return entry
+
+
+async def _apply_alter(broker, res, new_overrides_fn, validate_only: bool, ctx, entry: dict) -> None:
+    """Apply one resource's change (or only check it), recording a refusal in ``entry``."""
     try:
         if res.resource_type == RESOURCE_TOPIC:
             meta = broker.logs.topic(res.resource_name)
@@ -282,6 +339,15 @@ def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None
                                  f"topic '{res.resource_name}' does not exist")
             overrides = new_overrides_fn(dict(meta.overrides))
             _apply_topic_overrides(broker, res.resource_name, overrides, validate_only)
+        elif res.resource_type == RESOURCE_GROUP:
+            if not res.resource_name:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+            try:
+                await broker.group_configs.alter(res.resource_name, new_overrides_fn, validate_only=validate_only)
+            except OSError as exc:   # the store could not be written: the change was not made
+                logger.error("group_config_store_failed", group=res.resource_name, error=str(exc))
+                raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"cannot store the group configs: {exc.strerror or exc}") from None
         elif res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
             reason = "broker settings are static in Sundial: edit server.properties and restart"
             if ctx is not None:
@@ -299,56 +365,85 @@ def _alter_resource(broker, res, new_overrides_fn, validate_only: bool, ctx=None
         entry["error_message"] = exc.message
     except ConfigError as exc:
         entry["error_code"] = ErrorCode.INVALID_CONFIG
-        entry["error_message"] = str(exc)
-    return entry
+        # group messages are Kafka's own sentences (they name the key); topic ones are "key: reason"
+        entry["error_message"] = exc.message if res.resource_type == RESOURCE_GROUP else str(exc)
 
 
 async def handle_alter_configs(ctx, request):
     broker = ctx.broker
+    refused = _preprocess(request.resources)
     responses = []
-    for res in request.resources:
+    for i, res in enumerate(request.resources):
         def replace(_old, res=res):
             return {c.name: c.value for c in res.configs if c.value is not None}
 
-        responses.append(_alter_resource(broker, res, replace, bool(request.validate_only), ctx))
+        responses.append(await _alter_resource(broker, res, replace, bool(request.validate_only), ctx,
+                                               refused.get(i)))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _group_incremental(res):
+    """IncrementalAlterConfigs on a group: SET and DELETE (DELETE of an unset key changes nothing);
+    no group key is a list, so APPEND and SUBTRACT are refused as Kafka refuses them."""
+    def change(old: dict) -> dict:
+        new = dict(old)
+        for c in res.configs:
+            op = c.config_operation
+            if op == OP_SET:
+                new[c.name] = c.value
+            elif op == OP_DELETE:
+                new.pop(c.name, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                verb = "APPEND" if op == OP_APPEND else "SUBTRACT"
+                raise ConfigError(c.name, f"Can't {verb} to key {c.name} because its type is not LIST.")
+            else:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}")
+        return new
+
+    return change
+
+
+def _topic_incremental(res):
+    def incremental(old: dict):
+        new = dict(old)
+        for c in res.configs:
+            d = TOPIC_CONFIGS.get(c.name)
+            if d is None:
+                raise ConfigError(c.name, "unknown topic config name")
+            name = d.name
+            op = c.config_operation
+            if op == OP_SET:
+                new[name] = c.value
+            elif op == OP_DELETE:
+                new.pop(name, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if d.type.value != "LIST":
+                    raise ConfigError(name, "APPEND and SUBTRACT apply to list settings only")
+                current = new.get(name)
+                items = [x.strip() for x in (current or ",".join(d.default or ())).split(",") if x.strip()]
+                for v in (c.value or "").split(","):
+                    v = v.strip()
+                    if not v:
+                        continue
+                    if op == OP_APPEND and v not in items:
+                        items.append(v)
+                    elif op == OP_SUBTRACT and v in items:
+                        items.remove(v)
+                new[name] = ",".join(items)
+            else:
+                raise ConfigError(name, f"unknown config operation {op}")
+        return {k: v for k, v in new.items() if v is not None}
+
+    return incremental
 
 
 async def handle_incremental_alter_configs(ctx, request):
     broker = ctx.broker
+    refused = _preprocess(request.resources)
     responses = []
-    for res in request.resources:
-        def incremental(old: dict, res=res):
-            new = dict(old)
-            for c in res.configs:
-                d = TOPIC_CONFIGS.get(c.name)
-                if d is None:
-                    raise ConfigError(c.name, "unknown topic config name")
-                name = d.name
-                op = c.config_operation
-                if op == OP_SET:
-                    new[name] = c.value
-                elif op == OP_DELETE:
-                    new.pop(name, None)
-                elif op in (OP_APPEND, OP_SUBTRACT):
-                    if d.type.value != "LIST":
-                        raise ConfigError(name, "APPEND and SUBTRACT apply to list settings only")
-                    current = new.get(name)
-                    items = [x.strip() for x in (current or ",".join(d.default or ())).split(",") if x.strip()]
-                    for v in (c.value or "").split(","):
-                        v = v.strip()
-                        if not v:
-                            continue
-                        if op == OP_APPEND and v not in items:
-                            items.append(v)
-                        elif op == OP_SUBTRACT and v in items:
-                            items.remove(v)
-                    new[name] = ",".join(items)
-                else:
-                    raise ConfigError(name, f"unknown config operation {op}")
-            return {k: v for k, v in new.items() if v is not None}
-
-        responses.append(_alter_resource(broker, res, incremental, bool(request.validate_only), ctx))
+    for i, res in enumerate(request.resources):
+        change = _group_incremental(res) if res.resource_type == RESOURCE_GROUP else _topic_incremental(res)
+        responses.append(await _alter_resource(broker, res, change, bool(request.validate_only), ctx, refused.get(i)))
     return {"throttle_time_ms": 0, "responses": responses}
 
 

@@ -61,7 +61,7 @@ def test_config_resource_types_sundial_does_not_handle(node):
     s = connect_raw(node.host, node.port)
     for i in range(3):
         described = _ask(s, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
-            {"resource_type": 32, "resource_name": "some-group", "configuration_keys": None}],
+            {"resource_type": 16, "resource_name": "some-subscription", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False}, "cfg-client", i)
         assert described.results[0].error_code == 42
         altered = _ask(s, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
@@ -73,7 +73,7 @@ def test_config_resource_types_sundial_does_not_handle(node):
     lines = wait_until(lambda: (lambda e: e if len(e) == 2 else None)(
         _events(node, "request_refused", client_id="cfg-client")), 30, "two refusal lines")
     assert {e["kind"]: e["reason"] for e in lines} == {
-        "config_resource:DESCRIBE_CONFIGS:32": "resource type 32 is not supported",
+        "config_resource:DESCRIBE_CONFIGS:16": "resource type 16 is not supported",
         "alter_broker_config": "broker settings are static in Sundial: edit server.properties and restart"}
 
 
