@@ -25,8 +25,8 @@ from typing import Any, Awaitable, Callable
 from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from sundial.protocol.schema_codec import encode_api_versions_fallback
 
-from .handlers import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer, sasl, \
-    security_admin, transactions
+from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
+    producer, sasl, security_admin, transactions
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -75,6 +75,9 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.LIST_GROUPS, groups.handle_list_groups),
     Route(ApiKey.DESCRIBE_GROUPS, groups.handle_describe_groups),
     Route(ApiKey.DELETE_GROUPS, groups.handle_delete_groups),
+    # Kafka 4's consumer group protocol (KIP-848)
+    Route(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_groups.handle_consumer_group_heartbeat),
+    Route(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe),
     # Security
     Route(ApiKey.SASL_HANDSHAKE, sasl.handle_sasl_handshake),
     Route(ApiKey.SASL_AUTHENTICATE, sasl.handle_sasl_authenticate),

@@ -86,6 +86,8 @@ def create_topic(broker, name: str, num_partitions: int, replication_factor: int
     meta = logs.create_topic(name, num_partitions, overrides)
     logger.info("topic_created", topic=name, topic_id=str(uuid.UUID(bytes=bytes(meta.topic_id))),
                 partitions=num_partitions, configs=overrides, via=via, client_id=client_id)
+    if getattr(broker, "groups", None) is not None:
+        broker.groups.topics_changed()     # consumer groups' regexes and subscriptions
     return CreatedTopic(name, meta.topic_id, num_partitions, 1)
 
 

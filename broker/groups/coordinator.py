@@ -29,6 +29,7 @@ import asyncio
 import heapq
 import itertools
 import time
+import uuid
 from typing import Callable, Iterable
 
 import structlog
@@ -38,8 +39,12 @@ from sundial.records.timestamps import wall_clock_ms
 
 import sundial.storage.errors as se
 
+from .consumer_groups import GROUP_TYPE_CONSUMER, ConsumerGroups
 from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
 from .lag import LagRow
+from .modern.errors import GroupError
+from .modern.requests import HeartbeatRequest, HeartbeatResult
+from .modern.settings import ConsumerGroupSettings
 from .offset_manager import CommitRequest, ConsumedUpto, FetchedOffset, GroupMetadataManager, storage_error_code
 from .offsets import OFFSETS_TOPIC, OffsetStore
 from .schema import GroupValue, MemberRecord
@@ -57,11 +62,16 @@ class GroupCoordinator:
     open over ``__consumer_offsets``); ``topic_partitions`` answers a topic's partition
     count (default: from ``logs``); ``now_ms`` is the clock; ``run_timers=False`` leaves
     the timer and expiry tasks out (tests call :meth:`fire_timers`).
+
+    The consumer-protocol groups (KIP-848) are :attr:`consumer`; a group id names one group of
+    either type. ``group_configs`` gives their per-group settings (the GROUP config resource);
+    ``topic_view`` names each topic's id and partition count (default: from ``logs``).
     """
 
     def __init__(self, config, logs, *, now_ms: Callable[[], int] = wall_clock_ms, store: OffsetStore | None = None,
                  run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
-                 topic_partitions: Callable[[str], int | None] | None = None) -> None:
+                 topic_partitions: Callable[[str], int | None] | None = None, group_configs=None,
+                 topic_view: Callable[[], dict] | None = None) -> None:
         self.now_ms = now_ms
         self.settings = GroupSettings(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -82,6 +92,15 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._membership_version = 0
+        consumer = config.group_coordinator.consumer
+        self._consumer_defaults = (consumer.session_timeout_ms, consumer.heartbeat_interval_ms)
+        self._group_configs = group_configs
+        self._logs = logs
+        self.consumer = ConsumerGroups(
+            ConsumerGroupSettings(max_size=consumer.max_size, assignors=tuple(consumer.assignors),
+                                  regex_refresh_interval_ms=consumer.regex_refresh_interval_ms),
+            self.offsets, topics=topic_view or self._topic_view, group_settings=self._consumer_group_settings,
+            is_classic_group=self._is_live_classic_group, now_ms=now_ms)
 
     @property
     def store(self) -> OffsetStore:
@@ -94,8 +113,10 @@ class GroupCoordinator:
         self.loading = True
         now = self.now_ms()
         t0 = time.monotonic()
+        self.store.replay_modern = self.consumer.replay
         self.offsets.load()
         self._rebuild_groups(now)
+        self.consumer.loaded()
         self.loading = False
         self.active = True
         logger.info("group_coordinator_started", groups=len(self.groups),
@@ -104,6 +125,7 @@ class GroupCoordinator:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._timer_loop(), name="group-timers"))
             self._tasks.append(loop.create_task(self._expiry_loop(), name="offsets-expiry"))
+            self.consumer.start_timers()
 
     def _rebuild_groups(self, now: int) -> None:
         self.groups.clear()
@@ -116,7 +138,7 @@ class GroupCoordinator:
             self.groups[group_id] = group
             self._schedule(group)
         for group_id in self.store.offsets:
-            if group_id not in self.groups:
+            if group_id not in self.groups and not self.consumer.is_consumer_group(group_id):
                 group = self._make_group(group_id, now)
                 group.state_timestamp_ms = None
                 self.groups[group_id] = group
@@ -138,10 +160,26 @@ class GroupCoordinator:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.consumer.stop()
         await self.offsets.drain(timeout_s=5)
         logger.info("group_coordinator_stopped", groups=len(self.groups))
 
     # -- plumbing -------------------------------------------------------------------------------
+    def _topic_view(self) -> dict:
+        if self._logs is None:
+            return {}
+        return {t.name: (uuid.UUID(bytes=bytes(t.topic_id)), t.partitions) for t in self._logs.topics()}
+
+    def _consumer_group_settings(self, group_id: str) -> tuple[int, int]:
+        if self._group_configs is None:
+            return self._consumer_defaults
+        return (self._group_configs.consumer_session_timeout_ms(group_id),
+                self._group_configs.consumer_heartbeat_interval_ms(group_id))
+
+    def _is_live_classic_group(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and group.state not in (EMPTY, DEAD)
+
     def _make_group(self, group_id: str, now: int) -> Group:
         return Group(group_id, now, self.settings, new_member_id=self._new_member_id)
 
@@ -266,6 +304,10 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return JoinReply(None, error, member_id=member_id)
+        if self.consumer.is_consumer_group(group_id):
+            error = await self._drop_empty_consumer_group(group_id)
+            if error:
+                return JoinReply(None, error, member_id=member_id)
         group = self.groups.get(group_id)
         now = self.now_ms()
         if group is None:
@@ -332,10 +374,50 @@ class GroupCoordinator:
         self._apply(group, effects)
         return top, errors
 
+    # -- ConsumerGroupHeartbeat (KIP-848) ------------------------------------------------------------
+    async def consumer_heartbeat(self, request: HeartbeatRequest, *, client_id: str,
+                                 client_host: str) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; raises :class:`GroupError` to refuse it. An empty classic group
+        (or one that only holds committed offsets) becomes a consumer group on the first join, as
+        in Kafka (``maybeDeleteEmptyClassicGroup``); its offsets stay."""
+        error = self._coordinator_error()
+        if error:
+            raise GroupError(error)
+        group = self.groups.get(request.group_id)
+        if group is not None and group.state in (EMPTY, DEAD) and request.member_epoch == 0:
+            now = self.now_ms()
+            last = None
+            if request.group_id in self.store.group_values:
+                last = self.store.delete_group_metadata(request.group_id, now)
+            group.mark_dead(now)
+            del self.groups[request.group_id]
+            logger.info("classic_group_converted", group=request.group_id, to=GROUP_TYPE_CONSUMER)
+            await self.offsets.durable(last)
+        return await self.consumer.heartbeat(request, client_id=client_id, client_host=client_host)
+
+    def consumer_describe(self, group_id: str):
+        """ConsumerGroupDescribe of one group; raises :class:`GroupError` (GROUP_ID_NOT_FOUND ...)."""
+        error = self._coordinator_error()
+        if error:
+            raise GroupError(error)
+        return self.consumer.describe(group_id)
+
+    async def _drop_empty_consumer_group(self, group_id: str) -> ErrorCode:
+        """A classic JoinGroup names a consumer group: an empty one is deleted (its offsets stay)
+        and the id becomes a classic group; one with members is refused, as Kafka refuses it when
+        the group may not take classic members (online migration is not served)."""
+        if not self.consumer.is_empty(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        try:
+            await self.consumer.delete_group(group_id)
+        except GroupError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
     # -- offsets ---------------------------------------------------------------------------------
     async def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: list[CommitRequest], retention_time_ms: int = -1
-                             ) -> list[ErrorCode]:
+                             generation_id: int, offsets: list[CommitRequest], retention_time_ms: int = -1,
+                             api_version: int = 9) -> list[ErrorCode]:
         """OffsetCommit: one error per entry of ``offsets``, answered once the commit is durable."""
         member_id = member_id or ""
         if not self._valid_group_id(group_id, allow_empty=True):
@@ -343,8 +425,14 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return [error] * len(offsets)
-        group = self.groups.get(group_id)
         now = self.now_ms()
+        if self.consumer.is_consumer_group(group_id):
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id,
+                                                         instance_id=group_instance_id, api_version=api_version)
+            if error:
+                return [error] * len(offsets)
+            return await self.offsets.store_offsets(group_id, offsets, retention_time_ms, now)
+        group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 return [ErrorCode.ILLEGAL_GENERATION] * len(offsets)
@@ -368,6 +456,13 @@ class GroupCoordinator:
         if error:
             return [error] * len(offsets)
         now = self.now_ms()
+        if self.consumer.is_consumer_group(group_id):
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id,
+                                                         instance_id=group_instance_id, transactional=True)
+            if error:
+                return [error] * len(offsets)
+            return await self.offsets.store_offsets(group_id, offsets, -1, now,
+                                                    producer=(producer_id, producer_epoch))
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = self._make_group(group_id, now)
@@ -390,11 +485,15 @@ class GroupCoordinator:
         self.offsets.complete_txn(producer_id, commit)
 
     def fetch_offsets(self, *, group_id: str, partitions: list[tuple[str, int]] | None,
-                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """OffsetFetch: ``partitions=None`` means every committed partition of the group."""
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """OffsetFetch: ``partitions=None`` means every committed partition of the group; a
+        consumer-protocol member (v9+) names itself and its epoch, which must be current."""
         if not self._valid_group_id(group_id, allow_empty=True):
             return ErrorCode.INVALID_GROUP_ID, []
         error = self._coordinator_error()
+        if not error and self.consumer.is_consumer_group(group_id) and (member_id is not None or member_epoch >= 0):
+            error = self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
         if error:
             return error, [FetchedOffset(t, p, None) for t, p in (partitions or [])]
         return ErrorCode.NONE, self.offsets.fetch_offsets(group_id, partitions, require_stable)
@@ -437,15 +536,19 @@ class GroupCoordinator:
 
     # -- groups ------------------------------------------------------------------------------------
     def describe_group(self, group_id: str | None) -> tuple[ErrorCode, dict]:
+        """DescribeGroups (the classic view): an unknown group, or a consumer-protocol one, is
+        GROUP_ID_NOT_FOUND with Kafka's message (v6 answers it; older versions a Dead group)."""
         dead = {"group_state": DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
         if not self._valid_group_id(group_id, allow_empty=True):
             return ErrorCode.INVALID_GROUP_ID, dead
         error = self._coordinator_error()
         if error:
             return error, dead
+        if self.consumer.is_consumer_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {**dead, "error_message": f"Group {group_id} is not a classic group."}
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE, dead
+            return ErrorCode.GROUP_ID_NOT_FOUND, {**dead, "error_message": f"Group {group_id} not found."}
         return ErrorCode.NONE, group.describe()
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
@@ -455,17 +558,19 @@ class GroupCoordinator:
             return error, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return ErrorCode.NONE, []
         rows = []
-        for group_id, group in sorted(self.groups.items()):
-            if group.state is DEAD:
-                continue
-            if wanted_states and group.state.value.lower() not in wanted_states:
-                continue
-            rows.append({"group_id": group_id, "protocol_type": group.protocol_type or "",
-                         "group_state": group.state.value, "group_type": GROUP_TYPE_CLASSIC})
-        return ErrorCode.NONE, rows
+        if not wanted_types or GROUP_TYPE_CLASSIC in wanted_types:
+            for group_id, group in self.groups.items():
+                if group.state is DEAD:
+                    continue
+                if wanted_states and group.state.value.lower() not in wanted_states:
+                    continue
+                rows.append({"group_id": group_id, "protocol_type": group.protocol_type or "",
+                             "group_state": group.state.value, "group_type": GROUP_TYPE_CLASSIC})
+        if not wanted_types or GROUP_TYPE_CONSUMER in wanted_types:
+            rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                      "group_type": g.group_type} for g in self.consumer.list_groups(wanted_states)]
+        return ErrorCode.NONE, sorted(rows, key=lambda r: r["group_id"])
 
     async def delete_groups(self, group_ids: list[str | None]) -> list[ErrorCode]:
         error = self._coordinator_error()
@@ -477,6 +582,9 @@ class GroupCoordinator:
         for group_id in group_ids:
             if not self._valid_group_id(group_id, allow_empty=True):
                 results.append(ErrorCode.INVALID_GROUP_ID)
+                continue
+            if self.consumer.is_consumer_group(group_id):
+                results.append(await self._delete_consumer_group(group_id, now))
                 continue
             group = self.groups.get(group_id)
             if group is None or group.state is DEAD:
@@ -501,6 +609,18 @@ class GroupCoordinator:
             except Exception as exc:
                 logger.error("group_delete_flush_failed", error=str(exc))
         return results
+
+    async def _delete_consumer_group(self, group_id: str, now: int) -> ErrorCode:
+        try:
+            await self.consumer.delete_group(group_id)
+            await self.offsets.durable(self.offsets.delete_group(group_id, now))
+        except GroupError as exc:
+            return exc.error_code
+        except Exception as exc:
+            logger.error("group_delete_failed", group=group_id, error=str(exc))
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        logger.info("group_deleted", group=group_id, group_type=GROUP_TYPE_CONSUMER)
+        return ErrorCode.NONE
 
     async def expire_offsets(self, now_ms: int | None = None) -> int:
         """One pass of Kafka's ``cleanupGroupMetadata``; returns how many offsets expired.
@@ -534,11 +654,20 @@ class GroupCoordinator:
         if not self.active:
             return ConsumedUpto(None, None)
         return self.offsets.consumed_upto(topic, partition, log_start_offset, self.groups,
-                                          self._membership_version)
+                                          (self._membership_version, self.consumer.version),
+                                          self.consumer.subscribed_groups)
 
     def lag(self, group_id: str, now_ms: int | None = None) -> list[LagRow]:
         """Per committed partition: committed offset, log end offset, offset lag and time lag."""
         return self.offsets.lag(group_id, now_ms)
 
     def group_ids(self) -> list[str]:
-        return sorted(self.groups)
+        return sorted(set(self.groups) | set(self.consumer.manager.group_ids()))
+
+    def topics_changed(self) -> None:
+        """A topic was created, deleted or given partitions (consumer groups re-resolve)."""
+        if self.active:
+            try:
+                self.consumer.topics_changed()
+            except GroupError:
+                pass  # logged by the consumer groups

@@ -315,7 +315,8 @@ class GroupMetadataManager:
 
     # -- consumed retention and lag -------------------------------------------------------------------
     def consumed_upto(self, topic: str, partition: int, log_start_offset: int,
-                      groups: Mapping[str, GroupMetadata], membership_version: int) -> ConsumedUpto:
+                      groups: Mapping[str, GroupMetadata], membership_version,
+                      consumer_subscriptions: Callable[[], Mapping[str, frozenset[str]]] = dict) -> ConsumedUpto:
         """Input of the two-level retention (seed 004, issue 4 item 3).
 
         The smallest committed offset over every group that has committed for this
@@ -325,10 +326,11 @@ class GroupMetadataManager:
         answer cannot be computed (a consumer group whose subscription cannot be read):
         the caller then skips consumed retention. ``membership_version`` changes
         whenever a group's membership may have: it keys the cached index with the
-        store's version.
+        store's version. ``consumer_subscriptions`` names the topics each consumer-protocol
+        group (KIP-848) consumes; such a group counts like a classic one with live members.
         """
         try:
-            holders = self._consumed_index(groups, membership_version)
+            holders = self._consumed_index(groups, membership_version, consumer_subscriptions)
         except _Unknown:
             return ConsumedUpto(None, None)
         best: tuple[int, str] | None = None
@@ -346,7 +348,8 @@ class GroupMetadataManager:
             return ConsumedUpto(None, None)
         return ConsumedUpto(best[0], best[1])
 
-    def _consumed_index(self, groups: Mapping[str, GroupMetadata], membership_version: int
+    def _consumed_index(self, groups: Mapping[str, GroupMetadata], membership_version,
+                        consumer_subscriptions: Callable[[], Mapping[str, frozenset[str]]] = dict
                         ) -> dict[str, list[str]]:
         """topic -> groups that committed on it or subscribe to it (cached until something changes)."""
         key = (self.store.version, membership_version)
@@ -365,6 +368,10 @@ class GroupMetadataManager:
             topics = group.subscribed_topics()
             if topics is None:
                 raise _Unknown(group_id)
+            for topic in topics:
+                by_topic.setdefault(topic, set()).add(group_id)
+                subscribers.setdefault(topic, set()).add(group_id)
+        for group_id, topics in consumer_subscriptions().items():
             for topic in topics:
                 by_topic.setdefault(topic, set()).add(group_id)
                 subscribers.setdefault(topic, set()).add(group_id)

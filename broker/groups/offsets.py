@@ -455,6 +455,13 @@ class OffsetStore:
         self.version += 1
         return last
 
+    def delete_group_metadata(self, group_id: str, now_ms: int) -> int:
+        """A tombstone for the group's classic metadata record only (its offsets stay)."""
+        last = self.log.append([(encode_group_key(group_id), None)], now_ms)
+        self.group_values.pop(group_id, None)
+        self.version += 1
+        return last
+
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int) -> int | None:
         """Tombstones for ``partitions`` of the group that have a committed offset."""
         group = self.offsets.get(group_id, {})

@@ -250,7 +250,7 @@ async def handle_offset_commit(ctx, request):
     else:
         errors = await coord.commit_offsets(group_id=request.group_id, member_id=member_id,
                                             group_instance_id=instance_id, generation_id=generation,
-                                            offsets=entries, retention_time_ms=retention_ms)
+                                            offsets=entries, retention_time_ms=retention_ms, api_version=version)
     if denied:
         allowed = iter(errors)
         errors = [denied[i] if i in denied else next(allowed) for i in range(position)]
@@ -270,8 +270,9 @@ def _partition_answer(row, error=ErrorCode.NONE) -> dict:
             "committed_leader_epoch": c.leader_epoch, "metadata": c.metadata, "error_code": error}
 
 
-def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_errors: bool, ctx=None):
-    """(error, topics list) for one group of an OffsetFetch."""
+def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_errors: bool, ctx=None,
+                 member: tuple[str | None, int] = (None, -1)):
+    """(error, topics list) for one group of an OffsetFetch (``member``: v9's member id and epoch)."""
     partitions = None if topics is None else [(t.name, p) for t in topics for p in (t.partition_indexes or [])]
     if ctx is not None and not _group_ok(ctx, AclOperation.DESCRIBE, group_id):
         rows = [FetchedOffset(t, p, None) for t, p in partitions or []]
@@ -285,7 +286,8 @@ def _fetch_group(coord, group_id, topics, require_stable: bool, per_partition_er
         if partitions:
                 rows = [FetchedOffset(t, p, None) for t, p in partitions]
     else:
-        error, rows = coord.fetch_offsets(group_id=group_id, partitions=partitions, require_stable=require_stable)
+        error, rows = coord.fetch_offsets(group_id=group_id, partitions=partitions, require_stable=require_stable,
+                                          member_id=member[0], member_epoch=member[1])
     by_topic: dict[str, list[dict]] = {}
     visible: dict[str, bool] = {}
     for row in rows:
@@ -312,7 +314,8 @@ async def handle_offset_fetch(ctx, request):
     if version >= 8:
         groups = []
         for g in request.groups or []:
-            error, topics = _fetch_group(coord, g.group_id, g.topics, require_stable, False, ctx)
+            member = (getattr(g, "member_id", None), _opt(g, "member_epoch", -1)) if version >= 9 else (None, -1)
+            error, topics = _fetch_group(coord, g.group_id, g.topics, require_stable, False, ctx, member)
             groups.append({"group_id": g.group_id, "topics": [] if error else topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     topics_in = request.topics
@@ -379,6 +382,8 @@ async def handle_describe_groups(ctx, request):
                                                                  "protocol_data": "", "members": []}
         else:
             error, desc = coord.describe_group(group_id)
+            if error == ErrorCode.GROUP_ID_NOT_FOUND and ctx.api_version < 6:
+                error, desc = ErrorCode.NONE, {k: v for k, v in desc.items() if k != "error_message"}
         out.append({"error_code": error, "error_message": None, "group_id": group_id, **desc,
                     "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_ops
                     else NOT_REQUESTED_OPERATIONS})

@@ -34,7 +34,8 @@ RECORDS_ALLOWED = {"crc32c", "cramjam"}
 #: they drive) stays within Kafka-sized rooms.
 SIZED_PACKAGES = ("records", "storage", "protocol", "pipeline", "config", "broker", "tools", "sundial", "benchmarks")
 SIZED_MODULES = ("pyspark_sundial.py", "tests/integration/connection_fuzz.py")
-MAX_MODULE_LINES = 600
+#: Past this many lines a module is named, with its reason, in docs/architecture.md's table.
+LONG_MODULE_LINES = 800
 #: Production packages: no import circle among their modules (one graph over all of them).
 PRODUCTION_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipeline")
 #: The installed namespace and the command line above the daemon and the tools.
@@ -137,11 +138,13 @@ def test_the_v2_header_layout_is_written_in_one_python_module():
 
 
 @pytest.mark.parametrize("package", SIZED_PACKAGES + SIZED_MODULES)
-def test_no_production_module_is_over_600_lines(package):
+def test_a_module_past_800_lines_is_named_with_its_reason(package):
     modules = [ROOT / package] if package.endswith(".py") else _modules(package)
     sizes = {str(m.relative_to(ROOT)): len(m.read_text(encoding="utf-8").splitlines()) for m in modules}
-    big = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
-    assert not big, f"split these along Kafka's seams: {big}"
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    unexplained = {name: n for name, n in sizes.items() if n > LONG_MODULE_LINES and f"| `{name}` |" not in doc}
+    assert not unexplained, f"name these in docs/architecture.md with the reason, or split them by concept: " \
+                            f"{unexplained}"
 
 
 def test_every_production_package_is_checked():

@@ -66,7 +66,7 @@ def test_header_versions():
 EXPECTED = {
     "PRODUCE": (0, 9), "FETCH": (0, 12), "LIST_OFFSETS": (0, 9), "METADATA": (0, 12),
     "OFFSET_COMMIT": (0, 10), "OFFSET_FETCH": (0, 10), "FIND_COORDINATOR": (0, 6), "JOIN_GROUP": (0, 9),
-    "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 5), "SYNC_GROUP": (0, 5), "DESCRIBE_GROUPS": (0, 5),
+    "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 5), "SYNC_GROUP": (0, 5), "DESCRIBE_GROUPS": (0, 6),
     "LIST_GROUPS": (0, 5), "SASL_HANDSHAKE": (0, 1), "API_VERSIONS": (0, 3), "CREATE_TOPICS": (0, 7),
     "DELETE_TOPICS": (0, 6), "DELETE_RECORDS": (0, 2), "INIT_PRODUCER_ID": (0, 4),
     "OFFSET_FOR_LEADER_EPOCH": (0, 4), "DESCRIBE_CONFIGS": (0, 4), "ALTER_CONFIGS": (0, 2),

@@ -150,7 +150,11 @@ async def test_join_sync_heartbeat_leave(version):
     g, nope = resp.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert g.members[0].member_assignment == b"\x00\x01assign" and g.members[0].client_host == "/127.0.0.1"
-    assert nope.group_state == "Dead" and nope.error_code == 0
+    assert nope.group_state == "Dead"
+    if dg_version >= 6:     # KIP-1043: an unknown group is GROUP_ID_NOT_FOUND with a message
+        assert (nope.error_code, nope.error_message) == (E.GROUP_ID_NOT_FOUND, "Group nope not found.")
+    else:
+        assert nope.error_code == 0
     lv = min(version, 5)
     if lv >= 3:
         resp = await call(broker, ApiKey.LEAVE_GROUP, lv, {"group_id": "g", "members": [

@@ -1,0 +1,199 @@
+"""Kafka 4's consumer-protocol groups (KIP-848) on the event loop (Kafka ``GroupCoordinatorService``
+over the consumer half of ``GroupMetadataManager``).
+
+:class:`~broker.groups.modern.manager.ConsumerGroupManager` is the pure state machine: it takes
+``now_ms``, returns the ``__consumer_offsets`` records each change wrote, and says when its next
+deadline is. :class:`ConsumerGroups` gives it what it needs of the daemon:
+
+* **Durability.** Every record list goes to the offsets store
+  (:meth:`OffsetStore.append_coordinator_records`) in the order the manager decided it, and
+  the request that caused it is answered once those records are on disk, as an OffsetCommit
+  is: a member never sees an epoch or an assignment that a restart would take back. The store
+  replays the records at start (``replay_modern``) and rewrites the live ones in its snapshots.
+* **Time.** One task sleeps until the manager's next deadline (session and rebalance timeouts,
+  the periodic regex refresh), then polls it; the records a poll writes (fenced members) are
+  appended like any other.
+* **Topics.** The manager reads the topic view (name → topic id, partitions) on demand;
+  :meth:`topics_changed` is called when a topic is created, deleted or given partitions, so a
+  regex or a subscription that moved bumps the group epoch at once.
+* **Settings.** The per-group session timeout and heartbeat interval come from the GROUP config
+  resource (:class:`~broker.group_configs.GroupConfigStore`) over the broker's defaults.
+
+A storage failure while appending answers COORDINATOR_NOT_AVAILABLE and is logged. The manager
+has applied the change already (it has no undo), so memory is then ahead of the disk until the
+next restart replays what the disk holds; Kafka reverts its in-memory state instead (timeline
+snapshots). A disk that fails writes stops the partition's log anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+
+import structlog
+
+import sundial.storage.errors as se
+from sundial.protocol.errors import ErrorCode
+from sundial.records.timestamps import wall_clock_ms
+
+from .modern.errors import GroupError
+from .modern.manager import ConsumerGroupManager
+from .modern.records import CoordinatorRecord, encode_record
+from .modern.replay import ReplayError
+from .modern.requests import HeartbeatRequest, HeartbeatResult
+from .modern.settings import ConsumerGroupSettings
+from .modern.views import GroupDescription, ListedGroup
+from .offset_manager import GroupMetadataManager
+
+logger = structlog.get_logger(__name__)
+
+GROUP_TYPE_CONSUMER = "consumer"
+
+
+class ConsumerGroups:
+    """The consumer-protocol groups of this broker: the manager, its timer and its records."""
+
+    def __init__(self, settings: ConsumerGroupSettings, offsets: GroupMetadataManager, *,
+                 topics: Callable[[], Mapping], group_settings: Callable[[str], tuple[int, int]],
+                 is_classic_group: Callable[[str], bool], now_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.now_ms = now_ms
+        self._offsets = offsets
+        self.manager = ConsumerGroupManager(settings, topics, group_settings, is_classic_group=is_classic_group)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.replay_errors = 0
+        #: Bumped whenever records are written (membership or subscriptions may have changed).
+        self.version = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def replay(self, record: CoordinatorRecord) -> None:
+        """The offsets store's ``replay_modern`` hook: one record read from the log at start."""
+        try:
+            self.manager.replay(record)
+        except ReplayError as exc:
+            self.replay_errors += 1
+            logger.warning("consumer_group_record_skipped", group=record.key.group_id, reason=str(exc))
+
+    def loaded(self) -> None:
+        """The log is replayed: members get their session deadlines from now (Kafka ``onLoaded``)."""
+        self.manager.loaded(self.now_ms())
+        logger.info("consumer_groups_loaded", groups=len(self.manager.group_ids()),
+                    skipped_records=self.replay_errors)
+
+    def start_timers(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._timer_loop(), name="consumer-group-timers")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    # -- requests -------------------------------------------------------------------------------
+    async def heartbeat(self, request: HeartbeatRequest, *, client_id: str, client_host: str) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; raises :class:`GroupError` (Kafka's code and message) to refuse it."""
+        result, records = self.manager.heartbeat(request, self.now_ms(), client_id=client_id,
+                                                 client_host=client_host)
+        await self._persist(records)
+        return result
+
+    def describe(self, group_id: str) -> GroupDescription:
+        return self.manager.describe(group_id)
+
+    def list_groups(self, states=()) -> list[ListedGroup]:
+        return self.manager.list_groups(states)
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return self.manager.group_type(group_id) == GROUP_TYPE_CONSUMER
+
+    def is_empty(self, group_id: str) -> bool:
+        return not self.manager.group(group_id).members
+
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *,
+                               instance_id: str | None = None, transactional: bool = False,
+                               api_version: int = 9) -> ErrorCode:
+        try:
+            self.manager.validate_offset_commit(group_id, member_id, member_epoch, instance_id=instance_id,
+                                                transactional=transactional, api_version=api_version)
+        except GroupError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        try:
+            self.manager.validate_offset_fetch(group_id, member_id, member_epoch)
+        except GroupError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
+    async def delete_group(self, group_id: str) -> None:
+        """Tombstones for the group's records (the caller deletes its offsets); raises GroupError."""
+        await self._persist(self.manager.delete_group(group_id))
+
+    def subscribed_groups(self) -> dict[str, frozenset[str]]:
+        """group id → topic names its members consume (consumed-log retention counts them)."""
+        return {g: self.manager.subscribed_topics(g) for g in self.manager.group_ids()}
+
+    def topics_changed(self) -> None:
+        """A topic was created, deleted or given partitions: the records are appended at once,
+        their durability awaited in the background (as a fencing by the timer)."""
+        last = self._append(self.manager.topics_changed(self.now_ms()))
+        if last is not None:
+            self._offsets.spawn(self._offsets.durable(last))
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _append(self, records: list[CoordinatorRecord]) -> int | None:
+        """Append at once, so the log's order is the order the manager applied the changes in."""
+        if not records:
+            return None
+        self._wake.set()        # the change may have moved the next deadline
+        try:
+            last = self._offsets.store.append_coordinator_records([encode_record(r) for r in records],
+                                                                  self.now_ms())
+        except (se.StorageError, OSError, RuntimeError) as exc:
+            logger.error("consumer_group_records_store_failed", records=len(records), error=str(exc))
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
+                from None
+        self.version += 1
+        self._offsets.forget_consumed()
+        return last
+
+    async def _persist(self, records: list[CoordinatorRecord]) -> None:
+        last = self._append(records)
+        if last is None:
+            return
+        try:
+            await self._offsets.durable(last)
+        except Exception as exc:  # fsync failure
+            logger.error("consumer_group_records_flush_failed", error=str(exc))
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
+                from None
+        self._offsets.spawn(self._offsets.maybe_snapshot())
+
+    def fire_timers(self, now_ms: int | None = None) -> list[CoordinatorRecord]:
+        """Poll the manager (tests call this with their own clock); returns the records written."""
+        now = self.now_ms() if now_ms is None else now_ms
+        records = self.manager.poll(now)
+        try:
+            last = self._append(records)
+        except GroupError:
+            return records  # logged by _append
+        if last is not None:
+            self._offsets.spawn(self._offsets.durable(last))
+        return records
+
+    async def _timer_loop(self) -> None:
+        while True:
+            try:
+                self.fire_timers()
+            except Exception:
+                logger.exception("consumer_group_timer_failed")
+            deadline = self.manager.next_deadline_ms()
+            timeout_s = 1.0
+            if deadline is not None:
+                timeout_s = min(max(deadline - self.now_ms(), 0) / 1000, 1.0)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
