@@ -28,10 +28,16 @@ from sundial.protocol.features import GROUP_VERSION, api_versions_feature_fields
 logger = structlog.get_logger(__name__)
 
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-#: What this broker can run, and the levels in force (epoch: bump when the finalized set changes).
+#: What this broker can run (the levels in force: :func:`finalized_features`).
 SUPPORTED_FEATURES = {GROUP_VERSION: (0, 1)}
-FINALIZED_FEATURES = {GROUP_VERSION: 1}
 FINALIZED_FEATURES_EPOCH = 1
+
+
+def finalized_features(broker) -> dict[str, int]:
+    """``group.version`` 1 while the consumer protocol is enabled (``group.coordinator.rebalance.protocols``)."""
+    config = getattr(broker, "config", None)
+    enabled = config is None or config.group_coordinator.consumer_protocol_enabled
+    return {GROUP_VERSION: 1 if enabled else 0}
 #: librdkafka releases before this one skip one byte too few per tagged field.
 _FIRST_LIBRDKAFKA_READING_TAGS = (2, 2, 0)
 _LIBRDKAFKA_VERSION_RE = re.compile(r"(?:^|-rdkafka-)(\d+)\.(\d+)\.(\d+)")
@@ -64,7 +70,7 @@ async def handle_api_versions(ctx, request):
     key = (ctx.api_version, error, features)
     body = cache.get(key)
     if body is None:  # the table is fixed once the broker runs: encode each version once
-        fields = api_versions_feature_fields(ctx.api_version, SUPPORTED_FEATURES, FINALIZED_FEATURES,
+        fields = api_versions_feature_fields(ctx.api_version, SUPPORTED_FEATURES, finalized_features(ctx.broker),
                                              FINALIZED_FEATURES_EPOCH) if features else {}
         body = cache[key] = encode_response_body(ApiKey.API_VERSIONS, ctx.api_version, {
             "error_code": error,

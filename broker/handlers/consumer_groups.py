@@ -52,6 +52,10 @@ async def handle_consumer_group_heartbeat(ctx, request):
         return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     if coord is None:
         return _heartbeat_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+    if not ctx.broker.config.group_coordinator.consumer_protocol_enabled:
+        return _heartbeat_error(ErrorCode.UNSUPPORTED_VERSION,
+                                "The new consumer group protocol is not enabled "
+                                "(group.coordinator.rebalance.protocols has no 'consumer').")
     owned = None
     if request.topic_partitions is not None:
         owned = {tp.topic_id: tuple(tp.partitions or ()) for tp in request.topic_partitions}
