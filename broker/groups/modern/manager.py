@@ -1,0 +1,297 @@
+"""The consumer-protocol group coordinator as a pure state machine (Kafka ``GroupMetadataManager``,
+the consumer-group half).
+
+:class:`ConsumerGroupManager` owns every consumer-protocol (KIP-848) group of the broker. It
+does no I/O, starts no task and reads no clock: every operation takes ``now_ms`` and returns
+the ``__consumer_offsets`` records it wrote, which the caller persists (records type 3-8 and
+16, :mod:`.records`). Rules of this package:
+
+1. Every change is a list of records, and the state changes only by replaying them
+   (:mod:`.replay`), the same code that loads the log at start: what was written is what the
+   state is. An operation that is refused (:class:`GroupError`) writes and changes nothing.
+2. Time is a deadline: ``poll(now_ms)`` fires the session and rebalance deadlines that passed
+   and the periodic regex refresh; ``next_deadline_ms()`` says when to call it next.
+3. The broker is injected: its topics (``topics()`` → name → (topic id, partitions)), the
+   per-group session timeout and heartbeat interval (``group_settings(group_id)``, the GROUP
+   config resource over the broker defaults), and whether an id names a classic group
+   (``is_classic_group``; such a group id gets GROUP_ID_NOT_FOUND, as Kafka answers a
+   consumer-protocol request for a classic group it will not convert: the classic group's
+   owner decides which those are and does any migration).
+
+The heartbeat itself is :mod:`.heartbeat`; reconciliation :mod:`.reconcile`; the target
+assignment :mod:`.target`; regexes :mod:`.regex`; topic changes :mod:`.refresh`; what
+describe and the offset APIs see :mod:`.views`.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+
+import structlog
+
+from sundial.protocol.errors import ErrorCode
+
+from . import record_helpers as rec
+from .assignors import ASSIGNORS, ServerAssignor
+from .deadlines import Deadlines, TimerKind
+from .errors import GroupError
+from .group import ConsumerGroup, ConsumerGroupState
+from .heartbeat import Change, Context, fence, member_heartbeat, member_leave, sends_assignment
+from .member import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState
+from .records import CoordinatorRecord
+from .refresh import refresh_group, regex_refresh_due_ms
+from .replay import replay
+from .requests import HeartbeatRequest, HeartbeatResult, validate
+from .settings import ConsumerGroupSettings
+from .topics import TopicImage
+from .views import GroupDescription, ListedGroup, describe, listed, validate_offset_commit, validate_offset_fetch
+
+log = structlog.get_logger(__name__)
+
+TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
+#: group id → (session timeout ms, heartbeat interval ms) in force for that group.
+GroupSettings = Callable[[str], tuple[int, int]]
+
+
+def random_member_id() -> str:
+    """A member id as Kafka generates one (``Uuid.randomUuid().toString()``: URL-safe base64 of
+    16 random bytes, never starting with '-')."""
+    while True:
+        member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not member_id.startswith("-"):
+            return member_id
+
+
+class ConsumerGroupManager:
+    def __init__(self, settings: ConsumerGroupSettings, topics: TopicsView, group_settings: GroupSettings, *,
+                 is_classic_group: Callable[[str], bool] = lambda group_id: False,
+                 assignors: Mapping[str, ServerAssignor] | None = None,
+                 new_member_id: Callable[[], str] = random_member_id) -> None:
+        available = ASSIGNORS if assignors is None else assignors
+        missing = [name for name in settings.assignors if name not in available]
+        if not settings.assignors or missing:
+            raise ValueError(f"group.consumer.assignors names unknown assignors: {missing or '(none given)'}")
+        self._settings = settings
+        self._assignors = {name: available[name] for name in settings.assignors}
+        self._topics = topics
+        self._group_settings = group_settings
+        self._is_classic_group = is_classic_group
+        self._new_member_id = new_member_id
+        self._groups: dict[str, ConsumerGroup] = {}
+        self._deadlines = Deadlines()
+        self._topics_version = 0
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int, *, client_id: str,
+                  client_host: str) -> tuple[HeartbeatResult, list[CoordinatorRecord]]:
+        """Serve one ConsumerGroupHeartbeat; raises :class:`GroupError` to refuse it."""
+        validate(request, self._settings.assignors)
+        ctx = self._context(now_ms)
+        group_id = request.group_id
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            member, change = member_leave(ctx, self._existing_group(group_id), request)
+            self._apply(group_id, change, now_ms)
+            member_id = member.member_id if request.instance_id is not None else request.member_id
+            log.info("consumer group member left", group_id=group_id, member_id=member_id,
+                     member_epoch=request.member_epoch)
+            return HeartbeatResult(member_id, request.member_epoch, 0), change.records
+
+        joining = request.member_epoch == 0
+        if self._is_classic_group(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        group = self._groups.get(group_id)
+        if group is None:
+            if not joining:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            group = ConsumerGroup(group_id)      # materialised by replaying the change
+        member_id = request.member_id or self._new_member_id()
+        is_new = member_id not in group.members
+        before, change, after = member_heartbeat(ctx, group, request, member_id, client_id, client_host)
+        self._apply(group_id, change, now_ms)
+        if is_new:
+            log.info("consumer group member joined", group_id=group_id, member_id=member_id,
+                     instance_id=request.instance_id)
+        _, heartbeat_interval_ms = self._group_settings(group_id)
+        assignment = after.assigned if sends_assignment(request, before, after) else None
+        return HeartbeatResult(after.member_id, after.member_epoch, heartbeat_interval_ms, assignment), change.records
+
+    # -- timers and topics --------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> list[CoordinatorRecord]:
+        """Fence the members whose session or rebalance deadline passed, refresh the regexes due."""
+        records: list[CoordinatorRecord] = []
+        ctx = self._context(now_ms)
+        while (expired := self._deadlines.pop_expired(now_ms)) is not None:
+            group = self._groups.get(expired.group_id)
+            member = group.members.get(expired.member_id) if group is not None else None
+            if member is None:
+                continue
+            if expired.kind is TimerKind.REBALANCE and member.member_epoch != expired.member_epoch:
+                continue
+            reason = ("the member session expired" if expired.kind is TimerKind.SESSION else
+                      f"it failed to transition from epoch {expired.member_epoch} within its rebalance timeout")
+            log.info("consumer group member fenced", group_id=group.group_id, member_id=member.member_id,
+                     reason=reason)
+            change = fence(ctx, group, [member])
+            self._apply(group.group_id, change, now_ms)
+            records += change.records
+        interval_ms = self._settings.regex_refresh_interval_ms
+        for group in list(self._groups.values()):
+            due_ms = regex_refresh_due_ms(group, interval_ms)
+            if due_ms is not None and due_ms <= now_ms:
+                change = refresh_group(ctx, group, rewrite_regexes=True)
+                self._apply(group.group_id, change, now_ms)
+                records += change.records
+        return records
+
+    def next_deadline_ms(self) -> int | None:
+        """When :meth:`poll` has something to do next (None: nothing scheduled)."""
+        candidates = [self._deadlines.next_deadline_ms()]
+        interval_ms = self._settings.regex_refresh_interval_ms
+        candidates += [regex_refresh_due_ms(group, interval_ms) for group in self._groups.values()]
+        due = [c for c in candidates if c is not None]
+        return min(due) if due else None
+
+    def topics_changed(self, now_ms: int) -> list[CoordinatorRecord]:
+        """Topics were created, deleted or given partitions: re-resolve every group's regexes and
+        re-hash its subscribed topics; a group that moved gets a new group epoch."""
+        self._topics_version += 1
+        ctx = self._context(now_ms)
+        records: list[CoordinatorRecord] = []
+        for group in list(self._groups.values()):
+            if not group.members:
+                continue
+            change = refresh_group(ctx, group, rewrite_regexes=False)
+            self._apply(group.group_id, change, now_ms)
+            records += change.records
+        return records
+
+    # -- the log --------------------------------------------------------------------------------------
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Apply a record read from ``__consumer_offsets`` (at load); raises :class:`.replay.ReplayError`
+        for a record that cannot follow the ones before it."""
+        replay(self._groups, record)
+        version = getattr(record.value, "version", None)
+        if version is not None:
+            self._topics_version = max(self._topics_version, version)
+
+    def loaded(self, now_ms: int) -> list[CoordinatorRecord]:
+        """The log is replayed: give every member a session deadline, and a rebalance deadline to
+        each member that must still revoke (Kafka ``onLoaded``); check every group against the
+        topics as they are now (they may have changed while the broker was down) and return the
+        records that wrote, to be persisted like any other."""
+        ctx = self._context(now_ms)
+        records: list[CoordinatorRecord] = []
+        for group in list(self._groups.values()):
+            if group.members:
+                change = refresh_group(ctx, group, rewrite_regexes=False)
+                self._apply(group.group_id, change, now_ms)
+                records += change.records
+        for group in self._groups.values():
+            session_timeout_ms, _ = self._group_settings(group.group_id)
+            for member in group.members.values():
+                self._deadlines.schedule(group.group_id, member.member_id, TimerKind.SESSION,
+                                         now_ms + session_timeout_ms)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._deadlines.schedule(group.group_id, member.member_id, TimerKind.REBALANCE,
+                                             now_ms + member.rebalance_timeout_ms, member.member_epoch)
+        return records
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def group_type(self, group_id: str) -> str | None:
+        """"consumer" for a consumer-protocol group, None when this manager has no such group."""
+        return "consumer" if group_id in self._groups else None
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._groups)
+
+    def group(self, group_id: str) -> ConsumerGroup:
+        """The group itself, read-only by convention (tests and tools); GROUP_ID_NOT_FOUND if absent."""
+        return self._existing_group(group_id)
+
+    def describe(self, group_id: str) -> GroupDescription:
+        """ConsumerGroupDescribe of one group; GROUP_ID_NOT_FOUND for no such consumer group."""
+        return describe(self._existing_group(group_id), TopicImage(self._topics()), self._settings.assignors[0])
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        """ListGroups: every group, or those in one of ``states`` (case-insensitive, as Kafka)."""
+        wanted = {s.strip().lower() for s in states}
+        return [listed(g) for g in self._groups.values() if not wanted or g.state.value.lower() in wanted]
+
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *,
+                               instance_id: str | None = None, transactional: bool = False,
+                               api_version: int = 9) -> None:
+        """Raise :class:`GroupError` unless an (Txn)OffsetCommit to this group may go ahead (see
+        :func:`.views.validate_offset_commit`); GROUP_ID_NOT_FOUND when it is not a consumer group."""
+        validate_offset_commit(self._existing_group(group_id), member_id, member_epoch, instance_id=instance_id,
+                               transactional=transactional, api_version=api_version)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        validate_offset_fetch(self._existing_group(group_id), member_id, member_epoch)
+
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The topic names a group consumes (by name or through a regex): for consumed-log retention."""
+        group = self._groups.get(group_id)
+        return frozenset(group.subscribed_topic_counts()) if group is not None else frozenset()
+
+    def groups_subscribed_to(self, topic_name: str) -> frozenset[str]:
+        return frozenset(g.group_id for g in self._groups.values() if topic_name in g.subscribed_topic_counts())
+
+    # -- DeleteGroups -----------------------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> list[CoordinatorRecord]:
+        """The tombstones deleting an empty group (Kafka ``ConsumerGroup.createGroupTombstoneRecords``);
+        NON_EMPTY_GROUP while it has members (a static member gone with epoch -2 counts)."""
+        group = self._existing_group(group_id)
+        if group.state is not ConsumerGroupState.EMPTY:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        records: list[CoordinatorRecord] = []
+        for member_id in group.targets:
+            records.append(rec.target_assignment_tombstone(group_id, member_id))
+        records.append(rec.target_assignment_epoch_tombstone(group_id))
+        records.extend(rec.regular_expression_tombstone(group_id, regex) for regex in group.resolved_regexes)
+        records.append(rec.partition_metadata_tombstone(group_id))
+        records.append(rec.group_epoch_tombstone(group_id))
+        for record in records:
+            replay(self._groups, record)
+        self._deadlines.cancel_group(group_id)
+        log.info("consumer group deleted", group_id=group_id)
+        return records
+
+    # -- internals --------------------------------------------------------------------------------------
+
+    def _context(self, now_ms: int) -> Context:
+        return Context(TopicImage(self._topics()), self._settings, self._assignors, now_ms, self._topics_version)
+
+    def _existing_group(self, group_id: str) -> ConsumerGroup:
+        if self._is_classic_group(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        group = self._groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        return group
+
+    def _apply(self, group_id: str, change: Change, now_ms: int) -> None:
+        for record in change.records:
+            replay(self._groups, record)
+        deadlines = self._deadlines
+        for member_id in change.removed:
+            deadlines.cancel(group_id, member_id)
+        if change.session is not None:
+            session_timeout_ms, _ = self._group_settings(group_id)
+            deadlines.schedule(group_id, change.session, TimerKind.SESSION, now_ms + session_timeout_ms)
+        if change.arm_rebalance is not None:
+            member_id, member_epoch, timeout_ms = change.arm_rebalance
+            deadlines.schedule(group_id, member_id, TimerKind.REBALANCE, now_ms + timeout_ms, member_epoch)
+        if change.disarm_rebalance is not None:
+            deadlines.cancel(group_id, change.disarm_rebalance, TimerKind.REBALANCE)
+
+    def persisted_state(self) -> dict[str, tuple]:
+        """Every group's :meth:`ConsumerGroup.persisted_state`: equal for two managers that
+        replayed the same records."""
+        return {group_id: group.persisted_state() for group_id, group in sorted(self._groups.items())}
