@@ -7,7 +7,8 @@ the ``__consumer_offsets`` records it wrote, which the caller persists (records 
 16, :mod:`.records`). Rules of this package:
 
 1. Every change is a list of records, and the state changes only by replaying them
-   (:mod:`.replay`), the same code that loads the log at start: what was written is what the
+   (:mod:`.replay`), the same code that loads the log at start (:meth:`~ConsumerGroupManager.replay`
+   for each record, then :meth:`~ConsumerGroupManager.loaded`): what was written is what the
    state is. An operation that is refused (:class:`GroupError`) writes and changes nothing.
 2. Time is a deadline: ``poll(now_ms)`` fires the session and rebalance deadlines that passed
    and the periodic regex refresh; ``next_deadline_ms()`` says when to call it next.
