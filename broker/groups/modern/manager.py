@@ -83,6 +83,9 @@ class ConsumerGroupManager:
         self._groups: dict[str, ConsumerGroup] = {}
         self._deadlines = Deadlines()
         self._topics_version = 0
+        #: Groups loaded from the log and not yet checked against the topics (see loaded()).
+        self._check_after_load: set[str] = set()
+        self._loaded_ms = 0
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
 
@@ -122,9 +125,12 @@ class ConsumerGroupManager:
     # -- timers and topics --------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> list[CoordinatorRecord]:
-        """Fence the members whose session or rebalance deadline passed, refresh the regexes due."""
+        """Check the groups just loaded against the topics, fence the members whose session or
+        rebalance deadline passed, refresh the regexes due."""
         records: list[CoordinatorRecord] = []
         ctx = self._context(now_ms)
+        records += self._refresh(ctx, self._check_after_load, rewrite_regexes=False)
+        self._check_after_load = set()
         while (expired := self._deadlines.pop_expired(now_ms)) is not None:
             group = self._groups.get(expired.group_id)
             member = group.members.get(expired.member_id) if group is not None else None
@@ -150,7 +156,7 @@ class ConsumerGroupManager:
 
     def next_deadline_ms(self) -> int | None:
         """When :meth:`poll` has something to do next (None: nothing scheduled)."""
-        candidates = [self._deadlines.next_deadline_ms()]
+        candidates = [self._deadlines.next_deadline_ms(), self._loaded_ms if self._check_after_load else None]
         interval_ms = self._settings.regex_refresh_interval_ms
         candidates += [regex_refresh_due_ms(group, interval_ms) for group in self._groups.values()]
         due = [c for c in candidates if c is not None]
@@ -160,15 +166,8 @@ class ConsumerGroupManager:
         """Topics were created, deleted or given partitions: re-resolve every group's regexes and
         re-hash its subscribed topics; a group that moved gets a new group epoch."""
         self._topics_version += 1
-        ctx = self._context(now_ms)
-        records: list[CoordinatorRecord] = []
-        for group in list(self._groups.values()):
-            if not group.members:
-                continue
-            change = refresh_group(ctx, group, rewrite_regexes=False)
-            self._apply(group.group_id, change, now_ms)
-            records += change.records
-        return records
+        self._check_after_load = set()
+        return self._refresh(self._context(now_ms), list(self._groups), rewrite_regexes=False)
 
     # -- the log --------------------------------------------------------------------------------------
 
@@ -180,18 +179,15 @@ class ConsumerGroupManager:
         if version is not None:
             self._topics_version = max(self._topics_version, version)
 
-    def loaded(self, now_ms: int) -> list[CoordinatorRecord]:
+    def loaded(self, now_ms: int) -> None:
         """The log is replayed: give every member a session deadline, and a rebalance deadline to
-        each member that must still revoke (Kafka ``onLoaded``); check every group against the
-        topics as they are now (they may have changed while the broker was down) and return the
-        records that wrote, to be persisted like any other."""
-        ctx = self._context(now_ms)
-        records: list[CoordinatorRecord] = []
-        for group in list(self._groups.values()):
-            if group.members:
-                change = refresh_group(ctx, group, rewrite_regexes=False)
-                self._apply(group.group_id, change, now_ms)
-                records += change.records
+        each member that must still revoke (Kafka ``onLoaded``). The topics may have changed while
+        the broker was down: every group is checked against them by the next :meth:`poll`
+        (:meth:`next_deadline_ms` answers ``now_ms`` until then), whose records the caller
+        persists as any other (Kafka: a loaded group's metadata counts as expired, and its next
+        heartbeat checks it)."""
+        self._check_after_load = {group_id for group_id, group in self._groups.items() if group.members}
+        self._loaded_ms = now_ms
         for group in self._groups.values():
             session_timeout_ms, _ = self._group_settings(group.group_id)
             for member in group.members.values():
@@ -200,7 +196,6 @@ class ConsumerGroupManager:
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._deadlines.schedule(group.group_id, member.member_id, TimerKind.REBALANCE,
                                              now_ms + member.rebalance_timeout_ms, member.member_epoch)
-        return records
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -276,6 +271,16 @@ class ConsumerGroupManager:
         if group is None:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         return group
+
+    def _refresh(self, ctx: Context, group_ids: Iterable[str], *, rewrite_regexes: bool) -> list[CoordinatorRecord]:
+        records: list[CoordinatorRecord] = []
+        for group_id in sorted(group_ids):
+            group = self._groups.get(group_id)
+            if group is not None and group.members:
+                change = refresh_group(ctx, group, rewrite_regexes=rewrite_regexes)
+                self._apply(group_id, change, ctx.now_ms)
+                records += change.records
+        return records
 
     def _apply(self, group_id: str, change: Change, now_ms: int) -> None:
         for record in change.records:

@@ -165,6 +165,8 @@ def test_loaded_manager_restarts_the_deadlines(h):
     fresh = h.replayed()
     assert fresh.next_deadline_ms() is None
     fresh.loaded(1_000)
+    assert fresh.next_deadline_ms() == 1_000                  # the check against the topics
+    assert fresh.poll(1_000) == []                            # nothing changed meanwhile
     assert fresh.next_deadline_ms() == 1_000 + REBALANCE_MS
     records = fresh.poll(1_000 + REBALANCE_MS)
     assert records[:3] == rec.remove_member("g", "m1")

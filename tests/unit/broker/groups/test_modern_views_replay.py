@@ -114,11 +114,13 @@ def test_loading_checks_the_groups_against_the_topics_as_they_are_now(h):
     h.topics["foo"] = (topic_id("foo"), 8)          # grew while the broker was down
     h.topics["four"] = (topic_id("four"), 1)        # created meanwhile
     fresh = h.replayed()
-    records = fresh.loaded(0)
+    fresh.loaded(0)
+    assert fresh.next_deadline_ms() == 0                # the check is due at once
+    records = fresh.poll(0)
     assert [(type(r.key).__name__, r.key.group_id) for r in records] == [
         ("ConsumerGroupMetadataKey", "g"), ("ConsumerGroupRegularExpressionKey", "g2"),
         ("ConsumerGroupMetadataKey", "g2")]
-    assert fresh.loaded(0) == []
+    assert fresh.poll(0) == [] and fresh.next_deadline_ms() > 0
     result, records = fresh.heartbeat(h_request("g", "m1", 1, {topic_id("foo"): range(4)}), 0, client_id="client",
                                       client_host="/127.0.0.1")
     assert result.member_epoch == 2 and set(result.assignment[topic_id("foo")]) == set(range(8))
