@@ -48,11 +48,15 @@ problem. Progress goes to stderr for files of 64 MiB or more (``--progress``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
+import uuid
 from typing import TextIO
 
 from sundial.broker.groups import schema
+from sundial.broker.groups.modern import records as group_records
 from sundial.records.codecs import CODEC_NAMES
 from sundial.records.framing import iter_file_batches, iter_records
 from sundial.records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
@@ -244,7 +248,44 @@ def _control_text(record) -> str:
     return " controlType: UNKNOWN(-1)"
 
 
+def _json(value) -> str:
+    """A consumer-group record's key or value as JSON, with Kafka's camelCase names
+    (``kafka-dump-log.sh --offsets-decoder`` prints these records the same way)."""
+    def plain(v):
+        if dataclasses.is_dataclass(v):
+            return {_camel(f.name): plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, dict):
+            return [{"topicId": str(k), "partitions": sorted(p)} for k, p in sorted(v.items(), key=lambda kv: str(kv[0]))]
+        if isinstance(v, (tuple, list, frozenset, set)):
+            return [plain(x) for x in (sorted(v) if isinstance(v, (frozenset, set)) else v)]
+        if isinstance(v, bytes):
+            return v.hex()
+        if isinstance(v, uuid.UUID):
+            return str(v)
+        return v
+    return json.dumps(plain(value), separators=(",", ":"))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def _consumer_group_text(record) -> str:
+    try:
+        decoded = group_records.decode_record(record.key, record.value)
+    except schema.SchemaError as exc:
+        return f" key: Error at offset {record.offset}, skipping. {exc}"
+    record_type = group_records.record_type_of(record.key)
+    key_text = f'{{"type":"{record_type}","data":{_json(decoded.key)}}}'
+    if decoded.value is None:
+        return f" key: {key_text} payload: <DELETE>"
+    return f' key: {key_text} payload: {{"version":"0","data":{_json(decoded.value)}}}'
+
+
 def _offsets_text(record) -> str:
+    if record.key is not None and group_records.is_consumer_group_key(record.key):
+        return _consumer_group_text(record)
     try:
         key = schema.decode_key(record.key)
     except schema.SchemaError as exc:

@@ -45,7 +45,8 @@ ACYCLIC_PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools
 #: What the tools may use of the daemon: the formats of the files they read or edit offline
 #: (``dump-log`` decodes ``__consumer_offsets``; ``credentials``/``acls`` edit the stores),
 #: never its runtime (server, connections, handlers, replica manager, coordinator).
-TOOLS_MAY_IMPORT_FROM_BROKER = {"broker.groups.schema", "broker.sasl", "broker.authorizer", "broker.logsetup"}
+TOOLS_MAY_IMPORT_FROM_BROKER = {"broker.groups.schema", "broker.groups.modern.records", "broker.sasl",
+                                "broker.authorizer", "broker.logsetup"}
 
 
 def test_broker_never_imports_the_spark_pipeline():

@@ -316,6 +316,36 @@ def test_offsets_decoder_and_control_batches(tmp_path, capsys):
     assert "isControl: true" in out and "endTxnMarker: COMMIT coordinatorEpoch: 7" in out
 
 
+def test_offsets_decoder_prints_consumer_group_records_as_json(tmp_path, capsys):
+    """KIP-848 records (types 3-8, 16) are decoded, with Kafka's camelCase names, not reported unknown."""
+    import json
+    import uuid
+
+    from sundial.broker.groups.modern.records import (
+        ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupTargetAssignmentMemberKey,
+        ConsumerGroupTargetAssignmentMemberValue, CoordinatorRecord, encode_record)
+
+    topic_id = uuid.UUID(int=5)
+    records = [encode_record(CoordinatorRecord(ConsumerGroupMetadataKey("cg"), ConsumerGroupMetadataValue(4))),
+               encode_record(CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey("cg", "m1"),
+                                               ConsumerGroupTargetAssignmentMemberValue({topic_id: frozenset({2, 0})}))),
+               encode_record(CoordinatorRecord(ConsumerGroupMetadataKey("cg"), None))]
+    log = PartitionLog.create(str(tmp_path / "__consumer_offsets-0"), topic_config(), topic="__consumer_offsets",
+                              partition=0, now_ms=NOW)
+    log.append(build_records(2, [SimpleRecord(NOW, k, v) for k, v in records]).buffer, now_ms=NOW)
+    log.close()
+    path = segment_files(str(tmp_path / "__consumer_offsets-0"), ".log")[0]
+    assert run_dump("--files", path, "--offsets-decoder") == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if " key: " in line]
+    assert len(lines) == 3
+    key0, payload0 = lines[0].split(" key: ", 1)[1].split(" payload: ")
+    assert json.loads(key0) == {"type": "3", "data": {"groupId": "cg"}}
+    assert json.loads(payload0)["data"]["epoch"] == 4
+    _, payload1 = lines[1].split(" key: ", 1)[1].split(" payload: ")
+    assert json.loads(payload1)["data"]["topicPartitions"] == [{"topicId": str(topic_id), "partitions": [0, 2]}]
+    assert lines[2].endswith("payload: <DELETE>")
+
+
 # -- transactions: control batches and .txnindex ------------------------------------------------------------
 
 
