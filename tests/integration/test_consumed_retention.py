@@ -198,6 +198,30 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
     assert _segment_bases(broker.data_dir, topic) == [60]  # fully consumed: rolled, one empty segment left
 
 
+def test_c2_a_consumer_protocol_group_without_commit_holds_everything(broker_factory):
+    """The same as (c) with a Kafka 4 consumer group (KIP-848, confluent-kafka ``group.protocol=consumer``)."""
+    from confluent_kafka import Consumer
+
+    broker = broker_factory(**BROKER, **{"group.consumer.heartbeat.interval.ms": "500",
+                                         "group.consumer.min.heartbeat.interval.ms": "500"}).start()
+    topic, bases = _topic(broker, [30 * MINUTE] * 60)
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-no-commit",
+                       "group.protocol": "consumer", "enable.auto.commit": False, "auto.offset.reset": "latest"})
+    try:
+        member.subscribe([topic])
+        wait_until(lambda: member.poll(0.5) is None and bool(member.assignment()), 60, "an assignment")
+        _commit(broker.bootstrap, "done-848", topic, 60)  # another group has consumed everything
+        _passes(broker, tick=lambda: member.poll(0.1))    # the member stays; it never commits
+        assert _earliest(broker.bootstrap, topic) == 0
+        assert _segment_bases(broker.data_dir, topic) == bases
+        held = [e for e in broker.log_lines()
+                if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
+        assert held and held[-1].get("group") == "kip848-no-commit" and held[-1].get("committed_offset") == 0
+    finally:
+        member.close()  # a leave heartbeat (epoch -1): the group is empty and never committed
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
+
+
 def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
     broker = retention_broker
     ages = [3 * 60 * MINUTE] * 40 + [30 * MINUTE] * 40  # the first half is older than retention.ms
