@@ -470,3 +470,51 @@ def test_produce_of_transactional_batches_as_kafka_3(broker):
         assert latest.topics[0].partitions[0].offset == 0  # the LSO stays at the open batch
     finally:
         s.close()
+
+
+def test_consume_transform_produce_with_a_consumer_protocol_group(broker_factory):
+    """Exactly-once with a Kafka 4 consumer group (KIP-848): TxnOffsetCommit carries the member's id
+    and epoch (``consumer_group_metadata()``), the broker checks them against the group, and the
+    offsets commit with the transaction."""
+    d = broker_factory(**{"group.consumer.heartbeat.interval.ms": "500",
+                          "group.consumer.min.heartbeat.interval.ms": "500"}).start()
+    source, sink = f"src-{uuid.uuid4().hex[:8]}", f"dst-{uuid.uuid4().hex[:8]}"
+    create_topic(d.bootstrap, source, 2)
+    create_topic(d.bootstrap, sink, 1)
+    plain = ck.Producer({"bootstrap.servers": d.bootstrap})
+    for i in range(20):
+        plain.produce(source, value=f"in-{i}".encode(), partition=i % 2)
+    plain.flush(30)
+    group = _tid("eos848")
+    consumer = ck.Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "group.protocol": "consumer",
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                            "isolation.level": "read_committed"})
+    p = _producer(d.bootstrap, _tid())
+    p.init_transactions(30)
+    try:
+        consumer.subscribe([source])
+        seen: list[str] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(seen) < 20 and time.monotonic() < deadline:
+            batch = consumer.consume(20, 0.5)
+            batch = [m for m in batch if m.error() is None]
+            if not batch:
+                continue
+            p.begin_transaction()
+            for m in batch:
+                p.produce(sink, value=m.value().upper(), partition=0)
+                seen.append(m.value().decode())
+            p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                          consumer.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+        assert sorted(seen) == sorted(f"in-{i}" for i in range(20))
+    finally:
+        consumer.close()
+    out = _read(d.bootstrap, [(sink, 0)], "read_committed", 20)
+    assert sorted(v for _, _, v in out) == sorted(f"IN-{i}" for i in range(20))
+    check = ck.Consumer({"bootstrap.servers": d.bootstrap, "group.id": group})
+    try:
+        committed = check.committed([ck.TopicPartition(source, 0), ck.TopicPartition(source, 1)], 10)
+        assert [tp.offset for tp in committed] == [10, 10]
+    finally:
+        check.close()
