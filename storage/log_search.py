@@ -5,15 +5,28 @@ work on the log's segments and state like the log's own.
 
 Timestamp search (Kafka ``fetchOffsetByTimestamp``; reference §6.2)
 --------------------------------------------------------------------
-The target segment is the first (oldest) whose largest timestamp (max record
-timestamp, mtime fallback) is >= T. A prefix-max array over the inactive segments'
-largest timestamps makes that a ``bisect`` instead of a walk over every segment; it is
-rebuilt lazily after deletions or truncation (the log sets ``_search`` to None) and the
-active segment is looked at separately (its mtime and max move with appends). Only that
-segment is searched: time index floor → offset index → forward scan of batch headers →
-the first record with timestamp >= T and offset >= LSO
-(:func:`records.search.find_first_at_or_after`, or a cached
+The answer is the first record with timestamp >= T and offset >= LSO, exactly what a
+read of the whole log would find. Kafka's two steps find it in the common case: the
+first (oldest) segment whose largest timestamp is >= T, then the first record at or
+after T in that segment (time index floor → offset index → forward scan of batch
+headers → :func:`records.search.find_first_at_or_after`, or a cached
 :class:`~records.search.BatchTimestampIndex` for a big batch searched again).
+
+Where Kafka answers "none" although a later record matches, Sundial goes on to the next
+candidate segment (KAFKA-9157 and its neighbours):
+
+* the segments are chosen by their largest *record* timestamp (``max_timestamp_so_far``),
+  never the mtime Kafka falls back to for a segment without records, so a segment that
+  cleaning left empty is never the target;
+* a segment whose largest timestamp comes from a batch without records (the empty batch
+  cleaning keeps for a producer), or whose matching records all lie below the log start
+  offset (DeleteRecords), yields nothing, and the search moves to the next segment whose
+  largest record timestamp reaches T.
+
+A prefix-max array over the inactive segments' largest record timestamps makes the first
+candidate a ``bisect`` instead of a walk over every segment; it is rebuilt lazily after
+deletions or truncation (the log sets ``_search`` to None) and the active segment is looked
+at separately (its max moves with appends).
 
 Negative targets are ListOffsets' sentinels: -2/-4 earliest (LSO), -1 latest (LEO), -3
 the first record holding the largest timestamp (KAFKA-16310), -5 nothing tiered.
@@ -123,16 +136,13 @@ class TimestampSearch:
             cache = self._search = SearchCache(pm_largest, pm_ts, pm_arg)
         return cache
 
-    def _target_segment(self, target_ms: int) -> LogSegment | None:
-        """First segment whose largest timestamp >= target_ms (Kafka ``searchOffsetInLocalLog``)."""
-        pm = self._search_cache().prefix_max_largest
-        i = bisect.bisect_left(pm, target_ms)
-        if i < len(pm):
-            return self._segments[i]
-        active = self._segments[-1]
-        if active.largest_timestamp_ms() >= target_ms:
-            return active
-        return None
+    def _candidate_segments(self, target_ms: int):
+        """Segments that may hold a record with timestamp >= target_ms, oldest first: the first
+        whose largest record timestamp reaches it (a bisect), then every later one that does."""
+        pm = self._search_cache().prefix_max_ts
+        for seg in self._segments[bisect.bisect_left(pm, target_ms):]:
+            if seg.max_timestamp_so_far >= target_ms:
+                yield seg
 
     def fetch_offset_by_timestamp(self, target_ms: int) -> TimestampOffset | None:
         """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
@@ -149,15 +159,17 @@ class TimestampSearch:
             if target_ms == MAX_TIMESTAMP:
                 return self.max_timestamp_offset()
             return None
-        seg = self._target_segment(target_ms)
-        if seg is None:
-            return None
-        token, base = self._cache_token, seg.base_offset
+        token = self._cache_token
+        for seg in self._candidate_segments(target_ms):
+            base = seg.base_offset
 
-        def find_in_batch(data, position, t_ms, min_offset):
-            return _BATCH_INDEXES.find((token, base, position), data, position, t_ms, min_offset)
+            def find_in_batch(data, position, t_ms, min_offset, base=base):
+                return _BATCH_INDEXES.find((token, base, position), data, position, t_ms, min_offset)
 
-        return seg.find_offset_by_timestamp(target_ms, self.log_start_offset, find_in_batch)
+            found = seg.find_offset_by_timestamp(target_ms, self.log_start_offset, find_in_batch)
+            if found is not None:
+                return found
+        return None
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""

@@ -181,15 +181,19 @@ def test_kafka_python_latest_value_per_key_survives_with_offset_timestamp_header
         assert layout[0][0] == 0
         targets = [t0 - 1, t0, t0 + 5_000, t0 + 9_000, t0 + 9_590, got[-2][1], got[-2][1] + 1, now_ms() + 10]
         targets += random.Random(1).sample(range(t0, t0 + 12 * 40 * 20), 25)
-        for target in targets:
-            answer = c.offsets_for_times({tp: target})[tp]
-            expected = kafka_search(got, layout, target)
-            assert (None if answer is None else (answer.offset, answer.timestamp)) == expected, target
-            if expected is not None:
-                # an answer is always the brute-force one over the full read (an earlier record >= target
-                # would make its segment the one searched); Kafka answers "none" only where a segment
-                # without such a record has a largest timestamp (or mtime) >= target
-                assert expected == next(((r[0], r[1]) for r in got if r[1] >= target), None)
+        from confluent_kafka import Consumer as CkConsumer, TopicPartition as CkTopicPartition
+        ck = CkConsumer({"bootstrap.servers": daemon.bootstrap, "group.id": "lookup-" + topic})
+        try:
+            for target in targets:
+                # the first surviving record at or after the target, by brute force over the full read
+                expected = next(((r[0], r[1]) for r in got if r[1] >= target), None)
+                answer = c.offsets_for_times({tp: target})[tp]
+                assert (None if answer is None else (answer.offset, answer.timestamp)) == expected, target
+                (ck_answer,) = ck.offsets_for_times([CkTopicPartition(topic, 0, target)], 30)
+                assert (ck_answer.offset if ck_answer.offset >= 0 else None) == \
+                    (None if expected is None else expected[0]), target
+        finally:
+            ck.close()
     finally:
         c.close()
     # the pass is in the log and in the metrics
@@ -204,6 +208,41 @@ def test_kafka_python_latest_value_per_key_survives_with_offset_timestamp_header
                  "sundial_log_cleaner_buffer_utilization_percent", "sundial_log_cleaner_uncleanable_partitions"):
         assert name in samples, name
     assert samples["sundial_log_cleaner_uncleanable_partitions"][0][1] == 0
+
+
+def test_offsets_for_times_answers_past_segments_that_cleaning_emptied(daemon):
+    """Every record of the first round is overwritten by the second, so cleaning leaves the first
+    round's segments empty, their largest timestamp their mtime (now). Kafka's two-step search
+    stops there and answers "none" for any target up to now (KAFKA-9157); Sundial answers the first
+    surviving record at or after the target, with kafka-python and confluent-kafka alike."""
+    from confluent_kafka import Consumer as CkConsumer, TopicPartition as CkTopicPartition
+
+    topic = unique_topic("cmp-empty")
+    create_topic(daemon.bootstrap, topic, 1, COMPACT)
+    t0 = now_ms() - HOUR
+    produced = send_all(daemon.bootstrap, topic, keyed_data(20, 2, t0, pad=900))
+    sentinel = send_all(daemon.bootstrap, topic, [(b"zz-sentinel", b"s", now_ms(), ())])
+    wait_cleaned(daemon, topic, sentinel[0][0])
+    got = read_all(daemon.bootstrap, topic)
+    assert got == model(produced + sentinel, sentinel[0][0])
+    layout = segment_layout(daemon, topic)
+    targets = sorted({t0, t0 + 100, t0 + 390, got[0][1] - 1, got[0][1], got[0][1] + 1, got[-2][1], got[-1][1]})
+    misses = [t for t in targets if kafka_search(got, layout, t) is None
+              and next((r for r in got if r[1] >= t), None) is not None]
+    assert misses, f"the scenario must leave an emptied segment first: {layout}"
+    c = consumer(daemon.bootstrap)
+    ck = CkConsumer({"bootstrap.servers": daemon.bootstrap, "group.id": "lookup-" + topic})
+    try:
+        tp = TopicPartition(topic, 0)
+        for target in targets:
+            expected = next(((r[0], r[1]) for r in got if r[1] >= target), None)
+            answer = c.offsets_for_times({tp: target})[tp]
+            assert (None if answer is None else (answer.offset, answer.timestamp)) == expected, target
+            (ck_answer,) = ck.offsets_for_times([CkTopicPartition(topic, 0, target)], 30)
+            assert ck_answer.offset == (expected[0] if expected else -1), target
+    finally:
+        c.close()
+        ck.close()
 
 
 def test_confluent_kafka_tombstones_disappear_after_delete_retention(daemon):

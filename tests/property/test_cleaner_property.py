@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
@@ -63,6 +63,22 @@ def write(log, batches, roll_every, now_ms):
     return out
 
 
+def check_lookups(log):
+    """offsetsForTimes on the cleaned log equals brute force over a full read: the first surviving
+    record at or after T, whatever empty segments or empty batches cleaning left before it."""
+    survivors = [(r.offset, r.timestamp) for r in read_all(log)]
+    stamps = sorted({t for _, t in survivors if t >= 0} | {seg.largest_timestamp_ms() for seg in log.segments})
+    targets = {0, NOW_MS - DAY}
+    for t in stamps:
+        targets.update((t - 1, t, t + 1))
+    if any(seg.size_bytes == 0 for seg in log.segments[:-1]):
+        event("an empty cleaned segment before the active one")
+    for target in sorted(t for t in targets if t >= 0):
+        expect = next(((o, t) for o, t in survivors if t >= target), None)
+        got = log.fetch_offset_by_timestamp(target)
+        assert ((got.offset, got.timestamp_ms) if got else None) == expect, target
+
+
 def check_format(log):
     """Every batch has a valid CRC, offsets increase, every index passes the load-time checks."""
     last = -1
@@ -91,6 +107,7 @@ def test_cleaned_log_equals_the_brute_force_model(spec):
         assert read_all(log) == model_after_clean(records, end1)
         assert (log.log_start_offset, log.log_end_offset) == (lso, leo)
         check_format(log)
+        check_lookups(log)
         # more data, a day later: tombstones cleaned the first time are past their horizon now
         records += write(log, spec["more"], spec["roll_every"], NOW_MS + DAY)
         log.roll(NOW_MS + DAY)
@@ -98,6 +115,7 @@ def test_cleaned_log_equals_the_brute_force_model(spec):
         end2 = log.active_segment.base_offset
         assert read_all(log) == model_after_clean(records, end2, tombstones_expired_below=end1)
         check_format(log)
+        check_lookups(log)
     finally:
         log.close_handles()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -88,7 +88,7 @@ def test_magic0_never_found_and_magic1_has_no_epoch(new_log):  # 76 (magic cases
     assert v1.fetch_offset_by_timestamp(NOW_MS) == (NOW_MS, 0, None)
 
 
-def test_only_first_segment_with_largest_timestamp_is_searched(new_log):
+def test_search_goes_on_where_the_first_candidate_segment_has_no_match(new_log):
     log = new_log(segment_bytes=200)
     log.append(batch([100, 300]), now_ms=NOW_MS)
     log.roll(NOW_MS)
@@ -96,9 +96,10 @@ def test_only_first_segment_with_largest_timestamp_is_searched(new_log):
     assert log.fetch_offset_by_timestamp(250) == (300, 1, 0)
     assert log.fetch_offset_by_timestamp(150) == (300, 1, 0)  # first record >= 150 in segment 0
     assert log.fetch_offset_by_timestamp(301) == (400, 3, 0)
-    # after DeleteRecords past the match in segment 0, Kafka does not fall through
+    # after DeleteRecords past the match in segment 0, Kafka answers "none"; the first record
+    # at or after 250 that is still in the log is offset 3
     log.delete_records(2)
-    assert log.fetch_offset_by_timestamp(250) is None
+    assert log.fetch_offset_by_timestamp(250) == (400, 3, 0)
     assert log.fetch_offset_by_timestamp(350) == (400, 3, 0)
 
 
@@ -140,17 +141,16 @@ def test_legacy_v1_compressed_wrapper(new_log):
     assert log.max_timestamp_offset()[:2] == (50, 2)
 
 
-def test_mtime_fallback_picks_segment(new_log):
+def test_segments_without_timestamped_records_are_never_searched(new_log):
+    """Kafka picks such a segment by its mtime and then finds nothing; here no segment is a candidate."""
     log = new_log(message_format_version="0.9.0", segment_bytes=120)
     for _ in range(4):
         log.append(batch([-1], magic=0, value_size=40), now_ms=NOW_MS)
     assert len(log.segments) >= 3
-    # segment largest timestamps come from mtimes; no record has a timestamp, so nothing is found,
-    # but the chosen segment follows the mtimes
     for i, seg in enumerate(log.segments[:-1]):
         seg.set_last_modified_ms(1000 * (i + 1))
     log._search = None
-    assert log._target_segment(1500) is log.segments[1]
+    assert list(log._candidate_segments(1500)) == []
     assert log.fetch_offset_by_timestamp(1500) is None
 
 
