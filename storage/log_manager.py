@@ -107,7 +107,9 @@ class LogManager:
             return
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
-            self._clean[d] = consume_clean_shutdown_marker(d)
+            # A directory holding no partition and no checkpoint is new: nothing to recover, so
+            # its first start (and every partition created during it) is not an unclean one.
+            self._clean[d] = consume_clean_shutdown_marker(d) or _is_fresh_log_dir(d)
             self._recovery_points[d] = read_offset_checkpoint(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE))
             self._log_start_offsets[d] = read_offset_checkpoint(
                 os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE))
@@ -464,3 +466,10 @@ def remove_expired(due_files: list[str], due_dirs: list[str]) -> int:
 
 __all__ = ["LogManager", "remove_expired"]
 
+
+def _is_fresh_log_dir(log_dir: str) -> bool:
+    """No partition directory and no recovery-point checkpoint: a data directory never used."""
+    if os.path.exists(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT_FILE)):
+        return False
+    return not any(files.parse_partition_dir_name(name) is not None or files.is_delete_dir(name)
+                   for name in os.listdir(log_dir))

@@ -295,3 +295,24 @@ def test_expired_files_are_handed_over_once_and_removed_elsewhere(dirs):
     assert removed == [2]
     assert not [n for d in dirs for n in os.listdir(d) if n.startswith("gone-")]
     mgr.shutdown()
+
+
+def test_a_fresh_data_directory_starts_clean_and_a_used_one_without_marker_does_not(dirs):
+    """The first start on new directories is not an unclean one (nothing to recover), nor are the
+    partitions created during it; a used directory without the clean-shutdown marker is."""
+    from structlog.testing import capture_logs
+
+    with capture_logs() as first:
+        mgr = manager(dirs)
+    (start,) = [e for e in first if e["event"] == "log_manager_starting"]
+    assert start["unclean_log_dirs"] == []
+    mgr.create_topic("fresh", 2, UNBOUNDED)
+    for p in range(2):
+        log = mgr.get_log("fresh", p)
+        log.append(batch([NOW_MS]), now_ms=NOW_MS)
+    crash(mgr)
+    with capture_logs() as second:
+        mgr = manager(dirs)
+    (start,) = [e for e in second if e["event"] == "log_manager_starting"]
+    assert sorted(start["unclean_log_dirs"]) == sorted(dirs)
+    mgr.shutdown()
