@@ -261,6 +261,13 @@ def dump_offset_index(path: str, opts: Options, findings: Findings, out: TextIO)
     walk = walk_log(log_path, {p for _, p in entries}, {o for o, _ in entries}, progress_mode=opts.progress)
     if walk.problem:
         findings.other.append(walk.problem[0].upper() + walk.problem[1:])
+    if entries == [(base, 0)] and length >= _OFFSET_ENTRY.size and _zero_from(read_file(path), 0, length):
+        # A file of zeros is the pre-allocated index of an active segment with no entry written yet,
+        # unless the first batch ends at the base offset (then (base, 0) is its real first entry).
+        first = walk.at_position.get(0)
+        if first is None or first.last_offset != base:
+            print(f"{path} is empty.", file=out)
+            return
     prev: tuple[int, int] | None = None
     for offset, position in entries:
         if prev is not None and not (offset > prev[0] and position > prev[1]):
@@ -334,6 +341,13 @@ def dump_time_index(path: str, opts: Options, findings: Findings, out: TextIO) -
     walk = walk_log(log_path, set(), offsets, record_max_for=offsets, progress_mode=opts.progress)
     if walk.problem:
         findings.other.append(walk.problem[0].upper() + walk.problem[1:])
+    if entries == [(0, base)] and _zero_from(read_file(path), 0, length):
+        # A file of zeros is the pre-allocated time index of an active segment with no entry yet,
+        # unless a batch ending at the base offset has the largest timestamp 0 (a real first entry).
+        first = walk.ending_at.get(base)
+        if first is None or first.record_max_ts != 0:
+            print(f"{path} is empty.", file=out)
+            return
     prev_ts = -1
     prev_offset = base
     for timestamp, offset in entries:

@@ -175,6 +175,25 @@ def test_verify_passes_on_intact_files_and_directories(tmp_path, capsys):
     assert "passed sanity check" in capsys.readouterr().out
 
 
+def test_an_active_segment_whose_index_has_no_entry_yet_is_not_a_mismatch(tmp_path, capsys):
+    """The pre-allocated index of a fresh active segment is all zeros: its first slot reads as
+    (base offset, position 0), which only a batch ending at the base offset would have written."""
+    cfg = topic_config(index_interval_bytes=4096)
+    log = PartitionLog.create(str(tmp_path / "t-0"), cfg, topic="t", partition=0, now_ms=NOW)
+    log.append(build_records(2, [SimpleRecord(NOW, b"k", b"v")] * 5).buffer, now_ms=NOW)   # offsets 0-4
+    try:
+        index = segment_files(str(tmp_path / "t-0"), ".index")[-1]
+        assert os.path.getsize(index) > 0 and open(index, "rb").read().count(0) == os.path.getsize(index)
+        assert run_dump("--files", str(tmp_path / "t-0"), "--verify-index-only") == 0
+        out = capsys.readouterr()
+        assert "Mismatches" not in out.out + out.err
+        # a real first entry (base, 0) in a file of zeros would be a mismatch against a batch ending at 4
+        assert run_dump("--files", index) == 0
+        assert "is empty" in capsys.readouterr().out
+    finally:
+        log.close()
+
+
 def test_active_segment_with_preallocated_indexes(tmp_path, capsys):
     w = write_partition(tmp_path / "t-0", seed=4, close=False)
     index = segment_files(w.dir, ".index")[-1]
