@@ -36,8 +36,10 @@ import sundial.storage.errors as se
 from sundial.protocol.errors import ErrorCode
 from sundial.records.timestamps import wall_clock_ms
 
+from .modern.classic import ClassicJoinRequest, ClassicJoinResult
 from .modern.errors import GroupError
 from .modern.manager import ConsumerGroupManager
+from .modern.migration import ClassicGroupImage
 from .modern.records import CoordinatorRecord, encode_record
 from .modern.replay import ReplayError
 from .modern.requests import HeartbeatRequest, HeartbeatResult
@@ -59,6 +61,10 @@ class ConsumerGroups:
         self.now_ms = now_ms
         self._offsets = offsets
         self.manager = ConsumerGroupManager(settings, topics, group_settings, is_classic_group=is_classic_group)
+        #: Called with (classic group image, start a rebalance) for each consumer group that turned
+        #: back into a classic group (online downgrade), once its tombstones are appended: the
+        #: coordinator creates the classic group and appends its metadata record after them.
+        self.on_downgrade: Callable[[ClassicGroupImage, bool], None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.replay_errors = 0
@@ -90,12 +96,45 @@ class ConsumerGroups:
             self._task = None
 
     # -- requests -------------------------------------------------------------------------------
-    async def heartbeat(self, request: HeartbeatRequest, *, client_id: str, client_host: str) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat; raises :class:`GroupError` (Kafka's code and message) to refuse it."""
+    async def heartbeat(self, request: HeartbeatRequest, *, client_id: str, client_host: str,
+                        classic: ClassicGroupImage | None = None, before_append: Callable[[], None] | None = None
+                        ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; raises :class:`GroupError` (Kafka's code and message) to refuse it.
+        ``classic``: the classic group with members this join may upgrade; ``before_append`` runs once
+        the manager accepted the request, before its records are appended (the classic group's
+        tombstone goes first)."""
         result, records = self.manager.heartbeat(request, self.now_ms(), client_id=client_id,
-                                                 client_host=client_host)
+                                                 client_host=client_host, classic=classic)
+        if before_append is not None:
+            before_append()
         await self._persist(records)
         return result
+
+    # -- classic members inside consumer groups (online migration) -------------------------------
+    async def classic_join(self, request: ClassicJoinRequest, *, client_id: str,
+                           client_host: str) -> ClassicJoinResult:
+        result, records = self.manager.classic_join(request, self.now_ms(), client_id=client_id,
+                                                    client_host=client_host)
+        await self._persist(records)
+        return result
+
+    def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                     protocol_type: str | None, protocol_name: str | None) -> bytes:
+        return self.manager.classic_sync(group_id, member_id, instance_id, generation_id, protocol_type,
+                                         protocol_name, self.now_ms())
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> ErrorCode:
+        return self.manager.classic_heartbeat(group_id, member_id, instance_id, generation_id, self.now_ms())
+
+    def classic_leave(self, group_id: str, members) -> list[tuple[str, str | None, ErrorCode]]:
+        """LeaveGroup of classic members: the records are appended at once and made durable in the
+        background, as the classic groups' LeaveGroup does (the member is gone either way)."""
+        answers, records = self.manager.classic_leave(group_id, members, self.now_ms())
+        last = self._append(records)
+        if last is not None:
+            self._offsets.spawn(self._offsets.durable(last))
+        return answers
 
     def describe(self, group_id: str) -> GroupDescription:
         return self.manager.describe(group_id)
@@ -154,6 +193,10 @@ class ConsumerGroups:
             logger.error("consumer_group_records_store_failed", records=len(records), error=str(exc))
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
                 from None
+        finally:
+            for image, rebalance in self.manager.take_downgrades():
+                if self.on_downgrade is not None:
+                    self.on_downgrade(image, rebalance)
         self.version += 1
         self._offsets.forget_consumed()
         return last

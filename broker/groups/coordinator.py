@@ -42,7 +42,9 @@ import sundial.storage.errors as se
 from .consumer_groups import GROUP_TYPE_CONSUMER, ConsumerGroups
 from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
 from .lag import LagRow
+from .modern.classic import ClassicJoinRequest
 from .modern.errors import GroupError
+from .modern.migration import ClassicGroupImage, ClassicMember
 from .modern.requests import HeartbeatRequest, HeartbeatResult
 from .modern.settings import ConsumerGroupSettings
 from .offset_manager import CommitRequest, ConsumedUpto, FetchedOffset, GroupMetadataManager, storage_error_code
@@ -98,9 +100,12 @@ class GroupCoordinator:
         self._logs = logs
         self.consumer = ConsumerGroups(
             ConsumerGroupSettings(max_size=consumer.max_size, assignors=tuple(consumer.assignors),
-                                  regex_refresh_interval_ms=consumer.regex_refresh_interval_ms),
+                                  regex_refresh_interval_ms=consumer.regex_refresh_interval_ms,
+                                  upgrade_enabled=consumer.upgrade_enabled, downgrade_enabled=consumer.downgrade_enabled,
+                                  classic_max_size=self.settings.max_size),
             self.offsets, topics=topic_view or self._topic_view, group_settings=self._consumer_group_settings,
             is_classic_group=self._is_live_classic_group, now_ms=now_ms)
+        self.consumer.on_downgrade = self._classic_from_consumer
 
     @property
     def store(self) -> OffsetStore:
@@ -305,6 +310,11 @@ class GroupCoordinator:
         if error:
             return JoinReply(None, error, member_id=member_id)
         if self.consumer.is_consumer_group(group_id):
+            if not self.consumer.is_empty(group_id):
+                return await self._classic_join_consumer_group(
+                    ClassicJoinRequest(group_id, member_id, group_instance_id, session_timeout_ms, rebalance_timeout_ms,
+                                       protocol_type or "", list(protocols), require_known_member_id),
+                    client_id=client_id or "", client_host=client_host or "")
             error = await self._drop_empty_consumer_group(group_id)
             if error:
                 return JoinReply(None, error, member_id=member_id)
@@ -333,6 +343,14 @@ class GroupCoordinator:
             return SyncReply(None, ErrorCode.REBALANCE_IN_PROGRESS)  # Kafka: rejoin after the load
         if error:
             return SyncReply(None, error)
+        if self.consumer.is_consumer_group(group_id):
+            try:
+                assignment = self.consumer.classic_sync(group_id, member_id, group_instance_id, generation_id,
+                                                        protocol_type, protocol_name)
+            except GroupError as exc:
+                return SyncReply(None, exc.error_code)
+            return SyncReply(None, ErrorCode.NONE, protocol_type=protocol_type, protocol_name=protocol_name,
+                             assignment=assignment)
         group = self.groups.get(group_id)
         if group is None:
             return SyncReply(None, ErrorCode.UNKNOWN_MEMBER_ID)
@@ -352,6 +370,11 @@ class GroupCoordinator:
             return ErrorCode.NONE  # Kafka answers blindly while loading
         if error:
             return error
+        if self.consumer.is_consumer_group(group_id):
+            try:
+                return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
+            except GroupError as exc:
+                return exc.error_code
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -367,6 +390,12 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return error, []
+        if self.consumer.is_consumer_group(group_id):
+            try:
+                answers = self.consumer.classic_leave(group_id, [(m, i) for m, i, _ in members])
+            except GroupError as exc:
+                return exc.error_code, []
+            return ErrorCode.NONE, [code for _, _, code in answers]
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
@@ -384,6 +413,8 @@ class GroupCoordinator:
         if error:
             raise GroupError(error)
         group = self.groups.get(request.group_id)
+        if group is not None and group.state not in (EMPTY, DEAD):
+            return await self._upgrade_classic_group(group, request, client_id=client_id, client_host=client_host)
         if group is not None and group.state in (EMPTY, DEAD) and request.member_epoch == 0:
             now = self.now_ms()
             last = None
@@ -402,12 +433,74 @@ class GroupCoordinator:
             raise GroupError(error)
         return self.consumer.describe(group_id)
 
+    # -- online migration (group.consumer.migration.policy) ------------------------------------------
+    async def _upgrade_classic_group(self, group: Group, request: HeartbeatRequest, *, client_id: str,
+                                     client_host: str) -> HeartbeatResult:
+        """A ConsumerGroupHeartbeat for a classic group with members: the consumer groups decide
+        whether it upgrades (GROUP_ID_NOT_FOUND if not); when it does, the classic group's parked
+        JoinGroup/SyncGroup answers get REBALANCE_IN_PROGRESS, its metadata is tombstoned before the
+        consumer group's records, and it is gone from the classic groups."""
+        image = ClassicGroupImage(
+            group.group_id, group.generation_id, group.protocol_type, group.protocol_name,
+            tuple(ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                m.session_timeout_ms, tuple((n, bytes(md)) for n, md in m.protocols), m.assignment)
+                  for m in group.members.values()))
+        tombstone: list[int | None] = []
+
+        def drop_classic_group() -> None:
+            now = self.now_ms()
+            for m in group.members.values():
+                if m.awaiting_join:
+                    self._resolve(m.join_waiter, JoinReply(m.join_waiter, ErrorCode.REBALANCE_IN_PROGRESS,
+                                                           member_id=m.member_id))
+                if m.awaiting_sync:
+                    self._resolve(m.sync_waiter, SyncReply(m.sync_waiter, ErrorCode.REBALANCE_IN_PROGRESS))
+            if group.group_id in self.store.group_values:
+                tombstone.append(self.store.delete_group_metadata(group.group_id, now))
+            del self.groups[group.group_id]
+            self._membership_version += 1
+            logger.info("classic_group_converted", group=group.group_id, to=GROUP_TYPE_CONSUMER,
+                        members=len(image.members), generation_id=group.generation_id)
+
+        result = await self.consumer.heartbeat(request, client_id=client_id, client_host=client_host, classic=image,
+                                               before_append=drop_classic_group)
+        if tombstone:
+            await self.offsets.durable(tombstone[0])
+        return result
+
+    async def _classic_join_consumer_group(self, request: ClassicJoinRequest, *, client_id: str,
+                                           client_host: str) -> JoinReply:
+        try:
+            result = await self.consumer.classic_join(request, client_id=client_id, client_host=client_host)
+        except GroupError as exc:
+            return JoinReply(None, exc.error_code, member_id=request.member_id)
+        return JoinReply(None, result.error, member_id=result.member_id, generation_id=result.generation_id,
+                         protocol_type=result.protocol_type, protocol_name=result.protocol_name)
+
+    def _classic_from_consumer(self, image: ClassicGroupImage, rebalance: bool) -> None:
+        """A consumer group turned back into a classic group (its tombstones are appended): build the
+        classic group, append its metadata record, and start a rebalance so its members rejoin."""
+        now = self.now_ms()
+        group = self._make_group(image.group_id, now)
+        group.load(protocol_type=image.protocol_type, generation_id=image.generation_id,
+                   protocol_name=image.protocol_name, leader_id=None, state_timestamp_ms=now,
+                   members=[{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                             "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                             "session_timeout_ms": m.session_timeout_ms, "protocols": list(m.protocols),
+                             "subscription": m.metadata(image.protocol_name), "assignment": m.assignment}
+                            for m in image.members], now_ms=now)
+        self.groups[image.group_id] = group
+        self._store_group(group, StoreGroup())
+        logger.info("consumer_group_converted", group=image.group_id, to=GROUP_TYPE_CLASSIC,
+                    members=len(image.members), generation_id=image.generation_id)
+        if rebalance:
+            self._apply(group, group.rebalance(f"Downgrade group {image.group_id} from consumer to classic.", now))
+        else:
+            self._apply(group, [])
+
     async def _drop_empty_consumer_group(self, group_id: str) -> ErrorCode:
-        """A classic JoinGroup names a consumer group: an empty one is deleted (its offsets stay)
-        and the id becomes a classic group; one with members is refused, as Kafka refuses it when
-        the group may not take classic members (online migration is not served)."""
-        if not self.consumer.is_empty(group_id):
-            return ErrorCode.GROUP_ID_NOT_FOUND
+        """A classic JoinGroup names an empty consumer group: it is deleted (its offsets stay) and the
+        id becomes a classic group, as in Kafka whatever the migration policy."""
         try:
             await self.consumer.delete_group(group_id)
         except GroupError as exc:

@@ -420,7 +420,8 @@ class GroupMetadata:
         """Restore a group from its last metadata record (Kafka ``GroupMetadata.loadGroup``).
 
         A group with members comes back Stable and every member gets a fresh session;
-        one without comes back Empty.
+        one without comes back Empty. A member's ``protocols`` (all those of its JoinGroup, when
+        known: a consumer group converted back to classic) replace the one stored protocol.
         """
         self.protocol_type = protocol_type or None
         self.generation_id = generation_id
@@ -431,7 +432,7 @@ class GroupMetadata:
             m = Member(rec["member_id"], rec.get("group_instance_id"), rec.get("client_id", ""),
                        rec.get("client_host", ""), rec.get("rebalance_timeout_ms", rec["session_timeout_ms"]),
                        rec["session_timeout_ms"], protocol_type or "",
-                       [(protocol_name or "", rec.get("subscription", b""))])
+                       rec.get("protocols") or [(protocol_name or "", rec.get("subscription", b""))])
             m.assignment = rec.get("assignment", b"")
             m.session_deadline_ms = now_ms + m.session_timeout_ms
             self.members[m.member_id] = m

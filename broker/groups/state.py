@@ -444,6 +444,13 @@ class Group(GroupMetadata):
                    leader=self.leader_id, members=len(self.members))
         return out
 
+    def rebalance(self, reason: str, now_ms: int) -> list[Effect]:
+        """Start a rebalance now (a consumer group just became this classic group: its members
+        rejoin, Kafka ``convertToClassicGroup``'s ``prepareRebalance``)."""
+        out = self._begin()
+        self._maybe_prepare_rebalance(reason, now_ms)
+        return out
+
     # -- Heartbeat, LeaveGroup, commits ----------------------------------------------------------
     def heartbeat(self, *, member_id: str, group_instance_id: str | None, generation_id: int,
                   now_ms: int) -> ErrorCode:

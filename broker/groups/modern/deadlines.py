@@ -11,6 +11,10 @@ fires once passed:
   member is still at the epoch it had then, the member is fenced for not revoking in time
   (Kafka ``groupRebalanceTimeoutKey``).
 
+A classic member inside the group (online migration) has no rebalance deadline but a join
+deadline (a REBALANCE_IN_PROGRESS asked it to rejoin) and a sync deadline (it joined and must
+sync), each its rebalance timeout; its session deadline is its classic session timeout.
+
 Soft state: never written to ``__consumer_offsets``; after a restart every member gets a
 fresh session deadline and every member in UNREVOKED_PARTITIONS a fresh rebalance
 deadline, as Kafka's ``onLoaded`` does.
@@ -26,6 +30,11 @@ from enum import Enum
 class TimerKind(Enum):
     SESSION = "session"
     REBALANCE = "rebalance"
+    #: Classic members only: the JoinGroup a REBALANCE_IN_PROGRESS asked for (Kafka
+    #: ``consumerGroupJoinKey``) and the SyncGroup after a JoinGroup (``consumerGroupSyncKey``),
+    #: each within the member's rebalance timeout, else it is fenced.
+    JOIN = "join"
+    SYNC = "sync"
 
 
 @dataclass(frozen=True, order=True)
@@ -51,8 +60,12 @@ class Deadlines:
             self._heap = [(d, g, m, k.value) for (g, m, k), (d, _) in self._timers.items()]
             heapq.heapify(self._heap)
 
+    def schedule_if_absent(self, group_id: str, member_id: str, kind: TimerKind, deadline_ms: int) -> None:
+        if (group_id, member_id, kind) not in self._timers:
+            self.schedule(group_id, member_id, kind, deadline_ms)
+
     def cancel(self, group_id: str, member_id: str, kind: TimerKind | None = None) -> None:
-        for k in (TimerKind.SESSION, TimerKind.REBALANCE) if kind is None else (kind,):
+        for k in TimerKind if kind is None else (kind,):
             self._timers.pop((group_id, member_id, k), None)
 
     def cancel_group(self, group_id: str) -> None:

@@ -24,14 +24,14 @@ writing any record.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 import structlog
 
 from .assignment import EMPTY, Assignment, TopicId, pairs
-from .member import ConsumerGroupMember
+from .member import ConsumerGroupMember, MemberState
 from .topics import TopicImage
 
 log = structlog.get_logger(__name__)
@@ -82,6 +82,9 @@ class ConsumerGroup:
         self._name_counts: Counter[str] = Counter()
         self._regex_counts: Counter[str] = Counter()
         self._assignor_counts: Counter[str] = Counter()
+        #: Members using the classic protocol, and how many of them support each classic protocol name.
+        self._classic_members = 0
+        self._classic_protocol_counts: Counter[str] = Counter()
 
     # -- what the group is ----------------------------------------------------------------------
 
@@ -130,6 +133,41 @@ class ConsumerGroup:
             for tp in pairs(m.pending_revocation):
                 held.setdefault(tp, []).append(m.member_id)
         return held
+
+    # -- classic members (online migration, Kafka ``ConsumerGroup`` classic-member counts) ------
+
+    @property
+    def classic_member_count(self) -> int:
+        return self._classic_members
+
+    def supports_classic_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        """Whether a classic member with these protocols may join: the protocol type is "consumer"
+        and, unless the group is empty, one of its protocols is supported by every classic member
+        (Kafka ``supportsClassicProtocols``)."""
+        names = list(protocol_names)
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        return any(self._classic_protocol_counts.get(name, 0) == self._classic_members for name in names)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member but ``member_id`` uses the classic protocol and ``member_id`` does not
+        (Kafka ``allMembersUseClassicProtocolExcept``)."""
+        member = self.members.get(member_id)
+        return (member is not None and not member.uses_classic_protocol
+                and self._classic_members == len(self.members) - 1)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether a member in UNRELEASED_PARTITIONS still waits for a partition of its target that
+        another member holds (Kafka ``waitingOnUnreleasedPartition``)."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_of(member.member_id).items():
+            mine = member.assigned.get(topic_id, frozenset())
+            if any(p not in mine and self.partition_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
 
     def persisted_state(self) -> tuple:
         """Everything the records hold of the group, as one comparable value: replaying the
@@ -254,6 +292,12 @@ class ConsumerGroup:
         self.targets.pop(member_id, None)
 
     def _count(self, member: ConsumerGroupMember, sign: int) -> None:
+        if member.classic is not None:
+            self._classic_members += sign
+            for proto in {p.name for p in member.classic.supported_protocols}:
+                self._classic_protocol_counts[proto] += sign
+                if self._classic_protocol_counts[proto] <= 0:
+                    del self._classic_protocol_counts[proto]
         for counts, keys in ((self._name_counts, member.subscribed_topic_names),
                              (self._regex_counts, (member.regex,) if member.regex else ()),
                              (self._assignor_counts, (member.server_assignor,) if member.server_assignor else ())):

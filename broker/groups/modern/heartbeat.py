@@ -51,7 +51,7 @@ from .errors import GroupError
 from .group import ConsumerGroup, ResolvedRegex
 from .member import LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState
 from .reconcile import reconcile
-from .records import CoordinatorRecord
+from .records import ClassicMemberMetadata, CoordinatorRecord
 from .regex import InvalidRegex, compile_topic_regex, resolve
 from .requests import HeartbeatRequest
 from .settings import ConsumerGroupSettings
@@ -94,12 +94,17 @@ def unknown_member(member_id: str, group_id: str) -> GroupError:
 
 
 def member_heartbeat(ctx: Context, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
-                     client_id: str, client_host: str) -> tuple[ConsumerGroupMember, Change, ConsumerGroupMember]:
+                     client_id: str, client_host: str, *, classic: ClassicMemberMetadata | None = None
+                     ) -> tuple[ConsumerGroupMember, Change, ConsumerGroupMember]:
     """A join or heartbeat (epoch >= 0): (the member before, the change, the member after).
-    ``member_id`` is the request's, or the id generated for a v0 join."""
+    ``member_id`` is the request's, or the id generated for a v0 join.
+
+    With ``classic``, the request is a classic member's JoinGroup (:mod:`.classic`) translated
+    into a heartbeat: the member is created if unknown, its epoch is not checked, it keeps its
+    server assignor and has no rebalance deadline (classic members have join and sync deadlines)."""
     change = Change()
     records = change.records
-    joining = request.member_epoch == 0
+    joining = request.member_epoch == 0 or classic is not None
     owned = request.owned
     size = len(group.members)
     if size >= ctx.settings.max_size and (not request.member_id or request.member_id not in group.members):
@@ -107,10 +112,15 @@ def member_heartbeat(ctx: Context, group: ConsumerGroup, request: HeartbeatReque
                          f"The consumer group has reached its maximum capacity of {ctx.settings.max_size} members.")
     replacing: dict[str, ConsumerGroupMember | None] = {}
     if request.instance_id is None:
-        member = _dynamic_member(group, member_id, request.member_epoch, owned, joining)
+        if classic is not None:
+            member = group.members.get(member_id) or ConsumerGroupMember(member_id)
+            if not member.uses_classic_protocol and member_id in group.members:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} does not use the classic protocol.")
+        else:
+            member = _dynamic_member(group, member_id, request.member_epoch, owned, joining)
     else:
         member = _static_member(group, member_id, request.member_epoch, request.instance_id, owned, joining,
-                                records, replacing)
+                                records, replacing, classic=classic is not None)
         change.removed = [replaced for replaced, m in replacing.items() if m is None]
 
     updated = member.replace(
@@ -121,7 +131,7 @@ def member_heartbeat(ctx: Context, group: ConsumerGroup, request: HeartbeatReque
         subscribed_topic_names=(member.subscribed_topic_names if request.subscribed_topic_names is None
                                 else frozenset(request.subscribed_topic_names)),
         subscribed_topic_regex=_or(request.subscribed_topic_regex, member.subscribed_topic_regex),
-        client_id=client_id, client_host=client_host)
+        client_id=client_id, client_host=client_host, classic=_or(classic, member.classic))
     replacing[updated.member_id] = updated
 
     names_changed = False
@@ -154,7 +164,7 @@ def member_heartbeat(ctx: Context, group: ConsumerGroup, request: HeartbeatReque
                           subscription_changed=subscription_changed)
         if final != updated:
             records.append(rec.current_assignment(group.group_id, final))
-            if final.state is MemberState.UNREVOKED_PARTITIONS:
+            if final.state is MemberState.UNREVOKED_PARTITIONS and not final.uses_classic_protocol:
                 change.arm_rebalance = (final.member_id, final.member_epoch, final.rebalance_timeout_ms)
             else:
                 change.disarm_rebalance = final.member_id
@@ -221,9 +231,14 @@ def _dynamic_member(group: ConsumerGroup, member_id: str, epoch: int, owned: Ass
 
 def _static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id: str, owned: Assignment | None,
                    joining: bool, records: list[CoordinatorRecord],
-                   replacing: dict[str, ConsumerGroupMember | None]) -> ConsumerGroupMember:
+                   replacing: dict[str, ConsumerGroupMember | None], *, classic: bool = False) -> ConsumerGroupMember:
     existing = group.static_member(instance_id)
-    if not joining:
+    if classic:
+        if existing is None:
+            return group.members.get(member_id) or ConsumerGroupMember(member_id)
+        if existing.member_id == member_id:
+            return existing
+    elif not joining:
         _check_static(group, existing, member_id, instance_id)
         _check_epoch(existing, epoch, owned)
         return existing
@@ -234,7 +249,9 @@ def _static_member(group: ConsumerGroup, member_id: str, epoch: int, instance_id
         if existing.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             return existing.replace(member_epoch=0, previous_member_epoch=0)
         return existing
-    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+    # A classic static member replaces its predecessor whatever that one's state, as in a
+    # classic group; two consumer-protocol members need the old one gone with epoch -2.
+    if not classic and not existing.uses_classic_protocol and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                          f"Static member {member_id} with instance id {instance_id} cannot join the group because "
                          f"the instance id is owned by {existing.member_id} member.")

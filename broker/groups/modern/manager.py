@@ -15,9 +15,14 @@ the ``__consumer_offsets`` records it wrote, which the caller persists (records 
 3. The broker is injected: its topics (``topics()`` → name → (topic id, partitions)), the
    per-group session timeout and heartbeat interval (``group_settings(group_id)``, the GROUP
    config resource over the broker defaults), and whether an id names a classic group
-   (``is_classic_group``; such a group id gets GROUP_ID_NOT_FOUND, as Kafka answers a
-   consumer-protocol request for a classic group it will not convert: the classic group's
-   owner decides which those are and does any migration).
+   (``is_classic_group``; such a group id gets GROUP_ID_NOT_FOUND unless the caller hands the
+   classic group over for an online upgrade, :mod:`.migration`).
+4. Online migration (``group.consumer.migration.policy``): a join may carry the image of a
+   classic group with members, which becomes this consumer group first (upgrade); classic
+   members then use JoinGroup/SyncGroup/Heartbeat/LeaveGroup through the ``classic_*`` methods
+   (:mod:`.classic`); when the last consumer-protocol member goes, the group may turn back into a
+   classic group (downgrade): its tombstones are among the records returned, and the image of
+   the classic group to create waits in :meth:`ConsumerGroupManager.take_downgrades`.
 
 The heartbeat itself is :mod:`.heartbeat`; reconciliation :mod:`.reconcile`; the target
 assignment :mod:`.target`; regexes :mod:`.regex`; topic changes :mod:`.refresh`; what
@@ -39,8 +44,10 @@ from .assignors import ASSIGNORS, ServerAssignor
 from .deadlines import Deadlines, TimerKind
 from .errors import GroupError
 from .group import ConsumerGroup, ConsumerGroupState
+from . import classic as cl
 from .heartbeat import Change, Context, fence, member_heartbeat, member_leave, sends_assignment
 from .member import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState
+from .migration import ClassicGroupImage, classic_metadata, downgrade, downgrade_allowed, upgrade_records, upgrade_refusal
 from .records import CoordinatorRecord
 from .refresh import refresh_group, regex_refresh_due_ms
 from .replay import replay
@@ -86,17 +93,26 @@ class ConsumerGroupManager:
         #: Groups loaded from the log and not yet checked against the topics (see loaded()).
         self._check_after_load: set[str] = set()
         self._loaded_ms = 0
+        #: Consumer groups turned back into classic groups, for the caller: (image, rebalance).
+        self._downgrades: list[tuple[ClassicGroupImage, bool]] = []
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
 
-    def heartbeat(self, request: HeartbeatRequest, now_ms: int, *, client_id: str,
-                  client_host: str) -> tuple[HeartbeatResult, list[CoordinatorRecord]]:
-        """Serve one ConsumerGroupHeartbeat; raises :class:`GroupError` to refuse it."""
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int, *, client_id: str, client_host: str,
+                  classic: ClassicGroupImage | None = None) -> tuple[HeartbeatResult, list[CoordinatorRecord]]:
+        """Serve one ConsumerGroupHeartbeat; raises :class:`GroupError` to refuse it. ``classic``:
+        the classic group with members the id names now, which a join upgrades when allowed."""
         validate(request, self._settings.assignors)
         ctx = self._context(now_ms)
         group_id = request.group_id
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            member, change = member_leave(ctx, self._existing_group(group_id), request)
+            group = self._existing_group(group_id)
+            member, change = member_leave(ctx, group, request)
+            if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                records = self._maybe_downgrade(ctx, group, member.member_id, now_ms)
+                if records is not None:
+                    return HeartbeatResult(member.member_id if request.instance_id is not None else request.member_id,
+                                           request.member_epoch, 0), records
             self._apply(group_id, change, now_ms)
             member_id = member.member_id if request.instance_id is not None else request.member_id
             log.info("consumer group member left", group_id=group_id, member_id=member_id,
@@ -104,17 +120,33 @@ class ConsumerGroupManager:
             return HeartbeatResult(member_id, request.member_epoch, 0), change.records
 
         joining = request.member_epoch == 0
-        if self._is_classic_group(group_id):
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        group = self._groups.get(group_id)
-        if group is None:
-            if not joining:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-            group = ConsumerGroup(group_id)      # materialised by replaying the change
+        upgrade: list[CoordinatorRecord] = []
+        if classic is not None:
+            group, upgrade = self._upgraded(ctx, classic, joining)
+        else:
+            if self._is_classic_group(group_id):
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            group = self._groups.get(group_id)
+            if group is None:
+                if not joining:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+                group = ConsumerGroup(group_id)      # materialised by replaying the change
         member_id = request.member_id or self._new_member_id()
         is_new = member_id not in group.members
         before, change, after = member_heartbeat(ctx, group, request, member_id, client_id, client_host)
-        self._apply(group_id, change, now_ms)
+        if upgrade:
+            for record in upgrade:
+                replay(self._groups, record)
+            for member in self._groups[group_id].members.values():
+                self._schedule_session(group_id, member.member_id, now_ms)
+            log.info("classic group upgraded to a consumer group", group_id=group_id,
+                     members=len(classic.members) if classic else 0, group_epoch=classic.generation_id if classic else 0)
+            change.records[:0] = upgrade
+            for record in change.records[len(upgrade):]:
+                replay(self._groups, record)
+            self._apply(group_id, change, now_ms, replayed=True)
+        else:
+            self._apply(group_id, change, now_ms)
         if is_new:
             log.info("consumer group member joined", group_id=group_id, member_id=member_id,
                      instance_id=request.instance_id)
@@ -138,10 +170,17 @@ class ConsumerGroupManager:
                 continue
             if expired.kind is TimerKind.REBALANCE and member.member_epoch != expired.member_epoch:
                 continue
-            reason = ("the member session expired" if expired.kind is TimerKind.SESSION else
-                      f"it failed to transition from epoch {expired.member_epoch} within its rebalance timeout")
+            reason = {TimerKind.SESSION: "the member session expired",
+                      TimerKind.JOIN: "the classic member failed to join within the rebalance timeout",
+                      TimerKind.SYNC: "the classic member failed to sync within the rebalance timeout",
+                      }.get(expired.kind, f"it failed to transition from epoch {expired.member_epoch} "
+                                          "within its rebalance timeout")
             log.info("consumer group member fenced", group_id=group.group_id, member_id=member.member_id,
                      reason=reason)
+            downgraded = self._maybe_downgrade(ctx, group, member.member_id, now_ms)
+            if downgraded is not None:
+                records += downgraded
+                continue
             change = fence(ctx, group, [member])
             self._apply(group.group_id, change, now_ms)
             records += change.records
@@ -189,11 +228,9 @@ class ConsumerGroupManager:
         self._check_after_load = {group_id for group_id, group in self._groups.items() if group.members}
         self._loaded_ms = now_ms
         for group in self._groups.values():
-            session_timeout_ms, _ = self._group_settings(group.group_id)
             for member in group.members.values():
-                self._deadlines.schedule(group.group_id, member.member_id, TimerKind.SESSION,
-                                         now_ms + session_timeout_ms)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_session(group.group_id, member.member_id, now_ms)
+                if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic_protocol:
                     self._deadlines.schedule(group.group_id, member.member_id, TimerKind.REBALANCE,
                                              now_ms + member.rebalance_timeout_ms, member.member_epoch)
 
@@ -282,20 +319,161 @@ class ConsumerGroupManager:
                 records += change.records
         return records
 
-    def _apply(self, group_id: str, change: Change, now_ms: int) -> None:
-        for record in change.records:
-            replay(self._groups, record)
+    def _apply(self, group_id: str, change: Change, now_ms: int, *, replayed: bool = False) -> None:
+        if not replayed:
+            for record in change.records:
+                replay(self._groups, record)
         deadlines = self._deadlines
         for member_id in change.removed:
             deadlines.cancel(group_id, member_id)
         if change.session is not None:
-            session_timeout_ms, _ = self._group_settings(group_id)
-            deadlines.schedule(group_id, change.session, TimerKind.SESSION, now_ms + session_timeout_ms)
+            self._schedule_session(group_id, change.session, now_ms)
         if change.arm_rebalance is not None:
             member_id, member_epoch, timeout_ms = change.arm_rebalance
             deadlines.schedule(group_id, member_id, TimerKind.REBALANCE, now_ms + timeout_ms, member_epoch)
         if change.disarm_rebalance is not None:
             deadlines.cancel(group_id, change.disarm_rebalance, TimerKind.REBALANCE)
+
+    def _schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """(Re)start a member's session: the group's session timeout, or a classic member's own."""
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is not None and member.classic is not None:
+            timeout_ms = member.classic.session_timeout_ms
+        else:
+            timeout_ms, _ = self._group_settings(group_id)
+        self._deadlines.schedule(group_id, member_id, TimerKind.SESSION, now_ms + timeout_ms)
+
+    def _upgraded(self, ctx: Context, classic: ClassicGroupImage, joining: bool
+                  ) -> tuple[ConsumerGroup, list[CoordinatorRecord]]:
+        """The consumer group a classic group with members becomes, not yet applied, and its records;
+        GROUP_ID_NOT_FOUND when the policy or the group does not allow it (Kafka
+        ``getOrMaybeCreateConsumerGroup``)."""
+        group_id = classic.group_id
+        refusal = upgrade_refusal(self._settings, classic) if joining else "the member is not joining"
+        if refusal is not None:
+            log.info("classic group not upgraded", group_id=group_id, reason=refusal)
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        records = upgrade_records(classic, ctx.image)
+        scratch: dict[str, ConsumerGroup] = {}
+        for record in records:
+            replay(scratch, record)
+        return scratch[group_id], records
+
+    def _maybe_downgrade(self, ctx: Context, group: ConsumerGroup, leaving_member_id: str | None, now_ms: int, *,
+                         rebalance: bool = True) -> list[CoordinatorRecord] | None:
+        """When ``leaving_member_id`` is the last consumer-protocol member and the policy allows it,
+        the consumer group's tombstones (applied), its classic image queued for the caller."""
+        if leaving_member_id is not None and not downgrade_allowed(self._settings, group, leaving_member_id):
+            return None
+        records, image = downgrade(group, leaving_member_id, ctx.image)
+        for record in records:
+            replay(self._groups, record)
+        self._deadlines.cancel_group(group.group_id)
+        self._downgrades.append((image, rebalance))
+        log.info("consumer group downgraded to a classic group", group_id=group.group_id,
+                 members=len(image.members), generation_id=image.generation_id, protocol=image.protocol_name)
+        return records
+
+    def take_downgrades(self) -> list[tuple[ClassicGroupImage, bool]]:
+        """The consumer groups that became classic groups since the last call: each image, and
+        whether the classic group must start a rebalance (not when a joining classic static member
+        replaced the last consumer-protocol member). The caller creates them."""
+        out, self._downgrades = self._downgrades, []
+        return out
+
+    # -- classic members inside a consumer group -------------------------------------------------------
+
+    def classic_join(self, request: cl.ClassicJoinRequest, now_ms: int, *, client_id: str, client_host: str
+                     ) -> tuple[cl.ClassicJoinResult, list[CoordinatorRecord]]:
+        """JoinGroup of a classic member into this (non-empty) consumer group."""
+        ctx = self._context(now_ms)
+        group_id = request.group_id
+        group = self._existing_group(group_id)
+        member_id = request.member_id or self._new_member_id()
+        cl.check_join(group, request, member_id, self._settings.max_size)
+        if not request.member_id and request.instance_id is None and request.require_known_member_id:
+            log.info("classic member asked for its member id", group_id=group_id, member_id=member_id)
+            return cl.ClassicJoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id), []
+        heartbeat = cl.join_as_heartbeat(request, member_id, ctx.image)
+        replaced = group.static_member_id(request.instance_id)
+        downgrading = (replaced is not None and replaced != member_id
+                       and downgrade_allowed(self._settings, group, replaced, replaced=True))
+        is_new = member_id not in group.members
+        _, change, after = member_heartbeat(ctx, group, heartbeat, member_id, client_id, client_host,
+                                            classic=classic_metadata(request.session_timeout_ms, request.protocols))
+        self._apply(group_id, change, now_ms)
+        if is_new:
+            log.info("classic member joined the consumer group", group_id=group_id, member_id=member_id,
+                     instance_id=request.instance_id)
+        records = list(change.records)
+        if downgrading:
+            records += self._maybe_downgrade(ctx, self._groups[group_id], None, now_ms, rebalance=False) or []
+        else:
+            self._deadlines.cancel(group_id, member_id, TimerKind.JOIN)
+            self._deadlines.schedule(group_id, member_id, TimerKind.SYNC, now_ms + request.rebalance_timeout_ms)
+        return cl.ClassicJoinResult(ErrorCode.NONE, after.member_id, after.member_epoch, "consumer",
+                                    cl.protocol_name(after)), records
+
+    def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                     protocol_type: str | None, protocol_name: str | None, now_ms: int) -> bytes:
+        """SyncGroup of a classic member: its assignment (ConsumerProtocolAssignment bytes)."""
+        group = self._existing_group(group_id)
+        member = cl.member_of(group, member_id, instance_id)
+        cl.check_generation(member, generation_id)
+        cl.check_protocol(member, protocol_type, protocol_name)
+        if cl.must_rejoin_before_sync(group, member):
+            self._deadlines.schedule_if_absent(group_id, member.member_id, TimerKind.JOIN,
+                                               now_ms + member.rebalance_timeout_ms)
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS, f"A new rebalance is triggered in group {group_id} "
+                             f"and member {member.member_id} should rejoin to catch up.")
+        self._deadlines.cancel(group_id, member.member_id, TimerKind.SYNC)
+        self._schedule_session(group_id, member.member_id, now_ms)
+        return cl.assignment_bytes(member, TopicImage(self._topics()))
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                          now_ms: int) -> ErrorCode:
+        """Heartbeat of a classic member: NONE, or REBALANCE_IN_PROGRESS when it must rejoin;
+        raises :class:`GroupError` for an unknown or fenced member or a wrong generation."""
+        group = self._existing_group(group_id)
+        member = cl.member_of(group, member_id, instance_id)
+        cl.check_generation(member, generation_id)
+        self._schedule_session(group_id, member.member_id, now_ms)
+        if cl.must_rejoin(group, member):
+            self._deadlines.schedule_if_absent(group_id, member.member_id, TimerKind.JOIN,
+                                               now_ms + member.rebalance_timeout_ms)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, group_id: str, members: Iterable[tuple[str, str | None]], now_ms: int
+                      ) -> tuple[list[tuple[str, str | None, ErrorCode]], list[CoordinatorRecord]]:
+        """LeaveGroup of classic members: (member id, instance id, error) per entry, and the records."""
+        group = self._existing_group(group_id)
+        answers: list[tuple[str, str | None, ErrorCode]] = []
+        leaving = {}
+        for member_id, instance_id in members:
+            try:
+                if instance_id is None:
+                    member = group.members.get(member_id)
+                    if member is None:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                else:
+                    member = group.static_member(instance_id)
+                    if member is None:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                    if member_id and member.member_id != member_id:
+                        raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+                cl.require_classic(member)
+            except GroupError as exc:
+                answers.append((member_id, instance_id, exc.error_code))
+                continue
+            leaving[member.member_id] = member
+            answers.append((member.member_id, instance_id, ErrorCode.NONE))
+            log.info("classic member left the consumer group", group_id=group_id, member_id=member.member_id,
+                     instance_id=instance_id)
+        change = fence(self._context(now_ms), group, leaving.values())
+        self._apply(group_id, change, now_ms)
+        return answers, change.records
 
     def persisted_state(self) -> dict[str, tuple]:
         """Every group's :meth:`ConsumerGroup.persisted_state`: equal for two managers that

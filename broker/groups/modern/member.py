@@ -6,7 +6,8 @@ write a record only for what changed. Two halves, each persisted by its own reco
 
 * the subscription (record type 5, ``ConsumerGroupMemberMetadataValue``): instance id, rack
   id, client id and host, subscribed topic names and regular expression, server assignor,
-  rebalance timeout;
+  rebalance timeout, and for a member using the classic protocol its classic session timeout
+  and JoinGroup protocols (:mod:`.classic`);
 * the current assignment (record type 8, ``ConsumerGroupCurrentMemberAssignmentValue``):
   member epoch, previous member epoch, reconciliation state, assigned partitions and the
   partitions pending revocation.
@@ -28,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .assignment import EMPTY, Assignment
-from .records import MemberState
+from .records import ClassicMemberMetadata, MemberState
 
 #: ConsumerGroupHeartbeat member epochs with a meaning of their own (Kafka
 #: ``ConsumerGroupHeartbeatRequest``): join, leave, and a static member's temporary leave.
@@ -63,6 +64,10 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned: Assignment = field(default_factory=lambda: EMPTY)
     pending_revocation: Assignment = field(default_factory=lambda: EMPTY)
+    #: A member using the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside the group: its
+    #: session timeout and the protocols of its last JoinGroup (record type 5's
+    #: ClassicMemberMetadata); None for a consumer-protocol member.
+    classic: ClassicMemberMetadata | None = None
 
     def replace(self, **changes) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)
@@ -77,6 +82,10 @@ class ConsumerGroupMember:
         return self.state is MemberState.STABLE and self.member_epoch == target_assignment_epoch
 
     @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    @property
     def regex(self) -> str | None:
         """The member's regular expression, or None when it has none (or an empty one)."""
         return self.subscribed_topic_regex or None
@@ -84,9 +93,9 @@ class ConsumerGroupMember:
     def subscription_equals(self, other: ConsumerGroupMember) -> bool:
         """Whether the record-type-5 half of two members is the same."""
         return (self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.client_id, self.client_host,
-                self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor) == (
+                self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.classic) == (
             other.instance_id, other.rack_id, other.rebalance_timeout_ms, other.client_id, other.client_host,
-            other.subscribed_topic_names, other.subscribed_topic_regex, other.server_assignor)
+            other.subscribed_topic_names, other.subscribed_topic_regex, other.server_assignor, other.classic)
 
     def assignment_equals(self, other: ConsumerGroupMember) -> bool:
         """Whether the record-type-8 half of two members is the same."""

@@ -37,7 +37,7 @@ def member_subscription(group_id: str, member: ConsumerGroupMember) -> Coordinat
             instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
             client_host=member.client_host, subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
             subscribed_topic_regex=member.subscribed_topic_regex, server_assignor=member.server_assignor,
-            rebalance_timeout_ms=member.rebalance_timeout_ms, classic_member_metadata=None))
+            rebalance_timeout_ms=member.rebalance_timeout_ms, classic_member_metadata=member.classic))
 
 
 def member_subscription_tombstone(group_id: str, member_id: str) -> CoordinatorRecord:

@@ -25,6 +25,7 @@ from .assignment import EMPTY, freeze
 from .group import ConsumerGroup, ResolvedRegex
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, member_state
 from .records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -92,7 +93,7 @@ def _member_metadata(groups: Groups, key, value) -> None:
             instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
             client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor))
+            server_assignor=value.server_assignor, classic=_classic(value.classic_member_metadata)))
         return
     if old is None:
         return
@@ -101,6 +102,14 @@ def _member_metadata(groups: Groups, key, value) -> None:
     if key.member_id in group.targets:
         raise ReplayError(f"tombstone of member {key.member_id} before its target assignment's tombstone")
     group.remove_member(key.member_id)
+
+
+def _classic(metadata: ClassicMemberMetadata | None) -> ClassicMemberMetadata | None:
+    """A member uses the classic protocol when its record carries classic metadata; the empty
+    struct (what an absent tag reads as) is a consumer-protocol member."""
+    if metadata is None or metadata == ClassicMemberMetadata(0, ()):
+        return None
+    return metadata
 
 
 def _target_member(groups: Groups, key, value) -> None:

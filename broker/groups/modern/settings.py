@@ -27,3 +27,11 @@ class ConsumerGroupSettings:
     #: ``group.consumer.regex.refresh.interval.ms``: how often a group's regexes are re-resolved
     #: even when no topic was created or deleted meanwhile.
     regex_refresh_interval_ms: int = DEFAULT_REGEX_REFRESH_INTERVAL_MS
+    #: ``group.consumer.migration.policy``: whether a classic group with members converts to a
+    #: consumer group when a consumer-protocol member joins (upgrade), and a consumer group whose
+    #: last consumer-protocol member leaves converts back to classic (downgrade). Empty groups
+    #: always convert. Kafka's default, ``bidirectional``, allows both.
+    upgrade_enabled: bool = True
+    downgrade_enabled: bool = True
+    #: ``group.max.size``: a downgrade is refused when the classic group would be larger.
+    classic_max_size: int = DEFAULT_MAX_SIZE

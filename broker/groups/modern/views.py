@@ -99,7 +99,8 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     (an admin client, or a consumer committing before it joins); a transactional commit that
     names no member, epoch or instance is accepted; else the member must exist
     (UNKNOWN_MEMBER_ID), use OffsetCommit v9+ (UNSUPPORTED_VERSION) and send its current epoch:
-    STALE_MEMBER_EPOCH, which TxnOffsetCommit answers as ILLEGAL_GENERATION.
+    STALE_MEMBER_EPOCH, which TxnOffsetCommit answers as ILLEGAL_GENERATION. A member using the
+    classic protocol commits with any version and gets ILLEGAL_GENERATION (Kafka ``validateMemberEpoch``).
     """
     if member_epoch < 0 and not group.members:
         return
@@ -109,11 +110,13 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     member = group.members.get(member_id)
     if member is None:
         raise unknown_member(member_id, group.group_id)
-    if not transactional and api_version < OFFSET_COMMIT_MIN_VERSION:
+    if not transactional and api_version < OFFSET_COMMIT_MIN_VERSION and not member.uses_classic_protocol:
         raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                          "OffsetCommit version 9 or above must be used by members using the modern group protocol")
     if member_epoch != member.member_epoch:
-        raise GroupError(ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH,
+        # A classic member (online migration) commits with its generation: ILLEGAL_GENERATION, as in a classic group.
+        raise GroupError(ErrorCode.ILLEGAL_GENERATION if transactional or member.uses_classic_protocol
+                         else ErrorCode.STALE_MEMBER_EPOCH,
                          f"The received member epoch {member_epoch} does not match the expected member epoch "
                          f"{member.member_epoch}.")
 
