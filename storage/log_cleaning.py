@@ -111,7 +111,9 @@ class LogCleaning:
             return False
         try:
             rename_all(self.dir, cleaned.base_offset, files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
-            self._schedule_delete(old, now_ms)
+            # the producer snapshots of the segments merged away go with them (Kafka deletes them
+            # at the swap; the first one's base offset is the cleaned segment's and keeps its own)
+            self._schedule_delete(old, now_ms, self._producers.mark_snapshots_deleted(s.base_offset for s in old[1:]))
             rename_all(self.dir, cleaned.base_offset, files.SWAP_SUFFIX, "")
         except OSError as exc:
             raise KafkaStorageError.from_os_error(

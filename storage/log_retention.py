@@ -115,15 +115,15 @@ class LogRetention:
             logger.info("segment_deleted", topic=self.topic, partition=self.partition, base_offset=f.base_offset,
                         last_offset=f.upper_offset - 1, size_bytes=f.size_bytes,
                         largest_timestamp_ms=f.largest_timestamp_ms, reason=reason)
-        self._schedule_delete(doomed, now_ms)
-        for seg in doomed:
-            files.remove_quietly(files.snapshot_file(self.dir, seg.base_offset))
+        self._schedule_delete(doomed, now_ms,
+                              self._producers.mark_snapshots_deleted(seg.base_offset for seg in doomed))
         if self._producers_loaded:
             self._producers.truncate_head(self.log_start_offset)
 
-    def _schedule_delete(self, segments: list[LogSegment], now_ms: int) -> None:
-        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms``."""
-        paths: list[str] = []
+    def _schedule_delete(self, segments: list[LogSegment], now_ms: int, also: list[str] = ()) -> None:
+        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (with ``also``: files
+        already renamed, such as the producer snapshots of those segments)."""
+        paths: list[str] = list(also)
         for seg in segments:
             seg.close_handles()
             if not seg.log_path.endswith(files.DELETED_SUFFIX):

@@ -471,6 +471,20 @@ class ProducerStateManager:
             return off
         return None
 
+    def mark_snapshots_deleted(self, offsets: Iterable[int]) -> list[str]:
+        """Rename the snapshots at ``offsets`` (those of segments that are gone) to ``.deleted``
+        and return their new paths, for the caller's delayed removal (Kafka
+        ``removeAndMarkSnapshotForDeletion``); a snapshot that does not exist is skipped."""
+        out = []
+        for off in offsets:
+            path = files.snapshot_file(self.dir, off)
+            try:
+                os.rename(path, path + files.DELETED_SUFFIX)
+            except FileNotFoundError:
+                continue
+            out.append(path + files.DELETED_SUFFIX)
+        return out
+
     def delete_snapshots_below(self, offset: int) -> None:
         for off in self.snapshot_offsets():
             if off < offset:

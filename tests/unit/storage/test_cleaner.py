@@ -383,3 +383,26 @@ def test_consumed_retention_keeps_working_on_compact_delete(env):
     outcome = log.delete_old_segments(NOW_MS, consumed_upto=tail[0].offset)
     assert {d.reason for d in outcome.deleted} == {"consumed"}
     assert log.log_start_offset == tail[0].offset and read_all(log) == tail
+
+
+def test_the_producer_snapshots_of_merged_segments_go_with_them(env):
+    """Each roll leaves ``<base>.snapshot``; cleaning merges segments, and the snapshots at the bases
+    merged away are renamed ``.deleted`` at the swap and removed with the segments (Kafka deletes
+    them then), not left until a restart. The merged segment keeps its own."""
+    log, mgr, m = env(file_delete_delay_ms=1000)
+    fill_rounds(log, 2, 4, per_segment=2)
+    log.roll(NOW_MS)
+    bases_before = [s.base_offset for s in log.segments]
+    snapshots_before = {int(n[:20]) for n in os.listdir(log.dir) if n.endswith(".snapshot")}
+    assert len(snapshots_before) >= 3
+    clean_until_done(log, mgr, m, NOW_MS)
+    bases_after = {s.base_offset for s in log.segments}
+    merged_away = set(bases_before) - bases_after
+    assert merged_away
+    names = os.listdir(log.dir)
+    live = {int(n[:20]) for n in names if n.endswith(".snapshot")}
+    marked = {int(n[:20]) for n in names if n.endswith(".snapshot.deleted")}
+    assert live == snapshots_before - merged_away
+    assert marked == snapshots_before & merged_away
+    assert log.delete_expired_files(NOW_MS + 1001) > 0
+    assert not any(n.endswith(".deleted") for n in os.listdir(log.dir))

@@ -297,22 +297,28 @@ def test_expired_files_are_handed_over_once_and_removed_elsewhere(dirs):
     mgr.shutdown()
 
 
-def test_a_fresh_data_directory_starts_clean_and_a_used_one_without_marker_does_not(dirs):
+def test_a_fresh_data_directory_starts_clean_and_a_used_one_without_marker_does_not(dirs, monkeypatch):
     """The first start on new directories is not an unclean one (nothing to recover), nor are the
     partitions created during it; a used directory without the clean-shutdown marker is."""
-    from structlog.testing import capture_logs
+    import structlog
+    from structlog.testing import CapturingLogger
 
-    with capture_logs() as first:
+    from sundial.storage import log_manager
+
+    def starts():
+        captured = CapturingLogger()
+        monkeypatch.setattr(log_manager, "logger", structlog.wrap_logger(
+            captured, processors=[], wrapper_class=structlog.BoundLogger, cache_logger_on_first_use=False))
         mgr = manager(dirs)
-    (start,) = [e for e in first if e["event"] == "log_manager_starting"]
+        (start,) = [c.kwargs for c in captured.calls if c.kwargs.get("event") == "log_manager_starting"]
+        return mgr, start
+
+    mgr, start = starts()
     assert start["unclean_log_dirs"] == []
     mgr.create_topic("fresh", 2, UNBOUNDED)
     for p in range(2):
-        log = mgr.get_log("fresh", p)
-        log.append(batch([NOW_MS]), now_ms=NOW_MS)
+        mgr.get_log("fresh", p).append(batch([NOW_MS]), now_ms=NOW_MS)
     crash(mgr)
-    with capture_logs() as second:
-        mgr = manager(dirs)
-    (start,) = [e for e in second if e["event"] == "log_manager_starting"]
+    mgr, start = starts()
     assert sorted(start["unclean_log_dirs"]) == sorted(dirs)
     mgr.shutdown()
