@@ -13,6 +13,10 @@
 * :class:`FetchError` (a ``RuntimeError``): a task could not read its range from the
   broker (connection lost for longer than the poll timeout, an error code with no
   recovery, a corrupt record batch).
+* :class:`SinkError` (a ``RuntimeError``): a sink task could not write its rows: a row
+  the sink cannot turn into a record, a record the broker or the producer client
+  refused, a transaction that could not commit. The message names the row (its index
+  among the task's rows and its Spark partition) and the error.
 """
 
 from __future__ import annotations
@@ -52,3 +56,7 @@ class DataLossError(RuntimeError):
 
 class FetchError(RuntimeError):
     """A task could not read its offset range."""
+
+
+class SinkError(RuntimeError):
+    """A sink task could not write its rows; the message names the row and the error."""

@@ -34,6 +34,9 @@ Sundial's own options live under ``sundial.``; an unknown ``sundial.*`` key is a
   (``wire`` is the fast Fetch client for PLAINTEXT listeners; ``consumer`` is
   kafka-python's KafkaConsumer, needed for SSL/SASL; ``auto`` picks by
   ``kafka.security.protocol``)
+* ``sundial.filterPushdown`` = ``false`` (default) | ``true``: batch reads take
+  ``WHERE`` filters on timestamp, partition, offset and topic as offset ranges
+  (:mod:`pipeline.pushdown`); needs ``spark.sql.python.filterPushdown.enabled=true``
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ KNOWN_OPTIONS = {name.lower(): name for name in (
     "includeHeaders", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "groupIdPrefix",
     "sundial.outputFormat", "sundial.arrowBatchRows", "sundial.exactTimeWindow",
-    "sundial.exactTimeWindow.maxDisorderMs", "sundial.fetcher",
+    "sundial.exactTimeWindow.maxDisorderMs", "sundial.fetcher", "sundial.filterPushdown",
 )}
 
 STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
@@ -138,6 +141,7 @@ class SourceOptions:
     exact_time_window: bool = False
     exact_window_max_disorder_ms: int | None = None
     fetcher: str = "auto"
+    filter_pushdown: bool = False
     streaming: bool = False
 
     @property
@@ -409,6 +413,11 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     elif disorder is not None:
         raise OptionError("sundial.exactTimeWindow.maxDisorderMs",
                           "option 'sundial.exactTimeWindow.maxDisorderMs' only applies with sundial.exactTimeWindow=true")
+    pushdown = _bool(opts, "sundial.filterpushdown", False)
+    if pushdown and streaming:
+        raise OptionError("sundial.filterPushdown", (
+            "option 'sundial.filterPushdown' applies to batch reads only: Spark pushes no filters into streaming "
+            "sources. Use startingTimestamp (or startingOffsets) to choose where a stream starts"))
 
     return SourceOptions(
         bootstrap_servers=str(opts["kafka.bootstrap.servers"]).strip(),
@@ -432,6 +441,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         exact_time_window=exact,
         exact_window_max_disorder_ms=disorder,
         fetcher=fetcher,
+        filter_pushdown=pushdown,
         streaming=streaming,
     )
 

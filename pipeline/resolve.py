@@ -24,6 +24,11 @@ offset is data loss (fail, or clamp with ``failOnDataLoss=false``); a start or e
 the log end offset, or a start after its end, is refused at planning time instead of
 timing out in a task.
 
+Pushed filters (``sundial.filterPushdown``, :mod:`pipeline.pushdown`) narrow the resolved
+ranges before they are split (:func:`narrow_ranges`): topics and partitions are dropped,
+offset ranges cut, a lower timestamp bound moves the start to ``offsetsForTimes``, and
+both timestamp bounds travel to the tasks.
+
 The exact time window (``sundial.exactTimeWindow``): a range carries
 ``[min_timestamp_ms, max_timestamp_ms)`` and tasks drop records outside it. Records
 before ``offset(A)`` all have timestamps < A, so the start needs no extra scan; with
@@ -54,6 +59,7 @@ from .offsets import (
     limit_timestamp_for,
 )
 from .options import SourceOptions, Subscription
+from .pushdown import Pushed
 
 logger = structlog.get_logger(__name__)
 
@@ -166,8 +172,8 @@ def _end_option(opts: SourceOptions) -> str:
 
 # --- batch -----------------------------------------------------------------------------
 
-def plan_batch(opts: SourceOptions, client: OffsetClient) -> list[OffsetRange]:
-    """Resolve a batch query to split, non-empty offset ranges."""
+def plan_batch(opts: SourceOptions, client: OffsetClient, pushed: Pushed | None = None) -> list[OffsetRange]:
+    """Resolve a batch query to split, non-empty offset ranges (narrowed by pushed filters)."""
     assert opts.ending is not None, "batch options carry an ending limit"
     tps = client.partitions(opts.subscription)
     if not tps:
@@ -213,6 +219,8 @@ def plan_batch(opts: SourceOptions, client: OffsetClient) -> list[OffsetRange]:
             if hi is not None:
                 e = max(e, scan_end[tp])
         ranges.append(OffsetRange(tp, s, e, lo, hi))
+    if pushed is not None:
+        ranges = narrow_ranges(ranges, pushed, client)
     planned = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
     logger.info("batch_planned", partitions=len(tps), tasks=len(planned),
                 records=sum(r.size for r in planned))
@@ -234,6 +242,47 @@ def _exact_window_scan_ends(opts: SourceOptions, tps: Sequence[TopicPartition], 
     for tp in tps:
         off = found.get(tp)
         out[tp] = latest[tp] if off is None or off < 0 else off
+    return out
+
+
+def narrow_ranges(ranges: Sequence[OffsetRange], pushed: Pushed, client: OffsetClient) -> list[OffsetRange]:
+    """The part of each range that pushed filters keep (see :mod:`pipeline.pushdown`).
+
+    Runs after the options are resolved and checked, so that a query fails or succeeds
+    the same way with pushdown on and off; the rows are the options' rows that pass the
+    filters. A lower timestamp bound moves the start to ``offsetsForTimes`` (nothing at
+    or after it: the range is empty); both bounds go to the tasks, which drop what falls
+    outside them."""
+    if pushed.empty:
+        logger.info("filters_pushed", filters=list(pushed.filters), tasks=0, reason="the filters exclude every row")
+        return []
+    kept = [r for r in ranges if pushed.keeps_topic(r.tp.topic) and pushed.keeps_partition(r.tp.partition)]
+    out = []
+    for r in kept:
+        s, e = r.start, r.end
+        if pushed.min_offset is not None:
+            s = max(s, pushed.min_offset)
+        if pushed.max_offset is not None:
+            e = min(e, pushed.max_offset)
+        lo, hi = r.min_timestamp_ms, r.max_timestamp_ms
+        if pushed.min_timestamp_ms is not None:
+            lo = pushed.min_timestamp_ms if lo is None else max(lo, pushed.min_timestamp_ms)
+        if pushed.max_timestamp_ms is not None:
+            hi = pushed.max_timestamp_ms if hi is None else min(hi, pushed.max_timestamp_ms)
+        out.append(OffsetRange(r.tp, s, max(s, e), lo, hi))
+    first_ms = pushed.min_timestamp_ms
+    lookup = [r.tp for r in out if r.size > 0]
+    if first_ms is not None and first_ms > 0 and lookup:
+        # the first offset whose timestamp is >= first_ms: every earlier record is earlier in time
+        found = client.offsets_for_times({tp: first_ms for tp in lookup})
+        for i, r in enumerate(out):
+            if r.size <= 0:
+                continue
+            off = found.get(r.tp)
+            start = r.end if off is None or off < 0 else min(max(r.start, off), r.end)
+            out[i] = replace(r, start=start)
+    logger.info("filters_pushed", filters=list(pushed.filters), partitions=len(out),
+                records=sum(max(r.size, 0) for r in out))
     return out
 
 

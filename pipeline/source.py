@@ -14,6 +14,13 @@ Where each piece runs (Spark's Python Data Source API):
 
 ``read()`` yields ``pyarrow.RecordBatch`` (default) or tuples (``sundial.outputFormat=rows``).
 Offsets in the checkpoint have Spark's Kafka shape ``{"topic": {"0": next_offset}}``.
+
+* :class:`SundialPushdownReader` - the batch reader with ``pushFilters``, chosen by
+  ``sundial.filterPushdown=true``. Spark fails a query whose reader implements
+  ``pushFilters`` while ``spark.sql.python.filterPushdown.enabled`` is false
+  (``DATA_SOURCE_PUSHDOWN_DISABLED``, naming the conf), so the plain reader must not
+  have the method.
+* ``writer()`` / ``streamWriter()`` - the sink, in :mod:`pipeline.sink`.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
 
 from . import FORMAT_NAME
 from .options import SourceOptions, include_headers_of, parse_options, validate_either_mode
+from .pushdown import Pushed, translate
 from .reader import ReadConfig, read_range
 from .resolve import OffsetRange, plan_batch
 from .schema import spark_schema, to_record_batch, to_rows
@@ -85,27 +93,48 @@ class SundialDataSource(DataSource):
         return spark_schema(include_headers_of(self.options))
 
     def reader(self, schema) -> "SundialBatchReader":
-        return SundialBatchReader(parse_options(self.options, streaming=False))
+        opts = parse_options(self.options, streaming=False)
+        return SundialPushdownReader(opts) if opts.filter_pushdown else SundialBatchReader(opts)
 
     def streamReader(self, schema) -> "SundialStreamReader":
         return SundialStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema, overwrite: bool):
+        from .sink import build_writer
+
+        return build_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from .sink import build_writer
+
+        return build_writer(self.options, schema, overwrite, streaming=True)
 
 
 class SundialBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.config = ReadConfig.from_options(opts)
+        self.pushed: Pushed | None = None
 
     def partitions(self) -> list[InputPartition]:
         client = _offset_client(self.opts)
         try:
-            ranges = plan_batch(self.opts, client)
+            ranges = plan_batch(self.opts, client, self.pushed)
         finally:
             client.close()
         return [SundialInputPartition(self.config, r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(partition)
+
+
+class SundialPushdownReader(SundialBatchReader):
+    """The batch reader that takes timestamp, partition, offset and topic filters
+    (:mod:`pipeline.pushdown`); the others stay with Spark."""
+
+    def pushFilters(self, filters):
+        self.pushed, rest = translate(filters)
+        return rest
 
 
 class SundialStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
