@@ -556,11 +556,11 @@ class ReplicaManager:
                                 base_offset=hold.base_offset, last_offset=hold.last_offset, group=group,
                                 committed_offset=offset)
 
-    async def flush_due(self) -> None:
+    async def flush_due(self, *, time_check: bool = True) -> None:
+        """Flush what ``flush.messages``, a past roll or (``time_check``) ``flush.ms`` asks for."""
         now = self.now_ms()
-        loop = asyncio.get_running_loop()
         for topic, partition, log in self.logs.open_logs():
-            job = log.maybe_flush_due(now)
+            job = log.maybe_flush_due(now, time_check=time_check)
             if job is not None:
                 await flush_threads().run(job)
                 log.mark_flushed(job)

@@ -50,7 +50,7 @@ from . import __version__
 from .connection import Connection
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, on_loop
+from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop
 from .node import Broker, build_broker
 from .purgatory import FetchPurgatory
 from .security import build_server_ssl_context
@@ -58,6 +58,18 @@ from .security import build_server_ssl_context
 logger = structlog.get_logger(__name__)
 
 SUNDIAL_VERSION = __version__
+
+
+#: Longest period a periodic task is given (asyncio timers overflow far below Kafka's Long.MAX_VALUE).
+MAX_PERIOD_MS = 2**31
+
+
+def flush_check_interval_ms(cfg) -> int:
+    """How often topics' ``flush.ms`` is checked: ``log.flush.scheduler.interval.ms``. Its Kafka default,
+    Long.MAX_VALUE, means "never" in Kafka, where a topic's ``flush.ms`` then has no effect at all;
+    Sundial checks every second instead (and for 0, which Kafka's scheduler refuses)."""
+    interval = cfg["log.flush.scheduler.interval.ms"]
+    return interval if 0 < interval <= MAX_PERIOD_MS else 1000
 
 
 class StartupError(Exception):
@@ -262,6 +274,7 @@ class BrokerServer:
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
         self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
+        self.metrics.install_group_collector(on_loop(loop, lambda: group_rows(broker.groups)))
         while self._bound:
             listener, socks = self._bound.pop(0)
             for sock in socks:
@@ -351,7 +364,7 @@ class BrokerServer:
         logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")
 
     # -- periodic work ----------------------------------------------------------------------
-    def _start_periodic_tasks(self) -> None:
+    def _start_periodic_tasks(self) -> None:  # noqa: C901 - one row per periodic task
         cfg = self.config
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(
@@ -360,13 +373,24 @@ class BrokerServer:
         self._tasks.append(loop.create_task(self._every(1000, self._housekeeping, name="housekeeping")))
         cp = cfg["log.flush.offset.checkpoint.interval.ms"]
         if cp > 0:
-            self._tasks.append(loop.create_task(self._every(cp, self._checkpoint, name="checkpoint")))
+            self._tasks.append(loop.create_task(self._every(
+                cp, lambda: self._checkpoint(recovery_points=True, log_start_offsets=False), name="checkpoint")))
+        start_cp = cfg["log.flush.start.offset.checkpoint.interval.ms"]
+        if start_cp > 0:
+            self._tasks.append(loop.create_task(self._every(
+                start_cp, lambda: self._checkpoint(recovery_points=False, log_start_offsets=True),
+                name="start-offset-checkpoint")))
         idle_ms = cfg["connections.max.idle.ms"]
         if idle_ms > 0:
             self._tasks.append(loop.create_task(self._every(min(max(idle_ms // 4, 50), 10_000),
                                                             self._close_idle, name="idle")))
-        # flush.ms / flush.messages and the flush Kafka does after every roll (recovery point).
-        self._tasks.append(loop.create_task(self._every(1000, self._flush_due, name="flush")))
+        # flush.messages and the flush Kafka does after every roll (recovery point), every second;
+        # flush.ms every log.flush.scheduler.interval.ms (Kafka's flusher), see flush_check_interval_ms.
+        self._tasks.append(loop.create_task(self._every(1000, lambda: self._flush_due(time_check=False),
+                                                        name="flush")))
+        self._tasks.append(loop.create_task(self._every(flush_check_interval_ms(cfg),
+                                                        lambda: self._flush_due(time_check=True),
+                                                        name="flush-ms")))
         self._tasks.append(loop.create_task(self._every(60_000, self._expire_producers, name="producers")))
         if self.broker.cleaner is not None:
             self._tasks.append(loop.create_task(self.broker.cleaner.run(), name="log-cleaner"))
@@ -394,11 +418,13 @@ class BrokerServer:
         if due_files or due_dirs:
             await asyncio.to_thread(remove_expired, due_files, due_dirs)
 
-    def _checkpoint(self) -> None:
-        self.broker.logs.checkpoint()
+    async def _checkpoint(self, **which) -> None:
+        logs = self.broker.logs
+        for path, entries in logs.checkpoint_contents(**which):     # read on the loop, written off it
+            await asyncio.to_thread(logs.write_checkpoint, path, entries)
 
-    async def _flush_due(self) -> None:
-        await self.broker.replica_manager.flush_due()
+    async def _flush_due(self, *, time_check: bool) -> None:
+        await self.broker.replica_manager.flush_due(time_check=time_check)
 
     def _expire_producers(self) -> None:
         now = self.broker.now_ms()

@@ -102,7 +102,8 @@ _def(ConfigDef("log.message.downconversion.enable", B, True, "Default message.do
 _def(ConfigDef("message.max.bytes", I, 1_048_588, "Default max.message.bytes.", at_least(0)))
 _def(ConfigDef("log.flush.interval.messages", L, LONG_MAX, "Default flush.messages.", at_least(1)))
 _def(ConfigDef("log.flush.interval.ms", L, None, "Default flush.ms.", at_least(0)))
-_def(ConfigDef("log.flush.scheduler.interval.ms", L, LONG_MAX, "How often flush.ms is checked.", at_least(0)))
+_def(ConfigDef("log.flush.scheduler.interval.ms", L, LONG_MAX,
+               "How often flush.ms is checked (the default, or 0: every second; docs/durability.md).", at_least(0)))
 _def(ConfigDef("log.flush.offset.checkpoint.interval.ms", I, 60_000,
                "How often recovery points are checkpointed.", at_least(0)))
 _def(ConfigDef("log.flush.start.offset.checkpoint.interval.ms", I, 60_000,

@@ -142,15 +142,17 @@ class LogFlushing:
             job.run()
             self.mark_flushed(job)
 
-    def maybe_flush_due(self, now_ms: int) -> FlushJob | None:
-        """A flush job if ``flush.messages``/``flush.ms`` or a past roll asks for one."""
+    def maybe_flush_due(self, now_ms: int, *, time_check: bool = True) -> FlushJob | None:
+        """A flush job if ``flush.messages``, ``flush.ms`` (checked only with ``time_check``) or a
+        past roll asks for one."""
         if self._closed:
             return None
         if self._last_flush_ms is None:
             self._last_flush_ms = now_ms
         unflushed = self.unflushed_messages
         cfg = self.config
-        due = unflushed > 0 and (unflushed >= cfg.flush_messages or now_ms - self._last_flush_ms >= cfg.flush_ms)
+        due = unflushed > 0 and (unflushed >= cfg.flush_messages
+                                 or (time_check and now_ms - self._last_flush_ms >= cfg.flush_ms))
         if due:
             self._last_flush_ms = now_ms
             return self.prepare_flush()

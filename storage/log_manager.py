@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import threading
 from typing import Any, Callable, Iterator, Mapping
 
 import structlog
@@ -100,6 +101,7 @@ class LogManager:
         self._pending_dirs: list[list] = []                    # [path, due_ms | None, delay_ms]
         self._started = False
         self._shut_down = False
+        self._checkpoint_lock = threading.Lock()
 
     # -- start-up ----------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -403,9 +405,25 @@ class LogManager:
         """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
         return remove_expired(*self.take_expired_files(now_ms))
 
-    def checkpoint(self) -> None:
-        """Write both checkpoint files of every log dir (tmp + fsync + rename)."""
+    def checkpoint(self, *, recovery_points: bool = True, log_start_offsets: bool = True) -> None:
+        """Write the checkpoint files of every log dir (tmp + fsync + rename), on this thread."""
+        for path, entries in self.checkpoint_contents(recovery_points=recovery_points,
+                                                      log_start_offsets=log_start_offsets):
+            self.write_checkpoint(path, entries)
+
+    def write_checkpoint(self, path: str, entries: dict) -> None:
+        """Write one checkpoint file; safe on a worker thread (one write at a time per manager)."""
+        with self._checkpoint_lock:
+            write_offset_checkpoint(path, entries)
+
+    def checkpoint_contents(self, *, recovery_points: bool = True, log_start_offsets: bool = True
+                            ) -> list[tuple[str, dict]]:
+        """(file, entries) of the checkpoints asked for, read from the logs on the owner thread; the
+        writes (:meth:`write_checkpoint`) may then go to a worker, off the event loop. Recovery
+        points go every ``log.flush.offset.checkpoint.interval.ms``, log start offsets every
+        ``log.flush.start.offset.checkpoint.interval.ms``, as Kafka's two scheduled tasks."""
         self._check_started()
+        out: list[tuple[str, dict]] = []
         for d in self.log_dirs:
             known = {tp for tp, loc in self._locations.items() if loc == d}
             recovery = {tp: v for tp, v in self._recovery_points.get(d, {}).items() if tp in known}
@@ -417,8 +435,11 @@ class LogManager:
                     starts[tp] = log.log_start_offset
             self._recovery_points[d] = recovery
             self._log_start_offsets[d] = starts
-            write_offset_checkpoint(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE), recovery)
-            write_offset_checkpoint(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE), starts)
+            if recovery_points:
+                out.append((os.path.join(d, files.RECOVERY_POINT_CHECKPOINT_FILE), dict(recovery)))
+            if log_start_offsets:
+                out.append((os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE), dict(starts)))
+        return out
 
     def flush_all(self) -> None:
         for _t, _p, log in self.open_logs():
