@@ -17,6 +17,19 @@ Consumer-group lag is collected at scrape time too, from the coordinator's
 offset, the lag in offsets (log end offset minus committed offset) and the lag in
 time (now minus the timestamp of the oldest unconsumed record; 0 when caught up).
 
+Groups per type are read at scrape time as well (:func:`group_rows`), after Kafka's
+``kafka.coordinator.group:type=group-coordinator-metrics`` (``GroupCoordinatorMetrics``):
+``sundial_groups{type,state}`` is Kafka's ``group-count{protocol}`` split by state as its
+``consumer-group-count{state}`` and ``classic-group-count`` gauges are (every state of both
+types is reported, 0 included); ``sundial_group_rebalances_total{type}`` is Kafka's
+``group-completed-rebalance-count`` for ``classic`` (generations whose assignment was stored)
+and ``consumer-group-rebalance-count`` for ``consumer`` (group epoch bumps; Kafka leaves out
+the bumps of a member's removal, Sundial counts them too: the group rebalances all the same);
+``sundial_group_fenced_members_total{type}`` (no Kafka counterpart; Kafka logs them) counts
+members the coordinator removed because a timeout expired: for ``consumer`` the session or
+rebalance timeout (fenced), for ``classic`` the session timeout or a missed JoinGroup/SyncGroup.
+The counters live with the coordinator (plain integers it owns); the collector reads them.
+
 Per partition the scrape also reports the oldest retained timestamp: the timestamp of
 the record at the log start offset, i.e. how far back a replay by time can go (records
 with older CreateTimes may follow it; -1 when the partition holds no record or its first
@@ -56,6 +69,11 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from sundial.protocol.api_keys import ApiKey
+
+from .groups.consumer_groups import GROUP_TYPE_CONSUMER
+from .groups.coordinator import GROUP_TYPE_CLASSIC
+from .groups.group import GroupState
+from .groups.modern.group import ConsumerGroupState
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                     2.5, 5.0, 10.0, 30.0)
@@ -181,6 +199,12 @@ class BrokerMetrics:
         self.registry.register(_GroupLagCollector(snapshot))
 
 
+    def install_group_collector(self, snapshot: Callable[[], list[tuple]]) -> None:
+        """Register the per-type group series read at scrape time from ``snapshot()`` rows
+        (``(family, {label: value}, number)``, :func:`group_rows` makes them)."""
+        self.registry.register(_GroupCollector(snapshot))
+
+
 def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: float = 5.0) -> Callable[[], list]:
     """A function for another thread that runs ``fn`` on ``loop``'s thread and returns its result.
 
@@ -270,6 +294,34 @@ def group_lag_rows(coordinator) -> list[dict]:
             rows.append({"group": group_id, "topic": lag.topic, "partition": lag.partition,
                          "committed_offset": lag.committed_offset, "offset_lag": lag.offset_lag,
                          "time_lag_ms": lag.time_lag_ms})
+    return rows
+
+
+#: Every state of each group type, in Kafka's names (classic: Kafka ``ClassicGroupState``; consumer:
+#: ``ConsumerGroup.ConsumerGroupState``): reported even when no group is in it.
+GROUP_TYPE_STATES = {
+    GROUP_TYPE_CLASSIC: tuple(s.value for s in GroupState),
+    GROUP_TYPE_CONSUMER: tuple(s.value for s in ConsumerGroupState),
+}
+
+
+def group_rows(coordinator) -> list[tuple]:
+    """The per-type group series of the coordinator, for :meth:`BrokerMetrics.install_group_collector`."""
+    if coordinator is None:
+        return []
+    counts = {(t, state): 0 for t, states in GROUP_TYPE_STATES.items() for state in states}
+    for group in list(coordinator.groups.values()):
+        key = (GROUP_TYPE_CLASSIC, group.state.value)
+        counts[key] = counts.get(key, 0) + 1
+    for listed in coordinator.consumer.list_groups():
+        key = (GROUP_TYPE_CONSUMER, listed.state)
+        counts[key] = counts.get(key, 0) + 1
+    rows: list[tuple] = [("groups", {"type": t, "state": state}, n) for (t, state), n in sorted(counts.items())]
+    consumer = coordinator.consumer
+    rows += [("rebalances", {"type": GROUP_TYPE_CLASSIC}, coordinator.completed_rebalances),
+             ("rebalances", {"type": GROUP_TYPE_CONSUMER}, consumer.rebalances),
+             ("fenced_members", {"type": GROUP_TYPE_CLASSIC}, coordinator.expired_members),
+             ("fenced_members", {"type": GROUP_TYPE_CONSUMER}, consumer.fenced_members)]
     return rows
 
 
@@ -384,4 +436,30 @@ class _GroupLagCollector:
             for key, fam in fams.items():
                 if row.get(key) is not None:
                     fam.add_metric(values, row[key])
+        return list(fams.values())
+
+
+class _GroupCollector:
+    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        fams = {
+            "groups": GaugeMetricFamily("sundial_groups", "Groups by type (classic, consumer) and state",
+                                        labels=["type", "state"]),
+            "rebalances": CounterMetricFamily(
+                "sundial_group_rebalances",
+                "Rebalances by group type: classic generations completed, consumer group epoch bumps",
+                labels=["type"]),
+            "fenced_members": CounterMetricFamily(
+                "sundial_group_fenced_members",
+                "Members removed by the coordinator because their session or rebalance timeout expired",
+                labels=["type"]),
+        }
+        for family, labels, number in self._snapshot():
+            fam = fams[family]
+            fam.add_metric([labels[name] for name in ("type", "state") if name in labels], number)
         return list(fams.values())

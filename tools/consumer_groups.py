@@ -1,5 +1,22 @@
 """``sundial consumer-groups``: list, describe (with lag in time), reset offsets, delete
-(kafka-consumer-groups.sh's flags).
+(kafka-consumer-groups.sh's flags), for groups of both types: ``classic`` (JoinGroup/SyncGroup)
+and ``consumer`` (Kafka 4's consumer rebalance protocol, KIP-848).
+
+``--list`` prints the group ids; ``--type [TYPES]`` and ``--state [STATES]`` add the
+``TYPE`` and ``STATE`` columns and, given values (comma-separated, case-insensitive), keep
+only those types (classic, consumer) and states (ListGroups v5 filters), as Kafka 4's tool.
+
+A group is described as Kafka's admin client describes it (:func:`tools.wire.describe_group`):
+ConsumerGroupDescribe, then DescribeGroups for a classic group. ``--members`` prints
+``GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST CLIENT-ID #PARTITIONS`` (the instance id column
+only when a member has one); ``--verbose`` adds ``CURRENT-EPOCH CURRENT-ASSIGNMENT
+TARGET-EPOCH TARGET-ASSIGNMENT`` (a member's epoch and current assignment, the group's
+target-assignment epoch and the member's target assignment; ``-`` for classic members) and,
+when classic and consumer-protocol members share a group, ``UPGRADED``. Assignments read
+``topic:0,1;other:2``. ``--state`` prints ``GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE
+#MEMBERS``; ``--verbose`` adds ``GROUP-EPOCH`` and ``TARGET-ASSIGNMENT-EPOCH`` before
+``#MEMBERS`` (``-`` for a classic group). A group in a rebalancing state (PreparingRebalance,
+CompletingRebalance, Assigning, Reconciling) gets Kafka's warning on stderr.
 
 ``--describe`` prints Kafka's columns ``GROUP TOPIC PARTITION CURRENT-OFFSET
 LOG-END-OFFSET LAG`` plus ``TIME-LAG-MS`` and then ``CONSUMER-ID HOST CLIENT-ID``.
@@ -33,18 +50,20 @@ import sys
 from collections import defaultdict
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError, NoError
+from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
-    describe_error, format_table, now_ms, parse_partitions, tool_command
+from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
+    close_quietly, describe_error, format_table, now_ms, parse_partitions, tool_command
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
-from .wire import committed_offsets, commit_offsets, group_description, list_offsets, record_timestamps, \
-    require_inactive, topic_partition_counts
+from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
+    describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
 
 EPILOG = """examples:
   sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --list
+  sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --list --type consumer --state
+  sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group billing --members --verbose
+  sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group billing --state --verbose
   sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group billing
-  sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group billing --members
   sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group billing \\
       --topic orders --to-datetime 2026-11-22T06:00:00Z            (dry run: prints the plan)
   sundial consumer-groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group billing \\
@@ -53,11 +72,19 @@ EPILOG = """examples:
 
 SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "by_duration", "shift_by", "to_current")
 
+#: Group types ``--type`` takes (Kafka 4's tool: the consumer group types), in Kafka's spelling.
+GROUP_TYPES = (GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER)
+#: Group states ``--list --state`` takes (Kafka ``GroupState.groupStatesForType(CONSUMER)``).
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+#: States in which Kafka's tool warns that the group is rebalancing.
+REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "consumer-groups", help="list, describe (lag in offsets and time), reset offsets, delete groups",
-        description="Consumer groups on any Kafka-compatible broker, with kafka-consumer-groups.sh's flags. "
+        description="Consumer groups of both types (classic, and consumer: Kafka 4's rebalance protocol) on any "
+                    "Kafka-compatible broker, with kafka-consumer-groups.sh's flags. "
                     "--describe adds TIME-LAG-MS (now minus the timestamp of the oldest unconsumed record). "
                     "--reset-offsets is a dry run unless --execute is given.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,10 +101,15 @@ def add_parser(subparsers) -> None:
     view = p.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="describe: offsets and lag (the default)")
     view.add_argument("--members", action="store_true", help="describe: members and their partition counts")
-    view.add_argument("--state", action="store_true",
+    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                       help="describe: coordinator, assignment strategy, state, member count; with --list: "
-                           "show each group's state")
-    p.add_argument("--verbose", action="store_true", help="describe --members: show each member's assignment")
+                           "show each group's state, only these states if given (comma-separated)")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="with --list: show each group's type (classic, consumer), only these types if given "
+                        "(comma-separated)")
+    p.add_argument("--verbose", action="store_true",
+                   help="describe --members: epochs, current and target assignment of each member; "
+                        "describe --state: group epoch and target assignment epoch")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:PARTITIONS]",
                    help="reset/delete offsets of this topic, or of some partitions: orders:0,2 (repeatable)")
     p.add_argument("--all-topics", action="store_true",
@@ -149,8 +181,42 @@ def _check_args(args) -> None:
         raise ToolError("give either --group or --all-groups, not both")
     if (args.members or args.offsets) and not args.describe:
         raise ToolError("--members and --offsets only go with --describe")
-    if args.state and not (args.describe or args.list):
+    if args.state is not None and not (args.describe or args.list):
         raise ToolError("--state only goes with --describe or --list")
+    if args.state and not args.list:
+        raise ToolError("--state takes states only with --list")
+    if args.type is not None and not args.list:
+        raise ToolError("--type only goes with --list")
+    if args.verbose and not args.describe:
+        raise ToolError("--verbose only goes with --describe")
+    if args.list:
+        parse_types(args.type)
+        parse_states(args.state)
+
+
+def _names(text: str | None, valid: tuple[str, ...], what: str) -> list[str]:
+    """Comma-separated names, matched case-insensitively against ``valid`` (Kafka's spelling kept)."""
+    by_lower = {v.lower(): v for v in valid}
+    out: list[str] = []
+    for raw in (text or "").split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name.lower() not in by_lower:
+            raise ToolError(f"invalid {what} {name!r}; valid {what}s are: {', '.join(valid)}", EXIT_USAGE)
+        if by_lower[name.lower()] not in out:
+            out.append(by_lower[name.lower()])
+    return out
+
+
+def parse_types(text: str | None) -> list[str]:
+    """``--type`` values: [] for every type."""
+    return _names(text, GROUP_TYPES, "type")
+
+
+def parse_states(text: str | None) -> list[str]:
+    """``--list --state`` values: [] for every state."""
+    return _names(text, GROUP_STATES, "state")
 
 
 def _all_group_ids(admin) -> list[dict]:
@@ -170,36 +236,100 @@ def _groups(admin, args) -> list[str]:
     return out
 
 
+def list_rows(groups: list[dict], *, with_type: bool, with_state: bool) -> tuple[list[str], list[tuple]]:
+    """Headers and rows of ``--list --type/--state`` from ListGroups entries (sorted by group id)."""
+    headers = ["GROUP"] + (["TYPE"] if with_type else []) + (["STATE"] if with_state else [])
+    rows = []
+    for g in sorted(groups, key=lambda g: g["group_id"]):
+        row = [g["group_id"]]
+        if with_type:
+            row.append(_group_type(g))
+        if with_state:
+            row.append(g.get("group_state") or "Unknown")
+        rows.append(tuple(row))
+    return headers, rows
+
+
+def _group_type(listed: dict) -> str:
+    """A ListGroups entry's type; before v5 (no GroupType) a group with the consumer protocol
+    type or none is classic, as Kafka's admin client reads it."""
+    if listed.get("group_type"):
+        return listed["group_type"]
+    return GROUP_TYPE_CLASSIC if (listed.get("protocol_type") or "") in ("", "consumer") else "Unknown"
+
+
 def _list(admin, args) -> int:
-    groups = _all_group_ids(admin)
-    if args.state:
-        print(format_table(("GROUP", "STATE"), [(g["group_id"], g.get("group_state") or "-") for g in groups]))
-    else:
-        for g in groups:
+    types, states = parse_types(args.type), parse_states(args.state)
+    if args.type is None and args.state is None:
+        for g in _all_group_ids(admin):
             print(g["group_id"])
+        return 0
+    try:
+        groups = admin.list_groups(states_filter=states or None, types_filter=types or None)
+    except IncompatibleBrokerVersion:
+        raise ToolError(f"the broker cannot filter groups by {'type' if types else 'state'} "
+                        f"(it does not serve ListGroups v{5 if types else 4})") from None
+    except KafkaError as exc:
+        raise ToolError(f"listing groups failed: {type(exc).__name__}: {describe_error(exc)}") from None
+    headers, rows = list_rows(groups, with_type=args.type is not None, with_state=args.state is not None)
+    print(format_table(headers, rows))
     return 0
 
 
 # -- describe ------------------------------------------------------------------------------------------
 
 
-def _assignment_of(desc: dict) -> dict:
-    """``{(topic, partition): member}`` from a DescribeGroups answer."""
-    owners = {}
-    for member in desc.get("members") or []:
-        assignment = member.get("member_assignment")
-        if not isinstance(assignment, dict):
-            continue
-        for entry in assignment.get("assigned_partitions") or []:
-            for p in entry.get("partitions") or []:
-                owners[(entry["topic"], p)] = member
-    return owners
+def assignment_text(pairs) -> str:
+    """Kafka's tool's assignment cell: ``topic:0,1;other:2`` (topics and partitions sorted), ``-`` if none."""
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in pairs:
+        by_topic[topic].append(partition)
+    if not by_topic:
+        return "-"
+    return ";".join(f"{t}:{','.join(str(p) for p in sorted(ps))}" for t, ps in sorted(by_topic.items()))
 
 
-def group_lag_rows(admin, settings: ClientSettings, group: str, desc: dict, now: int) -> list[tuple]:
-    """Rows (group, topic, partition, current, log end, lag, time lag ms, consumer id, host, client id)."""
+def member_rows(view: GroupView, *, verbose: bool) -> tuple[list[str], list[tuple]]:
+    """``--describe --members`` headers and rows (Kafka 4's kafka-consumer-groups.sh columns)."""
+    with_instance = any(m.instance_id for m in view.members)
+    upgraded = {m.upgraded for m in view.members}
+    with_upgraded = verbose and {True, False} <= upgraded
+    headers = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + \
+        ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    if verbose:
+        headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        headers += ["UPGRADED"] if with_upgraded else []
+    rows = []
+    for m in view.members:
+        row = [view.group_id, m.member_id] + ([m.instance_id or "-"] if with_instance else []) + \
+            [m.host or "-", m.client_id or "-", len(m.assignment)]
+        if verbose:
+            consumer_member = m.member_epoch is not None
+            row += [m.member_epoch if consumer_member else None, assignment_text(m.assignment),
+                    view.assignment_epoch if consumer_member else None,
+                    assignment_text(m.target_assignment) if consumer_member else "-"]
+            if with_upgraded:
+                row.append("-" if m.upgraded is None else str(m.upgraded).lower())
+        rows.append(tuple(row))
+    return headers, rows
+
+
+def state_rows(view: GroupView, coordinator: str, *, verbose: bool) -> tuple[list[str], list[tuple]]:
+    """``--describe --state`` headers and the group's row (epochs with ``--verbose``)."""
+    headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+    row = [view.group_id, coordinator, view.assignor or "-", view.state]
+    if verbose:
+        headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [view.group_epoch, view.assignment_epoch]
+    return headers + ["#MEMBERS"], [tuple(row + [len(view.members)])]
+
+
+def group_lag_rows(admin, settings: ClientSettings, view: GroupView, now: int) -> list[tuple]:
+    """Rows (group, topic, partition, current, log end, lag, time lag ms, consumer id, host, client id):
+    every committed partition and every partition a member owns (its current assignment)."""
+    group = view.group_id
     committed = committed_offsets(admin, group)
-    owners = _assignment_of(desc)
+    owners = {tp: m for m in view.members for tp in m.assignment}
     tps = set(committed) | {TopicPartition(t, p) for (t, p) in owners}
     if not tps:
         return []
@@ -227,9 +357,8 @@ def group_lag_rows(admin, settings: ClientSettings, group: str, desc: dict, now:
             time_lag = None if ts is None else max(now - ts, 0)
         member = owners.get((tp.topic, tp.partition))
         rows.append((group, tp.topic, tp.partition, c, end, lag, time_lag,
-                     member.get("member_id") if member else None,
-                     member.get("client_host") if member else None,
-                     member.get("client_id") if member else None))
+                     member.member_id if member else None, member.host if member else None,
+                     member.client_id if member else None))
     return rows
 
 
@@ -237,43 +366,35 @@ def _describe(admin, settings: ClientSettings, groups: list[str], args) -> int:
     blocks = []
     missing = []
     for group in groups:
-        desc = group_description(admin, group)
-        state = desc.get("group_state") or "Dead"
-        if args.state:
-            members = desc.get("members") or []
-            coordinator = _coordinator_text(admin)
-            blocks.append(format_table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                                       [(group, coordinator, desc.get("protocol_data") or "", state, len(members))]))
-            continue
-        if args.members:
-            rows = []
-            for m in desc.get("members") or []:
-                assignment = m.get("member_assignment") if isinstance(m.get("member_assignment"), dict) else {}
-                parts = [(e["topic"], p) for e in assignment.get("assigned_partitions") or []
-                         for p in e.get("partitions") or []]
-                row = [group, m.get("member_id"), m.get("client_host"), m.get("client_id"), len(parts)]
-                if args.verbose:
-                    by_topic = defaultdict(list)
-                    for t, p in sorted(parts):
-                        by_topic[t].append(str(p))
-                    row.append(",".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or "-")
-                rows.append(row)
-            if not rows:
-                print(f"Consumer group '{group}' has no active members.", file=sys.stderr)
+        view = describe_group(admin, group)
+        if view.state in REBALANCING_STATES:
+            print(f"Warning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
+        if args.state is not None:
+            if not view.exists:
+                missing.append(group)
                 continue
-            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if args.verbose
-                                                                                        else [])
+            headers, rows = state_rows(view, _coordinator_text(admin, view.coordinator_id), verbose=args.verbose)
             blocks.append(format_table(headers, rows))
             continue
-        rows = group_lag_rows(admin, settings, group, desc, now_ms())
+        if args.members:
+            if not view.exists:
+                missing.append(group)
+                continue
+            if not view.members:
+                print(f"Consumer group '{group}' has no active members.", file=sys.stderr)
+                continue
+            headers, rows = member_rows(view, verbose=args.verbose)
+            blocks.append(format_table(headers, rows))
+            continue
+        rows = group_lag_rows(admin, settings, view, now_ms())
         if not rows:
-            if state == "Dead":
+            if not view.exists:
                 missing.append(group)
             else:
                 print(f"Consumer group '{group}' has no committed offsets and no assigned partitions.",
                       file=sys.stderr)
             continue
-        if not desc.get("members"):
+        if not view.members:
             print(f"Consumer group '{group}' has no active members.", file=sys.stderr)
         blocks.append(format_table(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                                     "TIME-LAG-MS", "CONSUMER-ID", "HOST", "CLIENT-ID"), rows))
@@ -284,10 +405,12 @@ def _describe(admin, settings: ClientSettings, groups: list[str], args) -> int:
     return 0
 
 
-def _coordinator_text(admin) -> str:
+def _coordinator_text(admin, node_id: int | None) -> str:
+    """``host:port (id)`` of the group's coordinator (the first broker when it is unknown)."""
     try:
-        brokers = admin._manager.cluster.brokers()  # kafka-python keeps the cluster view here
-        b = sorted(brokers, key=lambda b: b.node_id)[0]
+        brokers = sorted(admin._manager.cluster.brokers(), key=lambda b: b.node_id)  # kafka-python's cluster view
+        chosen = [b for b in brokers if b.node_id == node_id] or brokers[:1]
+        b = chosen[0]
         return f"{b.host}:{b.port} ({b.node_id})"
     except Exception:  # noqa: BLE001 - cosmetic only
         return "-"

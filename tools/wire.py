@@ -8,19 +8,25 @@
 * :func:`record_timestamps` – the timestamp of the record at given offsets (Fetch via
   a ``KafkaConsumer`` with manual assignment and no group), used for lag in time and
   for failover's T;
-* :func:`group_state`, :func:`committed_offsets` – DescribeGroups / OffsetFetch.
+* :func:`describe_group` – one group of either type (:class:`GroupView`):
+  ConsumerGroupDescribe for a consumer-protocol group (KIP-848), DescribeGroups for a classic
+  one, as Kafka's admin client does (see the function);
+* :func:`committed_offsets` – OffsetFetch.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError, NoError, UnknownTopicOrPartitionError, for_code
+from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError, UnknownTopicOrPartitionError, for_code
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
+from sundial.protocol.errors import ErrorCode
+from sundial.protocol.schema_codec import ConsumerGroupDescribeRequest
 from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 from .common import ClientSettings, ToolError, close_quietly, describe_error
@@ -132,15 +138,130 @@ def record_timestamps(settings: ClientSettings, offsets: Mapping, *, timeout_ms:
         close_quietly(consumer)
 
 
-def group_description(admin, group_id: str) -> dict:
+GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
+#: ConsumerGroupDescribe v1 ``MemberType``: 0 a classic member, 1 a consumer-protocol member.
+_MEMBER_TYPE_UPGRADED = {0: False, 1: True}
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """One member as the tools show it; epochs and the target assignment only for the consumer protocol."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[tuple[str, int], ...]                 # (topic, partition), sorted
+    member_epoch: int | None = None
+    target_assignment: tuple[tuple[str, int], ...] = ()
+    upgraded: bool | None = None                            # consumer protocol (True) or classic (False)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A group of either type. ``group_type`` None and state ``Dead``: no such group."""
+
+    group_id: str
+    group_type: str | None
+    state: str
+    assignor: str                                           # classic: the protocol the members chose
+    members: tuple[MemberView, ...] = ()
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    coordinator_id: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.group_type is not None
+
+
+def _pairs(topic_partitions) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((tp.topic_name, p) for tp in topic_partitions or () for p in tp.partitions or ()))
+
+
+def consumer_group_view(described, coordinator_id: int | None = None) -> GroupView:
+    """A :class:`GroupView` from one group of a ConsumerGroupDescribe response (error code 0)."""
+    members = tuple(MemberView(
+        member_id=m.member_id, instance_id=m.instance_id or None, client_id=m.client_id, host=m.client_host,
+        assignment=_pairs(m.assignment.topic_partitions if m.assignment else ()), member_epoch=m.member_epoch,
+        target_assignment=_pairs(m.target_assignment.topic_partitions if m.target_assignment else ()),
+        upgraded=_MEMBER_TYPE_UPGRADED.get(getattr(m, "member_type", -1)))
+        for m in described.members or ())
+    return GroupView(described.group_id, GROUP_TYPE_CONSUMER, described.group_state, described.assignor_name or "",
+                     members, described.group_epoch, described.assignment_epoch, coordinator_id)
+
+
+def classic_group_view(group_id: str, info: dict, coordinator_id: int | None = None) -> GroupView:
+    """A :class:`GroupView` from kafka-python's DescribeGroups answer for one group (no error)."""
+    members = []
+    for m in info.get("members") or ():
+        assignment = m.get("member_assignment")
+        parts = ()
+        if isinstance(assignment, dict):
+            parts = tuple(sorted((e["topic"], p) for e in assignment.get("assigned_partitions") or ()
+                                 for p in e.get("partitions") or ()))
+        members.append(MemberView(member_id=m.get("member_id") or "", instance_id=m.get("group_instance_id") or None,
+                                  client_id=m.get("client_id") or "", host=m.get("client_host") or "",
+                                  assignment=parts))
+    state = info.get("group_state") or "Dead"
+    group_type = None if state == "Dead" else GROUP_TYPE_CLASSIC
+    return GroupView(group_id, group_type, state, info.get("protocol_data") or "", tuple(members),
+                     coordinator_id=coordinator_id)
+
+
+def _describe_error(group_id: str, exc: BaseException) -> ToolError:
+    return ToolError(f"cannot describe group {group_id!r}: {type(exc).__name__}: {describe_error(exc)}")
+
+
+def describe_group(admin, group_id: str) -> GroupView:
+    """One group of either type, as Kafka's admin client describes consumer groups.
+
+    ConsumerGroupDescribe (API 69) first; a group it does not know (GROUP_ID_NOT_FOUND: a
+    classic group, or none) or a broker without the API (before Kafka 3.7/KIP-848) is asked
+    again with DescribeGroups, where an unknown group is Dead (v0-v5) or GROUP_ID_NOT_FOUND
+    (v6+): both give a view with ``exists`` False. Other errors (authorization, coordinator)
+    are a ToolError. kafka-python 3.0.12 has no ConsumerGroupDescribe: the request is Kafka's
+    JSON schema from ``sundial.protocol`` sent through the admin client's own connections
+    (its security settings, coordinator look-up and version negotiation).
+    """
     try:
-        desc = admin.describe_groups([group_id])
+        coordinator_id = admin._manager.run(admin._find_coordinator_ids, [group_id]).get(group_id)
+
+        async def ask():
+            request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
+            return await admin._manager.send(request, node_id=coordinator_id)
+
+        try:
+            response = admin._manager.run(ask)
+        except IncompatibleBrokerVersion:
+            response = None
     except KafkaError as exc:
-        raise ToolError(f"cannot describe group {group_id!r}: {type(exc).__name__}: {describe_error(exc)}") from None
-    info = desc.get(group_id) or {}
-    if info.get("error"):
-        raise ToolError(f"cannot describe group {group_id!r}: {info['error']}")
-    return info
+        raise _describe_error(group_id, exc) from None
+    if response is not None:
+        (described,) = [g for g in response.groups if g.group_id == group_id] or [None]
+        code = described.error_code if described is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+        if code == ErrorCode.NONE:
+            return consumer_group_view(described, coordinator_id)
+        if code not in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+            error = for_code(code)(described.error_message or "") if described is not None else for_code(code)()
+            raise _describe_error(group_id, error)
+    try:
+        info = admin.describe_groups([group_id], group_coordinator_id=coordinator_id).get(group_id) or {}
+    except KafkaError as exc:
+        raise _describe_error(group_id, exc) from None
+    error = info.get("error")
+    if error and "GroupIdNotFoundError" not in error:
+        raise ToolError(f"cannot describe group {group_id!r}: {error}")
+    if error:
+        info = {"group_state": "Dead"}
+    return classic_group_view(group_id, info, coordinator_id)
+
+
+def group_description(admin, group_id: str) -> dict:
+    """``group_state`` (``Dead`` for no such group) and ``group_type`` of a group of either type."""
+    view = describe_group(admin, group_id)
+    return {"group_id": group_id, "group_state": view.state, "group_type": view.group_type}
 
 
 def committed_offsets(admin, group_id: str) -> dict:
@@ -159,7 +280,7 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 def require_inactive(admin, group_id: str, where: str) -> str:
     """Raise unless the group has no live members (Kafka's rule for resetting offsets)."""
-    state = group_description(admin, group_id).get("group_state") or "Dead"
+    state = describe_group(admin, group_id).state
     if state not in INACTIVE_STATES:
         raise ToolError(f"offsets of group {group_id!r} on {where} can only be changed while the group is "
                         f"inactive, but its state is {state}; stop its consumers first")

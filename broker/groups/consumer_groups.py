@@ -40,7 +40,7 @@ from .modern.classic import ClassicJoinRequest, ClassicJoinResult
 from .modern.errors import GroupError
 from .modern.manager import ConsumerGroupManager
 from .modern.migration import ClassicGroupImage
-from .modern.records import CoordinatorRecord, encode_record
+from .modern.records import ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataKey, CoordinatorRecord, encode_record
 from .modern.replay import ReplayError
 from .modern.requests import HeartbeatRequest, HeartbeatResult
 from .modern.settings import ConsumerGroupSettings
@@ -70,6 +70,10 @@ class ConsumerGroups:
         self.replay_errors = 0
         #: Bumped whenever records are written (membership or subscriptions may have changed).
         self.version = 0
+        #: For the metrics endpoint: group epoch bumps written (rebalances), and members fenced by
+        #: their session or rebalance timeout (read by ``broker.metrics.group_rows``).
+        self.rebalances = 0
+        self.fenced_members = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
@@ -199,6 +203,8 @@ class ConsumerGroups:
                     self.on_downgrade(image, rebalance)
         self.version += 1
         self._offsets.forget_consumed()
+        self.rebalances += sum(1 for r in records
+                               if isinstance(r.key, ConsumerGroupMetadataKey) and r.value is not None)
         return last
 
     async def _persist(self, records: list[CoordinatorRecord]) -> None:
@@ -217,6 +223,9 @@ class ConsumerGroups:
         """Poll the manager (tests call this with their own clock); returns the records written."""
         now = self.now_ms() if now_ms is None else now_ms
         records = self.manager.poll(now)
+        # A poll removes members only by fencing them: one subscription tombstone each.
+        self.fenced_members += sum(1 for r in records
+                                   if isinstance(r.key, ConsumerGroupMemberMetadataKey) and r.value is None)
         try:
             last = self._append(records)
         except GroupError:

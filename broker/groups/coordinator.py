@@ -40,7 +40,7 @@ from sundial.records.timestamps import wall_clock_ms
 import sundial.storage.errors as se
 
 from .consumer_groups import GROUP_TYPE_CONSUMER, ConsumerGroups
-from .group import DEAD, EMPTY, GroupSettings, Note, default_member_id
+from .group import COMPLETING, DEAD, EMPTY, GroupSettings, Note, default_member_id
 from .lag import LagRow
 from .modern.classic import ClassicJoinRequest
 from .modern.errors import GroupError
@@ -94,6 +94,10 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._membership_version = 0
+        #: For the metrics endpoint (``broker.metrics.group_rows``): classic generations whose assignment
+        #: was stored (Kafka's group-completed-rebalance-count) and members a timer removed.
+        self.completed_rebalances = 0
+        self.expired_members = 0
         consumer = config.group_coordinator.consumer
         self._consumer_defaults = (consumer.session_timeout_ms, consumer.heartbeat_interval_ms)
         self._group_configs = group_configs
@@ -252,7 +256,9 @@ class GroupCoordinator:
                 except Exception as exc:  # fsync failure
                     logger.error("group_metadata_flush_failed", group=group.group_id, error=str(exc))
                     error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            completes = error == ErrorCode.NONE and group.state is COMPLETING and group.generation_id == gen
             self._apply(group, group.on_sync_stored(gen, assignment, error, self.now_ms()))
+            self.completed_rebalances += completes
             await self.offsets.maybe_snapshot()
 
         self.offsets.spawn(finish())
@@ -267,7 +273,9 @@ class GroupCoordinator:
             del self._scheduled[group_id]
             group = self.groups.get(group_id)
             if group is not None:
-                self._apply(group, group.poll(now))
+                effects = group.poll(now)
+                self.expired_members += sum(isinstance(e, Note) and e.event == "member_removed" for e in effects)
+                self._apply(group, effects)
 
     async def _timer_loop(self) -> None:
         while True:

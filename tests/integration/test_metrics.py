@@ -1,5 +1,9 @@
 """The Prometheus endpoint after a real produce/consume run, parsed by prometheus_client's own parser.
 
+The second test covers the groups per type: classic groups (kafka-python) and Kafka 4
+consumer-protocol groups (confluent-kafka with ``group.protocol=consumer``, and a raw member that
+stops heartbeating and is fenced); the series must equal what the test made happen.
+
 One daemon with ``sundial.metrics.listener`` on a free loopback port, fast retention
 passes and consumed retention on. The run: kafka-python produces and a group consumes
 and commits, offsetsForTimes looks up a time, old records meet time retention, and a
@@ -14,13 +18,17 @@ import shutil
 import subprocess
 import time
 import urllib.request
+import uuid
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from .clients import create_topic, producer
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
+
+from .clients import connect_raw, create_topic, producer, read_frame
 from .conftest import free_port, unique_topic
 from .groups_support import FAST_GROUPS, wait_until
 
@@ -152,3 +160,102 @@ def test_metrics_after_a_produce_consume_run(broker_factory):
                               timeout=30).stdout
         names = {f.name for f in text_string_to_metric_families(text)}
         assert {"sundial_requests", "sundial_bytes_in", "sundial_consumer_group_lag"} <= names
+
+
+def _consumer_group_epoch(bootstrap: str, group: str) -> int:
+    host, port = bootstrap.rsplit(":", 1)
+    sock = connect_raw(host, int(port))
+    try:
+        sock.sendall(encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, 1, "metrics-test",
+                                    {"group_ids": [group], "include_authorized_operations": False}))
+        _, resp = decode_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, read_frame(sock))
+    finally:
+        sock.close()
+    (g,) = resp.groups
+    assert g.error_code == 0, g
+    return g.group_epoch
+
+
+def _raw_join(bootstrap: str, group: str, topic: str) -> str:
+    """A consumer-protocol member that joins once and never heartbeats again."""
+    host, port = bootstrap.rsplit(":", 1)
+    member_id = uuid.uuid4().hex
+    sock = connect_raw(host, int(port))
+    try:
+        sock.sendall(encode_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, 1, "silent-member", {
+            "group_id": group, "member_id": member_id, "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}))
+        _, resp = decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, read_frame(sock))
+    finally:
+        sock.close()
+    assert resp.error_code == 0, resp
+    return member_id
+
+
+def test_group_metrics_per_type(broker_factory):
+    from confluent_kafka import Consumer
+
+    port = free_port()
+    node = broker_factory(**FAST_GROUPS, **{
+        "sundial.metrics.listener": f"127.0.0.1:{port}",
+        "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+        "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+    }).start()
+    b = node.bootstrap
+    topic = unique_topic("m-types")
+    create_topic(b, topic, 2)
+    # Before any group: every state of both types at 0, the counters at 0.
+    samples = scrape(port)
+    for group_type, states in (("classic", ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")),
+                               ("consumer", ("Empty", "Assigning", "Reconciling", "Stable", "Dead"))):
+        for state in states:
+            assert value(samples, "sundial_groups", type=group_type, state=state) == 0, (group_type, state)
+        assert value(samples, "sundial_group_rebalances_total", type=group_type) == 0
+        assert value(samples, "sundial_group_fenced_members_total", type=group_type) == 0
+
+    # classic: a live kafka-python member (Stable) and an offsets-only group (Empty).
+    live = KafkaConsumer(topic, bootstrap_servers=b, group_id=unique_topic("m-classic"), enable_auto_commit=False,
+                         auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+    holder = KafkaConsumer(bootstrap_servers=b, group_id=unique_topic("m-offsets"), enable_auto_commit=False)
+    holder.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+    holder.close(autocommit=False)
+    # consumer: a confluent-kafka member that stays, a silent raw member that is fenced, and a group
+    # whose only member leaves (Empty).
+    stable, emptied = unique_topic("m-kip848"), unique_topic("m-kip848-left")
+    conf = {"bootstrap.servers": b, "group.protocol": "consumer", "auto.offset.reset": "earliest", "log_level": 0}
+    member = Consumer({**conf, "group.id": stable})
+    member.subscribe([topic])
+    leaver = Consumer({**conf, "group.id": emptied})
+    leaver.subscribe([topic])
+    try:
+        wait_until(lambda: live.poll(timeout_ms=100) is not None and live.assignment(), 30, "the classic member")
+        wait_until(lambda: member.poll(0.1) is None and member.assignment(), 30, "the consumer-protocol member")
+        wait_until(lambda: leaver.poll(0.1) is None and leaver.assignment(), 30, "the second group's member")
+        leaver.close()
+        _raw_join(b, stable, topic)
+
+        def settled():
+            live.poll(timeout_ms=50)
+            member.poll(0.05)
+            s = scrape(port)
+            fenced = value(s, "sundial_group_fenced_members_total", type="consumer") == 1
+            stable_again = value(s, "sundial_groups", type="consumer", state="Stable") == 1
+            return s if fenced and stable_again else None
+
+        samples = wait_until(settled, 60, "the silent member to be fenced and the group to settle")
+        assert value(samples, "sundial_groups", type="consumer", state="Empty") == 1
+        assert total(samples, "sundial_groups", type="consumer") == 2
+        assert value(samples, "sundial_groups", type="classic", state="Stable") == 1
+        assert value(samples, "sundial_groups", type="classic", state="Empty") == 1
+        assert total(samples, "sundial_groups", type="classic") == 2
+        # Every consumer group epoch bump is a rebalance: the counter is the sum of the groups' epochs
+        # (member joins, the leave, the fencing; no group was deleted).
+        epochs = _consumer_group_epoch(b, stable) + _consumer_group_epoch(b, emptied)
+        assert value(samples, "sundial_group_rebalances_total", type="consumer") == epochs >= 5
+        assert value(samples, "sundial_group_rebalances_total", type="classic") >= 1
+        assert value(samples, "sundial_group_fenced_members_total", type="classic") == 0
+        assert total(samples, "sundial_requests_total", api="CONSUMER_GROUP_HEARTBEAT") > 0
+    finally:
+        member.close()
+        live.close(autocommit=False)
