@@ -65,6 +65,9 @@ def build_server_ssl_context(cfg) -> ssl.SSLContext:
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         if str(cfg[key]).upper() != "PEM":
             raise ConfigError(key, f"Sundial reads PEM files only, not {cfg[key]}")
+    if cfg["ssl.truststore.password"]:
+        # Kafka's DefaultSslEngineFactory refuses it for PEM too: a PEM bundle has no password
+        raise ConfigError("ssl.truststore.password", "SSL trust store password cannot be specified for PEM format")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = [v for v in cfg["ssl.enabled.protocols"]]
     unknown = [v for v in versions if v not in _TLS_VERSIONS]

@@ -213,7 +213,8 @@ _def(ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None, "Password of 
 _def(ConfigDef("ssl.key.password", ConfigType.PASSWORD, None, "Password of the private key.", sensitive=True))
 _def(ConfigDef("ssl.keystore.type", S, "PEM", "Keystore format (Sundial reads PEM)."))
 _def(ConfigDef("ssl.truststore.location", S, None, "PEM file of CA certificates for client authentication."))
-_def(ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None, "Password of the truststore.",
+_def(ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None,
+               "Password of the truststore: refused, as Kafka refuses it for PEM (a PEM bundle has none).",
                sensitive=True))
 _def(ConfigDef("ssl.truststore.type", S, "PEM", "Truststore format (Sundial reads PEM)."))
 _def(ConfigDef("ssl.client.auth", S, "none", "Client certificate policy.", one_of("none", "requested", "required")))

@@ -83,6 +83,12 @@ def test_encrypted_key_with_ssl_key_password(pki):
                                         "ssl.key.password": "wrong"}))
 
 
+def test_a_truststore_password_is_refused_for_pem_as_kafka_refuses_it(pki):
+    with pytest.raises(ConfigError, match="trust store password cannot be specified for PEM"):
+        build_server_ssl_context(cfg(**{"ssl.keystore.location": pki.server_keystore,
+                                        "ssl.truststore.location": pki.ca, "ssl.truststore.password": "secret"}))
+
+
 def test_required_client_auth_gives_the_subject_dn_as_principal(pki):
     ctx = build_server_ssl_context(cfg(**{"ssl.keystore.location": pki.server_keystore,
                                           "ssl.truststore.location": pki.ca, "ssl.client.auth": "required"}))
