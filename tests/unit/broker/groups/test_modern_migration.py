@@ -13,6 +13,7 @@ from sundial.broker.groups.consumer_protocol import decode_assignment, encode_as
 from sundial.broker.groups.modern.classic import ClassicJoinRequest
 from sundial.broker.groups.modern.member import MemberState
 from sundial.broker.groups.modern.migration import ClassicGroupImage, ClassicMember
+from sundial.broker.groups.modern.requests import HeartbeatRequest
 from sundial.broker.groups.modern.settings import ConsumerGroupSettings
 from sundial.protocol.errors import ErrorCode as E
 
@@ -66,8 +67,7 @@ def held(h: Harness, group_id="g") -> dict:
 def upgraded(settings=None) -> Harness:
     h = Harness({"foo": 6}, settings=settings)
     result, records = h.manager.heartbeat(
-        __import__("sundial.broker.groups.modern.requests", fromlist=["HeartbeatRequest"]).HeartbeatRequest(
-            "g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["foo"], topic_partitions={}),
+        HeartbeatRequest("g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["foo"], topic_partitions={}),
         h.now, client_id="client", client_host="/127.0.0.1", classic=classic_image())
     h.log += records
     h.new_result = result
@@ -190,7 +190,6 @@ def test_downgrade_when_the_last_consumer_protocol_member_goes(how):
 def test_migration_policy(settings, upgrade, downgrade):
     if not upgrade:
         h = Harness({"foo": 6}, settings=settings)
-        from sundial.broker.groups.modern.requests import HeartbeatRequest
         h.refused(E.GROUP_ID_NOT_FOUND, h.manager.heartbeat, HeartbeatRequest(
             "g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["foo"], topic_partitions={}),
             h.now, client_id="c", client_host="h", classic=classic_image())
@@ -202,7 +201,6 @@ def test_migration_policy(settings, upgrade, downgrade):
 
 
 def test_upgrade_refused_for_another_protocol_type_or_too_many_members():
-    from sundial.broker.groups.modern.requests import HeartbeatRequest
     request = HeartbeatRequest("g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["foo"],
                                topic_partitions={})
     h = Harness({"foo": 6})
@@ -214,3 +212,92 @@ def test_upgrade_refused_for_another_protocol_type_or_too_many_members():
     h = Harness({"foo": 6})
     h.refused(E.GROUP_ID_NOT_FOUND, h.manager.heartbeat, HeartbeatRequest("g", "new", 3), 0, client_id="c",
               client_host="h", classic=classic_image())
+
+
+# -- through the GroupCoordinator: routing, the classic group's records, restarts ---------------------
+
+def _coordinator(log=None):
+    import itertools
+    import uuid as _uuid
+
+    from sundial.broker.groups.coordinator import GroupCoordinator
+    from sundial.broker.groups.offsets import MemoryOffsetsLog, OffsetStore
+    from sundial.config import BrokerConfig
+
+    config = BrokerConfig({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100"})
+    log = log or MemoryOffsetsLog()
+    clock = [1_700_000_000_000]
+    ids = itertools.count(1)
+    topics = {"foo": (_uuid.uuid5(_uuid.NAMESPACE_DNS, "foo"), 4)}
+    coord = GroupCoordinator(config, None, now_ms=lambda: clock[0], store=OffsetStore(log), run_timers=False,
+                             topic_partitions=lambda t: 4 if t == "foo" else None, topic_view=lambda: topics,
+                             new_member_id=lambda client, inst: f"{inst or client}-{next(ids)}")
+    return coord, log
+
+
+async def _classic_group(coord):
+    """A Stable classic group of two range consumers of foo: c0 has 0-1, c1 has 2-3."""
+    import asyncio
+
+    def join(member_id, client):
+        return coord.join_group(group_id="g", member_id=member_id, group_instance_id=None, client_id=client,
+                                client_host="/127.0.0.1", session_timeout_ms=10_000, rebalance_timeout_ms=30_000,
+                                protocol_type="consumer", protocols=[("range", subscription(["foo"]))],
+                                require_known_member_id=True)
+    ids = [(await join("", f"c{i}")).member_id for i in range(2)]
+    joins = [asyncio.ensure_future(join(m, "c")) for m in ids]
+    await asyncio.sleep(0)
+    coord.fire_timers()
+    replies = await asyncio.gather(*joins)
+    gen, leader = replies[0].generation_id, replies[0].leader_id
+    assignments = [(ids[0], encode_assignment({"foo": [0, 1]})), (ids[1], encode_assignment({"foo": [2, 3]}))]
+    syncs = await asyncio.gather(*(coord.sync_group(group_id="g", generation_id=gen, member_id=m,
+                                                    group_instance_id=None, protocol_type="consumer",
+                                                    protocol_name="range",
+                                                    assignments=assignments if m == leader else [])
+                                   for m in ids))
+    assert all(s.error == E.NONE for s in syncs)
+    return ids, gen
+
+
+@pytest.mark.asyncio
+async def test_coordinator_upgrade_classic_requests_restart_and_downgrade():
+    coord, log = _coordinator()
+    await coord.start()
+    (c0, c1), gen = await _classic_group(coord)
+    joined = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=5000,
+                                                             subscribed_topic_names=["foo"], topic_partitions={}),
+                                            client_id="m", client_host="/127.0.0.1")
+    assert joined.member_epoch == gen + 1
+    assert "g" not in coord.groups and coord.consumer.is_consumer_group("g")
+    assert "g" not in coord.store.group_values                  # the classic group's record is tombstoned
+    assert coord.heartbeat(group_id="g", member_id=c0, group_instance_id=None, generation_id=gen) \
+        == E.REBALANCE_IN_PROGRESS
+    await coord.stop()
+
+    # a restart finds the consumer group with its classic members (their classic metadata replayed)
+    coord, log = _coordinator(log)
+    await coord.start()
+    assert coord.consumer.is_consumer_group("g") and "g" not in coord.groups
+    r = await coord.join_group(group_id="g", member_id=c0, group_instance_id=None, client_id="c",
+                               client_host="/127.0.0.1", session_timeout_ms=10_000, rebalance_timeout_ms=30_000,
+                               protocol_type="consumer", protocols=[("range", subscription(["foo"]))],
+                               require_known_member_id=True)
+    assert (r.error, r.generation_id, r.leader_id, r.protocol_name) == (E.NONE, gen + 1, "", "range")
+    s = await coord.sync_group(group_id="g", generation_id=r.generation_id, member_id=c0, group_instance_id=None,
+                               protocol_type="consumer", protocol_name="range", assignments=[])
+    assert s.error == E.NONE and decode_assignment(s.assignment)
+    assert await coord.commit_offsets(group_id="g", member_id=c0, group_instance_id=None, generation_id=gen + 1,
+                                      offsets=[], api_version=2) == []
+
+    # the consumer-protocol member leaves: the group is a classic group again, rebalancing
+    await coord.consumer_heartbeat(HeartbeatRequest("g", "m", -1), client_id="m", client_host="/127.0.0.1")
+    assert not coord.consumer.is_consumer_group("g")
+    group = coord.groups["g"]
+    assert set(group.members) == {c0, c1} and group.state.value == "PreparingRebalance"
+    assert coord.store.group_values["g"].generation == gen + 1
+    await coord.stop()
+    coord, log = _coordinator(log)
+    await coord.start()
+    assert set(coord.groups["g"].members) == {c0, c1} and not coord.consumer.is_consumer_group("g")
+    await coord.stop()
