@@ -608,10 +608,13 @@ class GroupCoordinator:
         if error:
             return error, []
         group = self.groups.get(group_id)
-        if group is None or group.state is DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND, []
         subscribed: frozenset[str] | None = frozenset()
-        if group.state is not EMPTY:
+        if self.consumer.is_consumer_group(group_id):
+            # Kafka's ConsumerGroup: any state; a topic its members subscribe to is refused per partition
+            subscribed = self.consumer.manager.subscribed_topics(group_id)
+        elif group is None or group.state is DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        elif group.state is not EMPTY:
             if not group.is_consumer_group():
                 return ErrorCode.NON_EMPTY_GROUP, []
             subscribed = group.subscribed_topics()

@@ -333,3 +333,31 @@ async def test_consumed_upto_unknown_subscription_skips():
     coord.fire_timers()
     await fut
     assert coord.consumed_upto("t1", 0, 0).offset is None
+
+
+async def test_offset_delete_on_a_consumer_protocol_group():
+    """Kafka's ConsumerGroup rule for OffsetDelete: allowed in any state, except per partition for a
+    topic its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC); an empty group deletes anything."""
+    import uuid
+
+    from sundial.broker.groups.modern.requests import HeartbeatRequest
+
+    view = {name: (uuid.UUID(int=i + 1), n) for i, (name, n) in enumerate(sorted(TOPICS.items()))}
+    clock = Clock()
+    coord = GroupCoordinator(BrokerConfig({"group.initial.rebalance.delay.ms": "0"}), None, now_ms=clock,
+                             store=OffsetStore(MemoryOffsetsLog()), run_timers=False, topic_partitions=TOPICS.get,
+                             topic_view=lambda: view)
+    await coord.start()
+    joined = await coord.consumer_heartbeat(HeartbeatRequest(
+        "cg", "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t1"], topic_partitions={}),
+        client_id="c", client_host="/h")
+    assert await coord.commit_offsets(group_id="cg", member_id="m1", group_instance_id=None,
+                                      generation_id=joined.member_epoch,
+                                      offsets=[CommitRequest("t1", 0, 5), CommitRequest("t2", 1, 7)]) == [E.NONE] * 2
+    top, errors = await coord.delete_offsets(group_id="cg", partitions=[("t1", 0), ("t2", 1)])
+    assert (top, errors) == (E.NONE, [E.GROUP_SUBSCRIBED_TO_TOPIC, E.NONE])
+    assert fetched(coord, "cg") == {("t1", 0): 5}
+    await coord.consumer_heartbeat(HeartbeatRequest("cg", "m1", -1), client_id="c", client_host="/h")  # leaves
+    assert await coord.delete_offsets(group_id="cg", partitions=[("t1", 0)]) == (E.NONE, [E.NONE])
+    assert fetched(coord, "cg") == {}
+    await coord.stop()
