@@ -2,8 +2,8 @@
 
 :func:`describe` is Kafka's ``ConsumerGroup.asDescribedGroup``: the group's state, epochs
 and assignor (the one most members asked for, else the default), and per member its
-subscription, current and target assignment (``member_type`` 1: the consumer protocol, as
-ConsumerGroupDescribe v1 reports). Assignments list topics with their names; a topic deleted
+subscription, current and target assignment (``member_type`` 1: the consumer protocol, 0: a
+classic member inside the group, as ConsumerGroupDescribe v1 reports). Assignments list topics with their names; a topic deleted
 since is left out, as Kafka leaves it out.
 
 :func:`validate_offset_commit` and :func:`validate_offset_fetch` are Kafka 4.2's
@@ -24,7 +24,9 @@ from .group import GROUP_TYPE, PROTOCOL_TYPE, ConsumerGroup
 from .heartbeat import unknown_member
 from .topics import TopicImage
 
-#: ConsumerGroupDescribe v1 ``MemberType`` of a consumer-protocol member.
+#: ConsumerGroupDescribe v1 ``MemberType``: a member using the classic protocol inside the group
+#: (online migration), a consumer-protocol member (Kafka ``MemberType``).
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 #: Offset APIs' "no generation" (Kafka ``JoinGroupRequest.UNKNOWN_GENERATION_ID``) and member id.
 UNKNOWN_GENERATION_ID = -1
@@ -80,7 +82,8 @@ def describe(group: ConsumerGroup, image: TopicImage, default_assignor: str) -> 
             client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
             subscribed_topic_regex=m.subscribed_topic_regex, assignment=_named(m.assigned, image),
-            target_assignment=_named(group.target_of(m.member_id), image))
+            target_assignment=_named(group.target_of(m.member_id), image),
+            member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE)
         for m in group.members.values())
     return GroupDescription(group_id=group.group_id, state=group.state.value, group_epoch=group.group_epoch,
                             assignment_epoch=group.assignment_epoch,

@@ -89,6 +89,8 @@ def test_upgrade_converts_classic_members_then_the_new_member_joins():
     assert h.log[0].key.member_id == "c1" and h.log[0].value.classic_member_metadata is not None
     assert h.replayed().persisted_state() == h.manager.persisted_state()
     assert all(len(owners) == 1 for owners in held(h).values())
+    types = {m.member_id: m.member_type for m in h.manager.describe("g").members}
+    assert types == {"c1": 0, "c2": 0, "new": 1}          # ConsumerGroupDescribe v1 MemberType
 
 
 def test_classic_members_rejoin_and_the_partitions_move_without_double_ownership():
