@@ -41,6 +41,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from sundial.config import BrokerConfig
+from sundial.config.group_coordinator import INERT_KEY_PREFIXES
 from sundial.records.timestamps import wall_clock_ms
 from sundial.storage import LogManager
 from sundial.storage.log_manager import remove_expired
@@ -252,6 +253,9 @@ class BrokerServer:
         cluster_id = self._read_or_create_meta(log_dirs)
         for key in sorted(self.unknown_keys):
             logger.warning("config_key_ignored", key=key)
+        for key in sorted(k for k in cfg.explicit if k.startswith(INERT_KEY_PREFIXES)):
+            logger.warning("config_key_without_effect", key=key,
+                           reason="validated for Kafka compatibility; share and streams groups are not served")
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
                           producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
