@@ -479,6 +479,37 @@ def is_authorized(ctx, operation: AclOperation, resource_type: ResourceType, nam
                                 operation, resource_type, name, log_denied=log_denied)
 
 
+#: Kafka's ``AclEntry.supportedOperations``: the operations an authorized-operations field
+#: (KIP-430) reports on, per resource type. GROUP's config operations came with group configs.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+#: Kafka's int32 for an authorized-operations field the client did not ask for.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
+    """Kafka's ``AuthHelper.authorizedOperations``: the bit set (bit = AclOperation code) of the
+    resource type's supported operations the principal may perform on this resource; every
+    supported operation when no authorizer is configured."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if is_authorized(ctx, operation, resource_type, name, log_denied=False):
+            bits |= 1 << operation
+    return bits
+
+
 def is_authorized_any(ctx, operation: AclOperation, resource_type: ResourceType) -> bool:
     authorizer = getattr(getattr(ctx, "broker", None), "authorizer", None)
     if authorizer is None:

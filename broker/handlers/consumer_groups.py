@@ -20,13 +20,10 @@ from __future__ import annotations
 
 from sundial.protocol.errors import ErrorCode
 
-from ..authorizer import AclOperation, ResourceType, is_authorized
+from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, is_authorized
 from ..groups.modern.errors import GroupError
 from ..groups.modern.requests import HeartbeatRequest
 
-NOT_REQUESTED_OPERATIONS = -(2**31)
-#: AclOperation bits a client may perform on a group here: READ (3), DELETE (6), DESCRIBE (8).
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def _client_host(ctx) -> str:
@@ -96,7 +93,7 @@ def _described(desc, operations: int) -> dict:
 def _not_described(group_id: str, code: ErrorCode, message: str | None) -> dict:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-            "authorized_operations": NOT_REQUESTED_OPERATIONS}
+            "authorized_operations": OPERATIONS_NOT_REQUESTED}
 
 
 async def handle_consumer_group_describe(ctx, request):
@@ -115,5 +112,7 @@ async def handle_consumer_group_describe(ctx, request):
         except GroupError as exc:
             out.append(_not_described(group_id, exc.error_code, exc.message))
             continue
-        out.append(_described(desc, GROUP_AUTHORIZED_OPERATIONS if include_ops else NOT_REQUESTED_OPERATIONS))
+        operations = (authorized_operations(ctx, ResourceType.GROUP, group_id) if include_ops
+                      else OPERATIONS_NOT_REQUESTED)
+        out.append(_described(desc, operations))
     return {"throttle_time_ms": 0, "groups": out}

@@ -39,16 +39,14 @@ import structlog
 
 from sundial.protocol.errors import ErrorCode
 
-from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
+from ..authorizer import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, \
+    is_authorized
 from ..refusals import refuse
 from .transactions import find_transaction_coordinator
 from ..groups.offset_manager import CommitRequest, FetchedOffset
 
 logger = structlog.get_logger(__name__)
 
-NOT_REQUESTED_OPERATIONS = -(2**31)
-#: AclOperation bits a client may perform on a group here: READ (3), DELETE (6), DESCRIBE (8).
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
@@ -384,9 +382,10 @@ async def handle_describe_groups(ctx, request):
             error, desc = coord.describe_group(group_id)
             if error == ErrorCode.GROUP_ID_NOT_FOUND and ctx.api_version < 6:
                 error, desc = ErrorCode.NONE, {k: v for k, v in desc.items() if k != "error_message"}
+        described = include_ops and error == ErrorCode.NONE
         out.append({"error_code": error, "error_message": None, "group_id": group_id, **desc,
-                    "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_ops
-                    else NOT_REQUESTED_OPERATIONS})
+                    "authorized_operations": authorized_operations(ctx, ResourceType.GROUP, group_id) if described
+                    else OPERATIONS_NOT_REQUESTED})
     return {"throttle_time_ms": 0, "groups": out}
 
 

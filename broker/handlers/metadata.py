@@ -13,6 +13,10 @@ With an authorizer (Kafka's ``handleTopicMetadataRequest``): an all-topics reque
 lists only the topics the principal may DESCRIBE; a named topic it may not DESCRIBE
 answers TOPIC_AUTHORIZATION_FAILED (29) whether or not it exists; auto-creation needs
 CREATE on the cluster or the topic, else UNKNOWN_TOPIC_OR_PARTITION.
+
+Authorized operations (KIP-430), when the request asks for them (Metadata v8+ per topic, v8–10
+for the cluster; DescribeCluster): the supported operations the principal may perform, as
+Kafka's ``AuthHelper.authorizedOperations`` computes them (every one without an authorizer).
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ import structlog
 
 from sundial.protocol.errors import ErrorCode
 
-from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
+from ..authorizer import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, \
+    is_authorized
 from ..topics import INTERNAL_TOPICS, TopicError, auto_create_allowed, create_topic, validate_topic_name
 
 logger = structlog.get_logger(__name__)
 
-NOT_REQUESTED_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -119,13 +123,23 @@ async def handle_metadata(ctx, request):
                                    "topic_id": ZERO_UUID, "partitions": []})
                     continue
             topics.append(topic_entry(broker, meta))
+    if version >= 8 and getattr(request, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] == ErrorCode.NONE:
+                entry["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, entry["name"])
     return {
         "throttle_time_ms": 0,
         "brokers": brokers_entry(ctx),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
+        "cluster_authorized_operations": _cluster_operations(
+            ctx, 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False)),
     }
+
+
+def _cluster_operations(ctx, requested) -> int:
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) if requested else OPERATIONS_NOT_REQUESTED
 
 
 async def handle_describe_cluster(ctx, request):
@@ -137,6 +151,8 @@ async def handle_describe_cluster(ctx, request):
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
+        "cluster_authorized_operations": _cluster_operations(
+            ctx, getattr(request, "include_cluster_authorized_operations", False)),
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": None,
                      "is_fenced": False} for e in brokers_entry(ctx)],
     }
