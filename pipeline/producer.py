@@ -39,6 +39,7 @@ import datetime as _dt
 import json
 import re
 import time
+from array import array
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import repeat
@@ -97,11 +98,14 @@ class TaskResult:
 
 # --- producer settings ----------------------------------------------------------------------
 
-def producer_config(opts: SinkOptions, *, transactional_id: str | None = None) -> dict:
+def producer_config(opts: SinkOptions, *, transactional_id: str | None = None,
+                    on_delivery: Callable | None = None) -> dict:
     """confluent-kafka ``Producer`` settings for one task."""
     config = {"client.id": CLIENT_ID, **opts.producer_settings, "bootstrap.servers": opts.bootstrap_servers}
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
+    if on_delivery is not None:
+        config["on_delivery"] = on_delivery
     return config
 
 
@@ -267,6 +271,9 @@ class TaskWriter:
         self.delivered = 0
         self.failures: list[Refusal] = []
         self.topics: set[str] = set()
+        self._sent_ts = array("q")                               # per row: the timestamp sent
+        self._partition_rows: dict[tuple[str, int], array] = {}  # rows sent to a named partition, in order
+        self._partition_reported: dict[tuple[str, int], int] = {}
 
     @property
     def failed(self) -> int:
@@ -274,10 +281,30 @@ class TaskWriter:
 
     # --- delivery reports --------------------------------------------------------------------
 
-    def _on_delivery(self, row: int, ts: int, err, msg) -> None:
+    # Which row a delivery report is about: a row that names its partition is written through
+    # the producer's one ``on_delivery`` and found again by its place in that partition (an
+    # idempotent producer reports each partition's records in the order they were produced);
+    # any other row carries its index in a callback of its own, which costs the client about
+    # 3 µs per record (measured), so it is kept for rows whose partition the client chooses.
+
+    def _on_ordered_delivery(self, err, msg) -> None:
+        tp = (msg.topic(), msg.partition())
+        seen = self._partition_reported.get(tp, 0)
+        self._partition_reported[tp] = seen + 1
         if err is None:
             self.delivered += 1
             return
+        rows = self._partition_rows.get(tp)
+        self._record_failure(rows[seen] if rows is not None and seen < len(rows) else -1, err, msg)
+
+    def _on_delivery(self, row: int, err, msg) -> None:
+        if err is None:
+            self.delivered += 1
+            return
+        self._record_failure(row, err, msg)
+
+    def _record_failure(self, row: int, err, msg) -> None:
+        ts = self._sent_ts[row] if 0 <= row < len(self._sent_ts) else 0
         if msg is None:
             self.failures.append(Refusal(row, ts, err, None, None, None, 0))
             return
@@ -354,6 +381,8 @@ class TaskWriter:
 
         produce, poll = producer.produce, producer.poll
         on_delivery = self._on_delivery
+        ordered = self.opts.idempotent
+        sent_ts, partition_rows = self._sent_ts, self._partition_rows
         row = self.rows
         try:
             for cols in chunks:
@@ -367,16 +396,26 @@ class TaskWriter:
                 headers = cols.headers if cols.headers is not None else repeat(None, n)
                 for value, key, topic, part, ts, hs in zip(cols.values, cols.keys, topics, cols.partitions,
                                                            cols.timestamps, headers):
+                    sent_ts.append(ts)
+                    if ordered and part >= 0:
+                        callback = None            # reported through on_delivery, found by its place
+                    else:
+                        callback = partial(on_delivery, row)
                     while True:
                         try:
                             # positional: (topic, value, key, partition, callback, on_delivery, timestamp, headers)
-                            produce(topic, value, key, part, partial(on_delivery, row, ts), None, ts, hs)
+                            produce(topic, value, key, part, callback, None, ts, hs)
                             break
                         except BufferError:
                             poll(BUFFER_FULL_POLL_S)
                         except (KafkaException, TypeError, ValueError) as exc:
                             self.rows = row
                             raise self._row_error(row, topic, part, exc) from None
+                    if callback is None:
+                        rows_of = partition_rows.get((topic, part))
+                        if rows_of is None:
+                            rows_of = partition_rows[(topic, part)] = array("q")
+                        rows_of.append(row)
                     row += 1
                 self.rows = row
                 poll(0)
@@ -391,7 +430,7 @@ class TaskWriter:
     def write(self, chunks: Iterable[SinkColumns]) -> TaskResult:
         if self.opts.exactly_once:
             return self._write_transaction(chunks)
-        producer = self._producer_factory(producer_config(self.opts))
+        producer = self._producer_factory(producer_config(self.opts, on_delivery=self._on_ordered_delivery))
         self._send(producer, chunks)
         return self._result(committed=False)
 
@@ -446,7 +485,8 @@ class TaskWriter:
     def _write_transaction(self, chunks: Iterable[SinkColumns]) -> TaskResult:
         ident = self.identity
         assert ident.transactional_id and ident.marker_group, "exactly-once needs a transactional id and a marker"
-        producer = self._producer_factory(producer_config(self.opts, transactional_id=ident.transactional_id))
+        producer = self._producer_factory(producer_config(self.opts, transactional_id=ident.transactional_id,
+                                                          on_delivery=self._on_ordered_delivery))
         self._control("init_transactions", producer.init_transactions, CONTROL_TIMEOUT_S)
         producer.begin_transaction()
         consumer = None

@@ -253,6 +253,8 @@ def narrow_ranges(ranges: Sequence[OffsetRange], pushed: Pushed, client: OffsetC
     filters. A lower timestamp bound moves the start to ``offsetsForTimes`` (nothing at
     or after it: the range is empty); both bounds go to the tasks, which drop what falls
     outside them."""
+    if not pushed.filters:
+        return list(ranges)
     if pushed.empty:
         logger.info("filters_pushed", filters=list(pushed.filters), tasks=0, reason="the filters exclude every row")
         return []

@@ -122,7 +122,8 @@ class RowPosition:
     attempt: int = 0
 
     def describe(self, row: int) -> str:
-        return f"row {row} of Spark partition {self.spark_partition} (task attempt {self.attempt})"
+        which = f"row {row}" if row >= 0 else "a row"
+        return f"{which} of Spark partition {self.spark_partition} (task attempt {self.attempt})"
 
 
 def _format_ms(ms: int) -> str:

@@ -1,1 +1,1 @@
-"""Example jobs that use the data source (run with ``python -m pipeline.examples.<name>``)."""
+"""Example jobs that use the data source (run with ``python -m sundial.pipeline.examples.<name>``)."""

@@ -15,7 +15,7 @@ The window is chosen with a ``WHERE`` on the ``timestamp`` column, pushed down t
 source (``sundial.filterPushdown``), so only the offsets from ``offsetsForTimes(T - X)``
 on are read.
 
-    python -m pipeline.examples.aggregate_window --bootstrap 127.0.0.1:9092 --topic clicks \\
+    python -m sundial.pipeline.examples.aggregate_window --bootstrap 127.0.0.1:9092 --topic clicks \\
         --out clicks-per-minute --at 2026-01-31T12:00:00Z --minutes 15
 
 ``--at`` accepts ISO-8601 (``Z`` or an offset) or epoch milliseconds; the default is now.

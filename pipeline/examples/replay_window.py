@@ -6,7 +6,7 @@ timestamp (``startingTimestamp``/``endingTimestamp``), keeps only records whose
 timestamp lies in [T - X, T) (``sundial.exactTimeWindow``, exact even when producers
 wrote CreateTimes out of order), and writes them to Parquet.
 
-    python -m pipeline.examples.replay_window --bootstrap 127.0.0.1:9092 --topic orders \\
+    python -m sundial.pipeline.examples.replay_window --bootstrap 127.0.0.1:9092 --topic orders \\
         --at 2026-01-31T12:00:00Z --minutes 15 --out /data/replay/orders
 
 ``--at`` accepts ISO-8601 (``Z`` or an offset) or epoch milliseconds; the default is

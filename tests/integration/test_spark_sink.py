@@ -107,12 +107,12 @@ def test_refused_records_fail_the_task_naming_the_row(spark, broker):
     """A bounded topic refuses an old CreateTime: the job fails naming the row and the broker's error."""
     from pyspark.sql import functions as F
 
-    def rows_with_one_old(n, bad):
+    def rows_with_one_old(n, bad, *extra):
         i = F.col("id")
         ts = F.when(i == bad, F.lit(BASE_TS - 48 * HOUR_MS)).otherwise(F.lit(int(time.time() * 1000)) + i)
         return spark.range(n).coalesce(1).select(F.concat(F.lit("k"), i.cast("string")).alias("key"),
                                                  i.cast("string").alias("value"),
-                                                 F.timestamp_millis(ts).alias("timestamp"))
+                                                 F.timestamp_millis(ts).alias("timestamp"), *extra)
 
     bounded = {"message.timestamp.before.max.ms": str(HOUR_MS)}
     # exactly-once: the task's transaction is aborted, so nothing of it is visible
@@ -125,12 +125,12 @@ def test_refused_records_fail_the_task_naming_the_row(spark, broker):
     assert "message.timestamp.before.max.ms" in text
     assert "read_committed consumers see none of its records" in text
     assert consume_all(broker.bootstrap, topic, [0], 1, timeout_s=5, isolation_level="read_committed") == []
-    # at-least-once: the refused record is not stored, the error names it the same way
+    # at-least-once, rows naming their partition: the refused record is not stored, the error names it
     topic = unique_topic("sink-bounded")
     create_topic(broker.bootstrap, topic, partitions=1, configs=bounded)
     with pytest.raises(Exception, match=r"row 42 of Spark partition 0 \(task attempt 0\) was refused: "
                                         r"INVALID_TIMESTAMP"):
-        sink(rows_with_one_old(100, 42), broker.bootstrap, topic=topic).save()
+        sink(rows_with_one_old(100, 42, F.lit(0).alias("partition")), broker.bootstrap, topic=topic).save()
     stored = consume_all(broker.bootstrap, topic, [0], 100, timeout_s=5)
     keys = [r.key for r in stored]
     assert b"k42" not in keys and len(keys) == len(set(keys))

@@ -76,6 +76,7 @@ class FakeProducer:
         self.calls = []
 
     def produce(self, topic, value, key, partition, callback, on_delivery, timestamp, headers):
+        callback = callback or self.config["on_delivery"]        # as confluent-kafka: per message, else the config's
         if partition == 99:
             raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
         if len(self.pending) >= self.broker.queue_limit and self.buffer_full_once:
@@ -178,9 +179,10 @@ def chunks(n, *, start=0, chunk=4, topic=None, partitions=None, ts=None):
                           headers=[[("h", b"%d" % r)] for r in part])
 
 
-def test_at_least_once_writes_every_row_in_order_with_its_fields():
+@pytest.mark.parametrize("options", [{}, {"kafka.acks": "1"}])       # idempotent, or not (one callback per row)
+def test_at_least_once_writes_every_row_in_order_with_its_fields(options):
     broker = Broker(queue_limit=3)
-    result = writer(broker).write(chunks(10, partitions=lambda r: r % 2))
+    result = writer(broker, **options).write(chunks(10, partitions=lambda r: r % 2))
     assert result.rows == 10 and result.topics == ("out",) and not result.committed
     view = broker.committed_view()
     assert sorted(view) == sorted(("out", r % 2, b"k%d" % r, b"v%d" % r, 1000 + r, [("h", b"%d" % r)])
@@ -188,7 +190,7 @@ def test_at_least_once_writes_every_row_in_order_with_its_fields():
     for p in (0, 1):                                               # in row order within each partition
         assert [r[2] for r in view if r[1] == p] == [b"k%d" % r for r in range(10) if r % 2 == p]
     config = broker.created[0].config
-    assert config["enable.idempotence"] == "true" and "transactional.id" not in config
+    assert config["enable.idempotence"] == ("false" if options else "true") and "transactional.id" not in config
     assert config["bootstrap.servers"] == "h:1"
 
 
@@ -196,21 +198,28 @@ def bounded(t, p, ts, v):
     return KafkaError(KafkaError.INVALID_TIMESTAMP) if ts and not NOW - HOUR <= ts <= NOW + HOUR else None
 
 
-@pytest.mark.parametrize("window, why", [
-    ((HOUR, HOUR), "its CreateTime is 2.0 d before the clock, and topic 'out' accepts CreateTimes from 1.0 h before"),
-    (None, "of the refused rows its CreateTime is the farthest from the clock"),     # DescribeConfigs failed
+WHY_WINDOW = "its CreateTime is 2.0 d before the clock, and topic 'out' accepts CreateTimes from 1.0 h before"
+WHY_GUESS = "of the refused rows its CreateTime is the farthest from the clock"     # DescribeConfigs failed
+
+
+@pytest.mark.parametrize("window, why, partitions, failed, kept", [
+    # the client partitions: each row carries its own callback; the batch of rows 4..7 is refused
+    ((HOUR, HOUR), WHY_WINDOW, None, "4 of the 8 records this task sent failed (rows 4 to 7)", [0, 1, 2, 3]),
+    (None, WHY_GUESS, None, "4 of the 8 records this task sent failed (rows 4 to 7)", [0, 1, 2, 3]),
+    # rows name their partitions: found again by their place in the partition; partition 1's batch is refused
+    ((HOUR, HOUR), WHY_WINDOW, lambda r: r % 2, "2 of the 8 records this task sent failed (rows 5 to 7)",
+     [0, 1, 2, 3, 4, 6]),
 ])
-def test_a_refused_record_fails_the_task_naming_the_row_and_the_error(window, why):
+def test_a_refused_record_fails_the_task_naming_the_row_and_the_error(window, why, partitions, failed, kept):
     broker = Broker(refuse=bounded)
     ts = lambda r: NOW - 48 * HOUR if r == 5 else NOW + r      # noqa: E731
     with pytest.raises(SinkError) as info:
-        writer(broker, attempt=2, window=window).write(chunks(40, ts=ts))
+        writer(broker, attempt=2, window=window).write(chunks(40, ts=ts, partitions=partitions))
     text = str(info.value)
     assert "row 5 of Spark partition 3 (task attempt 2) was refused: INVALID_TIMESTAMP" in text
     assert why in text and "key b'k5'" in text and f"timestamp {NOW - 48 * HOUR}" in text
-    # the whole batch holding rows 4..7 is refused; sending stopped after that chunk
-    assert "4 of the 8 records this task sent failed (rows 4 to 7)" in text
-    assert [r[2] for r in broker.committed_view()] == [b"k0", b"k1", b"k2", b"k3"]
+    assert failed in text                                      # sending stopped after the chunk that failed
+    assert sorted(r[2] for r in broker.committed_view()) == sorted(b"k%d" % r for r in kept)
 
 
 def test_a_too_large_record_is_named_by_its_size():
