@@ -207,6 +207,11 @@ class SundialStreamArrowWriter(DataSourceStreamArrowWriter):
 def build_writer(options, schema, overwrite: bool, *, streaming: bool):
     """The writer for one ``write``/``writeStream`` (driver side; raises :class:`OptionError`)."""
     opts = parse_sink_options(options, streaming=streaming)
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        raise OptionError("format", ("writing with format('sundial') needs confluent-kafka (librdkafka) on the "
+                                     "driver and the executors: pip install 'sundial-broker[spark]'")) from None
     if overwrite and not streaming:
         raise OptionError("mode", (
             "format('sundial') appends records to Kafka topics and cannot remove what a topic holds: "
