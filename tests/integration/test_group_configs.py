@@ -21,7 +21,7 @@ from kafka.admin import ConfigResourceType
 
 from sundial.broker.authorizer import AclRule, AclStore
 
-from .conftest import DAEMONS_UNAVAILABLE
+from .conftest import EXTERNAL_BOOTSTRAP
 
 TIMEOUT_S = 30
 
@@ -135,7 +135,7 @@ def test_kafka_python_admin_supports_group_resources(broker):
         admin.close()
 
 
-@pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
+@pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="restarts its own daemon")
 def test_group_configs_survive_a_restart_and_a_kill(broker_factory):
     node = broker_factory(**{"group.consumer.heartbeat.interval.ms": "6000"}).start()
     group = group_id()
@@ -153,7 +153,7 @@ def test_group_configs_survive_a_restart_and_a_kill(broker_factory):
     assert any(e.get("event") == "group_configs_loaded" for e in node.log_lines())
 
 
-@pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
+@pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="starts its own daemon")
 def test_group_acls_decide_describe_and_alter(broker_factory):
     node = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
     AclStore(f"{node.data_dir}/acls.json").add([
