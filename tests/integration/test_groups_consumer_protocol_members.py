@@ -256,6 +256,9 @@ def test_kill_9_in_the_middle_of_a_rebalance_keeps_the_group_its_epochs_and_its_
     for (t, p, o) in acknowledged:
         assert committed[(t, p)] > o, f"the acknowledged commit of {(t, p, o)} was lost: {committed[(t, p)]}"
 
+    # a fresh admin client: the one from before the kill may still wait out a request it sent
+    # to the killed process before it reconnects
+    admin = rd_admin(bootstrap)
     settled = wait_settled(admin, group, members, parts, "the three members after the restart")
     assert all(settled.values()), settled
     wire = raw(broker)
