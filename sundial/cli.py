@@ -38,7 +38,9 @@ from sundial.broker import __version__
 from sundial.broker.logsetup import configure_logging
 from sundial.broker.server import BrokerServer, StartupError, os_reason
 from sundial.config import ConfigError, load_broker_config
-from sundial.tools import consumer_groups, credentials, dump_log, failover, get_offsets, mirror, topics, transactions
+from sundial.tools import console_consumer, console_producer, consumer_groups, credentials, dump_log, failover, \
+    get_offsets, mirror, topics, transactions
+from sundial.tools import log_dirs
 
 logger = structlog.get_logger(__name__)
 
@@ -96,9 +98,12 @@ SUBCOMMANDS = {
     "serve": _add_serve,
     "topics": topics.add_parser,
     "get-offsets": get_offsets.add_parser,
+    "console-producer": console_producer.add_parser,
+    "console-consumer": console_consumer.add_parser,
     "dump-log": dump_log.add_parser,
     "consumer-groups": consumer_groups.add_parser,
     "transactions": transactions.add_parser,
+    "log-dirs": log_dirs.add_parser,
     "failover": failover.add_parser,
     "mirror": mirror.add_parser,
     "credentials": credentials.add_credentials_parser,

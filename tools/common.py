@@ -171,11 +171,15 @@ def add_bootstrap_argument(parser, flag: str = "--bootstrap-server", *, required
                         help=f"{what} (HOST:PORT, several comma-separated; any Kafka-compatible broker)")
 
 
-def add_client_arguments(parser) -> None:
+def add_command_config_argument(parser) -> None:
     parser.add_argument("--command-config", metavar="FILE",
                         help="properties file with client settings (security.protocol, sasl.mechanism, "
                              "sasl.username, sasl.password, sasl.jaas.config, ssl.ca.location, "
                              "ssl.certificate.location, ssl.key.location, client.id)")
+
+
+def add_client_arguments(parser) -> None:
+    add_command_config_argument(parser)
     parser.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                         help=f"how long to wait for the broker (connect and each request; default "
                              f"{DEFAULT_TIMEOUT_MS})")

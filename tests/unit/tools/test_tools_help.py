@@ -10,7 +10,8 @@ import pytest
 
 from sundial.cli import build_parser
 
-TOOLS = ("topics", "get-offsets", "dump-log", "consumer-groups", "failover", "mirror", "credentials", "acls")
+TOOLS = ("topics", "get-offsets", "console-producer", "console-consumer", "dump-log", "consumer-groups", "failover",
+         "mirror", "credentials", "acls")
 COMMANDS = ("serve",) + TOOLS
 
 
