@@ -52,6 +52,7 @@ from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
 from .sasl import CredentialStore
 from .security import SecurityManager
+from .share.manager import MemoryShareStateStore, SharePartitionManager, settings_from_configs
 from .txn.coordinator import TransactionCoordinator
 from .txn.service import build_transaction_coordinator
 
@@ -77,7 +78,7 @@ class Broker:
                  producer_ids: ProducerIdManager, group_configs: GroupConfigStore, groups: GroupCoordinator,
                  replica_manager: ReplicaManager,
                  transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
-                 cleaner: LogCleanerService | None) -> None:
+                 cleaner: LogCleanerService | None, share_partitions: SharePartitionManager | None = None) -> None:
         self.config = config
         self.now_ms = now_ms
         self.node_id = config.node_id
@@ -96,6 +97,7 @@ class Broker:
         self.security = security
         self.authorizer = authorizer
         self.cleaner = cleaner
+        self.share_partitions = share_partitions
         self.started_monotonic = time.monotonic()
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
@@ -133,8 +135,13 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
                                                  producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
         if config.cleaner.enable else None
+    share_config = config.group_coordinator.share
+    share_partitions = SharePartitionManager(
+        replica_manager=replica_manager, store=MemoryShareStateStore(),
+        settings=settings_from_configs(group_configs, share_config), now_ms=now_ms,
+        max_sessions=share_config.max_share_sessions)
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,
                   replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
-                  authorizer=authorizer, cleaner=cleaner)
+                  authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions)

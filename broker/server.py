@@ -214,6 +214,9 @@ class BrokerServer:
     def forget(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            share = self.broker.share_partitions if self.broker is not None else None
+            if share is not None:  # its share sessions end, their records go back at once
+                share.connection_closed(conn.conn_id)
             left = self._per_ip.get(conn.peer_host, 1) - 1
             if left <= 0:
                 self._per_ip.pop(conn.peer_host, None)
@@ -255,7 +258,7 @@ class BrokerServer:
             logger.warning("config_key_ignored", key=key)
         for key in sorted(k for k in cfg.explicit if k.startswith(INERT_KEY_PREFIXES)):
             logger.warning("config_key_without_effect", key=key,
-                           reason="validated for Kafka compatibility; share and streams groups are not served")
+                           reason="validated for Kafka compatibility; streams groups are not served")
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
                           producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
@@ -271,6 +274,8 @@ class BrokerServer:
                                             logs=logs, metrics=self.metrics, purgatory=self.purgatory,
                                             dispatcher=self.dispatcher)
         self._release.push_async_callback(broker.replica_manager.close)
+        if broker.share_partitions is not None:
+            self._release.push_async_callback(broker.share_partitions.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()
         self._release.push_async_callback(broker.transactions.stop)
