@@ -211,12 +211,15 @@ class MemoryOffsetsLog:
 
 
 class PartitionOffsetsLog:
-    """OffsetsLog over partition 0 of ``__consumer_offsets`` in Sundial's storage."""
+    """OffsetsLog over partition 0 of ``__consumer_offsets`` in Sundial's storage (or of another
+    internal topic of coordinator records: ``topic``, e.g. ``__share_group_state``)."""
 
-    def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024,
+                 topic: str = OFFSETS_TOPIC) -> None:
         self._logs = logs
         self._now_ms = now_ms
         self._read_chunk_bytes = read_chunk_bytes
+        self._topic = topic
         self._flusher = None
 
     @staticmethod
@@ -239,9 +242,9 @@ class PartitionOffsetsLog:
 
     @property
     def log(self):
-        log = self._logs.get_log(OFFSETS_TOPIC, 0)
+        log = self._logs.get_log(self._topic, 0)
         if log is None:
-            raise RuntimeError(f"{OFFSETS_TOPIC}-0 is missing")
+            raise RuntimeError(f"{self._topic}-0 is missing")
         return log
 
     @property
@@ -281,7 +284,7 @@ class PartitionOffsetsLog:
     async def wait_durable(self, last_offset):
         log = self.log
         if self._flusher is None or self._flusher._log is not log:
-            self._flusher = PartitionFlusher(log, OFFSETS_TOPIC, 0)
+            self._flusher = PartitionFlusher(log, self._topic, 0)
         await self._flusher.wait_flushed(last_offset)
 
     def delete_records_before(self, offset):
