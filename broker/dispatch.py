@@ -27,6 +27,7 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
+from .handlers import log_dirs
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -62,6 +63,9 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.ALTER_CONFIGS, admin.handle_alter_configs),
     Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, admin.handle_incremental_alter_configs),
     Route(ApiKey.DELETE_RECORDS, admin.handle_delete_records),
+    # Log dirs and paged topic descriptions
+    Route(ApiKey.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs),
+    Route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, log_dirs.handle_describe_topic_partitions),
     # Consumer groups. Kafka 4 removed OffsetCommit/OffsetFetch v0-v1 from its JSON; the
     # protocol package still decodes them and the handlers serve them (old simple consumers).
     Route(ApiKey.FIND_COORDINATOR, groups.handle_find_coordinator),

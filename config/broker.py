@@ -164,6 +164,9 @@ _def(ConfigDef("queued.max.requests", I, 500, "Requests read ahead per connectio
                at_least(1)))
 _def(ConfigDef("queued.max.request.bytes", L, -1, "Bytes of queued requests, all connections; -1 unlimited."))
 _def(ConfigDef("fetch.max.bytes", I, 57_671_680, "Upper bound on a Fetch response's max_bytes.", at_least(0)))
+_def(ConfigDef("max.request.partition.size.limit", I, 2000,
+               "Most partitions one DescribeTopicPartitions answer holds (the request's ResponsePartitionLimit "
+               "is capped by it).", at_least(1)))
 
 # --- groups and committed offsets --------------------------------------------------
 _def(ConfigDef("group.initial.rebalance.delay.ms", I, 3000, "Wait for more members before the first rebalance.",

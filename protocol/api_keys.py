@@ -186,6 +186,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # Log dirs and topic partitions (operators). DescribeLogDirs v1-v4 are what Kafka 4.0-4.2 serve;
+    # v0 (removed by Kafka 4.0, KIP-896) is the same on the wire as v1 and still served for old
+    # clients; v5 (Kafka 4.3, IsCordoned) is not. DescribeTopicPartitions (KIP-966) has only v0.
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     # Kafka 4 group protocols, as Kafka 4.2 serves them (Kafka's JSON in protocol/schemas).
     # Consumer groups (KIP-848):
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),

@@ -53,6 +53,7 @@ from .checkpoints import (
 )
 from .errors import KafkaStorageError
 from .log import PartitionLog
+from .log_dirs import ReplicaPlacement
 from .retention import RetentionOutcome
 from .topics import (
     InvalidPartitionsError,
@@ -351,6 +352,20 @@ class LogManager:
 
     def all_partitions(self) -> list[TopicPartition]:
         return [(m.name, p) for m in self.topics() for p in range(m.partitions)]
+
+    def replica_placements(self) -> list[ReplicaPlacement]:
+        """Every replica's log directory, with size and offsets when its log is open (no disk I/O;
+        :func:`storage.log_dirs.measure_log_dirs` measures the rest on a worker thread)."""
+        out = []
+        for (topic, partition), d in sorted(self._locations.items()):
+            pdir = os.path.join(d, files.partition_dir_name(topic, partition))
+            log = self._logs.get((topic, partition))
+            if log is None or log.closed:
+                out.append(ReplicaPlacement(topic, partition, d, pdir))
+            else:
+                out.append(ReplicaPlacement(topic, partition, d, pdir, size_bytes=log.size_bytes,
+                                            log_end_offset=log.log_end_offset, high_watermark=log.high_watermark))
+        return out
 
     # -- periodic work --------------------------------------------------------------------------------
     def run_retention(self, now_ms: int,

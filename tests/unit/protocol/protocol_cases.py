@@ -166,8 +166,9 @@ def _collect_old_classes() -> dict:
 
 
 #: Old structs that do not encode what Kafka sends: DescribeAcls v2 reuses the v1 schema,
-#: but Kafka's v2 is flexible (DescribeAclsRequest.json: flexibleVersions 2+).
-OLD_WRONG = {(29, 2)}
+#: but Kafka's v2 is flexible (DescribeAclsRequest.json: flexibleVersions 2+). DescribeLogDirs v0's
+#: old request struct has Partitions as one int32 where Kafka's JSON has []int32.
+OLD_WRONG = {(29, 2), (35, 0)}
 
 OLD_CLASSES = {k: v for k, v in _collect_old_classes().items() if k not in OLD_WRONG}
 
