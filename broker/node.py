@@ -14,8 +14,10 @@ parameters (nothing reaches back into the :class:`Broker` for its collaborators)
    resource), read from the first data directory; ``GroupCoordinator(config, logs, now_ms)``:
    membership, and its offset manager (``GroupMetadataManager``) over ``__consumer_offsets``
    (loaded by ``start()``);
-5. ``ReplicaManager(config, logs, purgatory, metrics, now_ms, groups)``: the data
-   plane (the group coordinator is the consumed-retention input);
+5. ``ShareStateStore`` (:mod:`broker.share.state_store`): share-partition state in
+   ``__share_group_state`` (replayed by ``start()``); ``ReplicaManager(config, logs, purgatory,
+   metrics, now_ms, groups)``: the data plane (the consumed-retention input is the group
+   coordinator and the share groups' start offsets, :mod:`broker.share.retention`);
 6. ``TransactionCoordinator`` (:mod:`broker.txn`): ``__transaction_state`` over the logs, markers
    through the replica manager, transactional offsets completed in the group coordinator
    (loaded by ``start()``);
@@ -52,7 +54,9 @@ from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
 from .sasl import CredentialStore
 from .security import SecurityManager
-from .share.manager import MemoryShareStateStore, SharePartitionManager, settings_from_configs
+from .share.manager import SharePartitionManager, settings_from_configs
+from .share.retention import ConsumedReaders
+from .share.state_store import ShareStateStore
 from .txn.coordinator import TransactionCoordinator
 from .txn.service import build_transaction_coordinator
 
@@ -78,7 +82,8 @@ class Broker:
                  producer_ids: ProducerIdManager, group_configs: GroupConfigStore, groups: GroupCoordinator,
                  replica_manager: ReplicaManager,
                  transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
-                 cleaner: LogCleanerService | None, share_partitions: SharePartitionManager | None = None) -> None:
+                 cleaner: LogCleanerService | None, share_partitions: SharePartitionManager | None = None,
+                 share_state: ShareStateStore | None = None) -> None:
         self.config = config
         self.now_ms = now_ms
         self.node_id = config.node_id
@@ -98,6 +103,7 @@ class Broker:
         self.authorizer = authorizer
         self.cleaner = cleaner
         self.share_partitions = share_partitions
+        self.share_state = share_state
         self.started_monotonic = time.monotonic()
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
@@ -129,19 +135,20 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     producer_ids = ProducerIdManager(data_dir)
     group_configs = GroupConfigStore.open(data_dir, config.group_coordinator)
     groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs)
+    share_state = ShareStateStore.open(logs, config, now_ms=now_ms)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
-                                     groups=groups)
+                                     groups=ConsumedReaders(groups, share_state))
     transactions = build_transaction_coordinator(config, logs=logs, replica_manager=replica_manager, groups=groups,
                                                  producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
         if config.cleaner.enable else None
     share_config = config.group_coordinator.share
     share_partitions = SharePartitionManager(
-        replica_manager=replica_manager, store=MemoryShareStateStore(),
+        replica_manager=replica_manager, store=share_state,
         settings=settings_from_configs(group_configs, share_config), now_ms=now_ms,
         max_sessions=share_config.max_share_sessions)
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,
                   replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
-                  authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions)
+                  authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions, share_state=share_state)

@@ -278,6 +278,9 @@ class BrokerServer:
             self._release.push_async_callback(broker.share_partitions.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()
+        if broker.share_state is not None:  # replayed on a worker thread, before the listeners open
+            self._release.push_async_callback(broker.share_state.stop)
+            await broker.share_state.start()
         self._release.push_async_callback(broker.transactions.stop)
         await broker.transactions.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.

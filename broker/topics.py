@@ -21,7 +21,7 @@ from sundial.protocol.errors import ErrorCode
 
 logger = structlog.get_logger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class TopicError(Exception):

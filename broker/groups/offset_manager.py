@@ -52,10 +52,12 @@ logger = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ConsumedUpto:
-    """The smallest offset every consuming group has committed past, and which group holds it."""
+    """The smallest offset every consuming group has committed past, and which group holds it.
+    ``offset=None``: no group consumes the partition, or (``unknown``) the answer cannot be known."""
 
     offset: int | None
     holder_group: str | None
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +334,7 @@ class GroupMetadataManager:
         try:
             holders = self._consumed_index(groups, membership_version, consumer_subscriptions)
         except _Unknown:
-            return ConsumedUpto(None, None)
+            return ConsumedUpto(None, None, unknown=True)
         best: tuple[int, str] | None = None
         for group_id in holders.get(topic, ()):
             committed = self.store.offsets_of(group_id).get((topic, partition))
