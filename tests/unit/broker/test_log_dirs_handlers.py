@@ -244,6 +244,16 @@ def test_describe_log_dirs_needs_cluster_describe(tmp_path, two_dirs, version):
         assert resp.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     ctx = make_ctx(two_dirs, authorizer=authorizer(tmp_path / "x", [allow(ResourceType.CLUSTER, CLUSTER_NAME,
                                                                            "DESCRIBE")]), version=version)
-    os.makedirs(tmp_path / "x", exist_ok=True)
     resp = log_dirs(ctx, version)
     assert len(resp.results) == 2 and getattr(resp, "error_code", 0) == 0
+
+
+def test_docs_name_the_setting_the_event_and_the_tool():
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+    doc = open(os.path.join(root, "docs", "log-dirs.md"), encoding="utf-8").read()
+    handlers = open(os.path.join(root, "broker", "handlers", "log_dirs.py"), encoding="utf-8").read()
+    assert "`max.request.partition.size.limit` | 2000" in doc
+    assert "log_dir_describe_failed" in doc and '"log_dir_describe_failed"' in handlers
+    assert "sundial log-dirs --bootstrap-server" in doc
+    tools = open(os.path.join(root, "docs", "tools.md"), encoding="utf-8").read()
+    assert "## log-dirs" in tools and "docs/log-dirs.md" in tools
