@@ -27,6 +27,7 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
+from .handlers import share_groups
 from .handlers import log_dirs
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -82,6 +83,9 @@ ROUTES: tuple[Route, ...] = (
     # Kafka 4's consumer group protocol (KIP-848)
     Route(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_groups.handle_consumer_group_heartbeat),
     Route(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe),
+    # Share groups (KIP-932): membership and assignment
+    Route(ApiKey.SHARE_GROUP_HEARTBEAT, share_groups.handle_share_group_heartbeat),
+    Route(ApiKey.SHARE_GROUP_DESCRIBE, share_groups.handle_share_group_describe),
     # Security
     Route(ApiKey.SASL_HANDSHAKE, sasl.handle_sasl_handshake),
     Route(ApiKey.SASL_AUTHENTICATE, sasl.handle_sasl_authenticate),

@@ -32,6 +32,7 @@ from .defs import (
     os_default_or_at_least,
 )
 from .group_coordinator import GROUP_COORDINATOR_CONFIGS, GroupCoordinatorConfig
+from .share import SHARE_COORDINATOR_CONFIGS, ShareCoordinatorConfig
 from .topic import (
     TOPIC_CONFIGS,
     ConfigEntry,
@@ -185,7 +186,7 @@ _def(ConfigDef("sundial.offsets.snapshot.min.records", I, 10_000,
                "Records in __consumer_offsets before the live state is re-appended and older records dropped.",
                at_least(1)))
 # --- group protocols: group.consumer.*, group.share.*, group.streams.* (config/group_coordinator.py) --------
-for _group_def in GROUP_COORDINATOR_CONFIGS:
+for _group_def in GROUP_COORDINATOR_CONFIGS + SHARE_COORDINATOR_CONFIGS:
     _def(_group_def)
 del _group_def
 
@@ -394,6 +395,8 @@ class BrokerConfig:
         self._check_advertised(self.listeners, self.advertised_listeners)
         #: The group protocols' settings, typed (Kafka's cross-setting checks run here).
         self.group_coordinator = GroupCoordinatorConfig.from_values(self.values)
+        #: The share coordinator's settings (share.coordinator.*), typed.
+        self.share_coordinator = ShareCoordinatorConfig.from_values(self.values)
         threads = self.values["log.cleaner.threads"]
         if threads < 1 or self.values["log.cleaner.dedupe.buffer.size"] // threads <= 1024 * 1024:
             # Kafka KafkaConfig: require(dedupeBufferSize / threads > 1 MiB)

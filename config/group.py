@@ -77,6 +77,11 @@ class ShareAutoOffsetReset:
             return cls(BY_DURATION, ns)
         raise ValueError(f"unknown strategy {text!r}")
 
+    @property
+    def duration_ms(self) -> int:
+        """BY_DURATION only: the duration in whole milliseconds (rounded down)."""
+        return self.duration_ns // 1_000_000
+
     def list_offsets_timestamp(self, now_ms: int) -> int:
         """The timestamp a ListOffsets lookup of the start offset uses: -2 (earliest), -1 (latest), or
         ``now_ms`` minus the duration for by_duration, rounded down to a millisecond as Java's

@@ -32,9 +32,9 @@ from .defs import INT_MAX, ConfigDef, ConfigError, ConfigType, at_least, between
 I = ConfigType.INT
 LIST = ConfigType.LIST
 
-#: Broker keys validated and stored for Kafka compatibility but read by no component yet: share
-#: groups (KIP-932) and streams groups (KIP-1071) are not served. Setting one logs a warning.
-INERT_KEY_PREFIXES = ("group.share.", "share.fetch.", "group.streams.")
+#: Broker keys validated and stored for Kafka compatibility but read by no component: streams
+#: groups (KIP-1071) are not served. Setting one logs a warning.
+INERT_KEY_PREFIXES = ("group.streams.",)
 
 #: Server-side assignors Sundial serves for consumer groups (the first is Kafka's default).
 CONSUMER_GROUP_BUILTIN_ASSIGNORS = ("uniform", "range")

@@ -49,6 +49,7 @@ from .modern.requests import HeartbeatRequest, HeartbeatResult
 from .modern.settings import ConsumerGroupSettings
 from .offset_manager import CommitRequest, ConsumedUpto, FetchedOffset, GroupMetadataManager, storage_error_code
 from .offsets import OFFSETS_TOPIC, OffsetStore
+from .share_groups import GROUP_TYPE_SHARE, ShareGroups
 from .schema import GroupValue, MemberRecord
 from .state import Group, JoinReply, StoreGroup, SyncReply
 
@@ -110,6 +111,11 @@ class GroupCoordinator:
             self.offsets, topics=topic_view or self._topic_view, group_settings=self._consumer_group_settings,
             is_classic_group=self._is_live_classic_group, now_ms=now_ms)
         self.consumer.on_downgrade = self._classic_from_consumer
+        #: The share groups (KIP-932): their own group type, sharing the group id space (an id naming
+        #: a consumer group, or a classic group with members or offsets, is not theirs).
+        self.share = ShareGroups(config, self.offsets, topics=topic_view or self._topic_view,
+                                 group_configs=group_configs, now_ms=now_ms, availability=self._coordinator_error,
+                                 is_other_group=lambda g: self.consumer.is_consumer_group(g) or g in self.groups)
 
     @property
     def store(self) -> OffsetStore:
@@ -123,9 +129,11 @@ class GroupCoordinator:
         now = self.now_ms()
         t0 = time.monotonic()
         self.store.replay_modern = self.consumer.replay
+        self.store.replay_share = self.share.replay
         self.offsets.load()
         self._rebuild_groups(now)
         self.consumer.loaded()
+        self.share.loaded()
         self.loading = False
         self.active = True
         logger.info("group_coordinator_started", groups=len(self.groups),
@@ -135,6 +143,7 @@ class GroupCoordinator:
             self._tasks.append(loop.create_task(self._timer_loop(), name="group-timers"))
             self._tasks.append(loop.create_task(self._expiry_loop(), name="offsets-expiry"))
             self.consumer.start_timers()
+            self.share.start_timers()
 
     def _rebuild_groups(self, now: int) -> None:
         self.groups.clear()
@@ -170,6 +179,7 @@ class GroupCoordinator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.consumer.stop()
+        await self.share.stop()
         await self.offsets.drain(timeout_s=5)
         logger.info("group_coordinator_stopped", groups=len(self.groups))
 
@@ -317,6 +327,8 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return JoinReply(None, error, member_id=member_id)
+        if self.share.is_share_group(group_id):
+            return JoinReply(None, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
         if self.consumer.is_consumer_group(group_id):
             if not self.consumer.is_empty(group_id):
                 return await self._classic_join_consumer_group(
@@ -420,6 +432,8 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             raise GroupError(error)
+        if self.share.is_share_group(request.group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
         group = self.groups.get(request.group_id)
         if group is not None and group.state not in (EMPTY, DEAD):
             return await self._upgrade_classic_group(group, request, client_id=client_id, client_host=client_host)
@@ -648,7 +662,7 @@ class GroupCoordinator:
         error = self._coordinator_error()
         if error:
             return error, dead
-        if self.consumer.is_consumer_group(group_id):
+        if self.consumer.is_consumer_group(group_id) or self.share.is_share_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND, {**dead, "error_message": f"Group {group_id} is not a classic group."}
         group = self.groups.get(group_id)
         if group is None:
@@ -674,6 +688,9 @@ class GroupCoordinator:
         if not wanted_types or GROUP_TYPE_CONSUMER in wanted_types:
             rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
                       "group_type": g.group_type} for g in self.consumer.list_groups(wanted_states)]
+        if not wanted_types or GROUP_TYPE_SHARE in wanted_types:
+            rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                      "group_type": g.group_type} for g in self.share.list_groups(wanted_states)]
         return ErrorCode.NONE, sorted(rows, key=lambda r: r["group_id"])
 
     async def delete_groups(self, group_ids: list[str | None]) -> list[ErrorCode]:
@@ -689,6 +706,9 @@ class GroupCoordinator:
                 continue
             if self.consumer.is_consumer_group(group_id):
                 results.append(await self._delete_consumer_group(group_id, now))
+                continue
+            if self.share.is_share_group(group_id):
+                results.append(await self.share.delete(group_id))
                 continue
             group = self.groups.get(group_id)
             if group is None or group.state is DEAD:
@@ -766,7 +786,7 @@ class GroupCoordinator:
         return self.offsets.lag(group_id, now_ms)
 
     def group_ids(self) -> list[str]:
-        return sorted(set(self.groups) | set(self.consumer.manager.group_ids()))
+        return sorted(set(self.groups) | set(self.consumer.manager.group_ids()) | set(self.share.group_ids()))
 
     def topics_changed(self) -> None:
         """A topic was created, deleted or given partitions (consumer groups re-resolve)."""

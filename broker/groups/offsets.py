@@ -31,7 +31,8 @@ Invariants
   and the ``delete_records`` only leaves redundant records.
 * **Consumer-group records are kept as bytes.** Record types 3-8 and 16 (KIP-848 groups,
   :mod:`broker.groups.modern.records`) are appended by :meth:`OffsetStore.append_coordinator_records`,
-  decoded on load and handed, in log order, to the ``replay_modern`` hook (none: ignored).
+  decoded on load and handed, in log order, to the ``replay_modern`` hook (none: ignored);
+  share-group records (types 9-15, :mod:`broker.groups.share.records`) likewise, to ``replay_share``.
   The store keeps the live ones (the latest value per key, a tombstone drops it) as bytes,
   so that a snapshot writes them again: their meaning is the group coordinator's, the
   duty not to lose them is this store's. A snapshot writes values only, and a value
@@ -68,6 +69,7 @@ from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, 
 
 from ..flusher import PartitionFlusher
 from .modern.records import CoordinatorRecord, decode_record, is_consumer_group_key
+from .share.records import ShareRecord, decode_record as decode_share_record, is_share_group_key
 from .schema import (
     GroupValue,
     OffsetKey,
@@ -299,11 +301,14 @@ class OffsetStore:
     """Committed offsets per group, and the last metadata record per group, over an OffsetsLog."""
 
     def __init__(self, log: OffsetsLog, *, snapshot_min_records: int = DEFAULT_SNAPSHOT_MIN_RECORDS,
-                 replay_modern: Callable[[CoordinatorRecord], None] | None = None) -> None:
+                 replay_modern: Callable[[CoordinatorRecord], None] | None = None,
+                 replay_share: Callable[[ShareRecord], None] | None = None) -> None:
         self.log = log
         self.snapshot_min_records = snapshot_min_records
         #: Called by :meth:`load` with each consumer-group record (types 3-8, 16); None ignores them.
         self.replay_modern = replay_modern
+        #: Called by :meth:`load` with each share-group record (types 9-15); None ignores them.
+        self.replay_share = replay_share
         #: The live consumer-group records: key bytes -> value bytes (tombstoned keys removed).
         self.coordinator_records: dict[bytes, bytes] = {}
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
@@ -352,6 +357,13 @@ class OffsetStore:
                     self._keep_coordinator_record(bytes(key_bytes), value_bytes)
                     if self.replay_modern is not None:
                         self.replay_modern(record)
+                    continue
+                if is_share_group_key(key_bytes):
+                    modern += 1
+                    share_record = decode_share_record(key_bytes, value_bytes)
+                    self._keep_coordinator_record(bytes(key_bytes), value_bytes)
+                    if self.replay_share is not None:
+                        self.replay_share(share_record)
                     continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):

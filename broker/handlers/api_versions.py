@@ -8,7 +8,8 @@ and version, which must match Kafka's pattern, else INVALID_REQUEST (42).
 Features (KIP-584): a v3+ answer carries the finalized ``group.version`` level 1 (the
 consumer rebalance protocol, KIP-848, as a Kafka 4 broker reports it) in its tagged
 fields, and a v4 answer also lists it among the supported features (Kafka leaves a
-feature whose minimum is 0 out of v3 answers). One exception, where Sundial is kinder
+feature whose minimum is 0 out of v3 answers); ``share.version`` level 1 (share groups, KIP-932)
+is finalized once ShareFetch is served. One exception, where Sundial is kinder
 than Kafka: a client that names itself librdkafka older than 2.2.0 (Debian's kcat 1.7.1
 runs 2.0.2) misreads any tagged field, so its v3 answer carries none; such a client
 cannot use the consumer protocol anyway.
@@ -23,21 +24,26 @@ import structlog
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.codec import encode_response_body
 from sundial.protocol.errors import ErrorCode
-from sundial.protocol.features import GROUP_VERSION, api_versions_feature_fields
+from sundial.protocol.features import GROUP_VERSION, SHARE_VERSION, api_versions_feature_fields
 
 logger = structlog.get_logger(__name__)
 
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 #: What this broker can run (the levels in force: :func:`finalized_features`).
-SUPPORTED_FEATURES = {GROUP_VERSION: (0, 1)}
+SUPPORTED_FEATURES = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
 FINALIZED_FEATURES_EPOCH = 1
 
 
 def finalized_features(broker) -> dict[str, int]:
-    """``group.version`` 1 while the consumer protocol is enabled (``group.coordinator.rebalance.protocols``)."""
+    """``group.version`` 1 while the consumer protocol is enabled (``group.coordinator.rebalance.protocols``);
+    ``share.version`` 1 once share groups are served whole: ShareFetch (78) has a route, not only the
+    membership APIs (a Java client given share.version 1 would otherwise fetch from a broker that
+    cannot answer)."""
     config = getattr(broker, "config", None)
     enabled = config is None or config.group_coordinator.consumer_protocol_enabled
-    return {GROUP_VERSION: 1 if enabled else 0}
+    dispatcher = getattr(broker, "dispatcher", None)
+    share = dispatcher is not None and int(ApiKey.SHARE_FETCH) in dispatcher.advertised
+    return {GROUP_VERSION: 1 if enabled else 0, SHARE_VERSION: 1 if share else 0}
 #: librdkafka releases before this one skip one byte too few per tagged field.
 _FIRST_LIBRDKAFKA_READING_TAGS = (2, 2, 0)
 _LIBRDKAFKA_VERSION_RE = re.compile(r"(?:^|-rdkafka-)(\d+)\.(\d+)\.(\d+)")

@@ -1,0 +1,1 @@
+"""Share groups (KIP-932): the pure coordinator (records, simple assignor, membership state machine)."""

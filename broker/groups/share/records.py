@@ -1,0 +1,350 @@
+"""Kafka's share-group (KIP-932) records of ``__consumer_offsets``, byte for byte.
+
+Layouts are Apache Kafka's coordinator record schemas
+(``group-coordinator/src/main/resources/common/message/ShareGroup*.json``), framed as every
+record of the consumer-protocol groups is (:mod:`broker.groups.modern.records`): the key is the
+int16 record type then the key's strings with int16 lengths (not flexible); the value is the
+int16 value version (always 0) then a flexible struct (compact strings and arrays, a tagged-field
+section after every struct); a null value is a tombstone.
+
+======  ==============================================  ==========================================
+ type    key fields                                      value fields
+======  ==============================================  ==========================================
+ 9       GroupId                                         (ShareGroupPartitionMetadata: deprecated
+                                                         since Kafka 4.1, kept as bytes)
+ 10      GroupId, MemberId                               RackId?, ClientId, ClientHost,
+                                                         SubscribedTopicNames [string]
+ 11      GroupId                                         Epoch int32, MetadataHash int64
+ 12      GroupId                                         AssignmentEpoch int32
+ 13      GroupId, MemberId                               TopicPartitions [TopicId, Partitions]
+ 14      GroupId, MemberId                               MemberEpoch int32, PreviousMemberEpoch
+                                                         int32, State int8, AssignedPartitions
+                                                         [TopicId, Partitions]
+ 15      GroupId                                         (ShareGroupStatePartitionMetadata: the
+                                                         share-partitions whose state the share
+                                                         coordinator initialized; kept as bytes)
+======  ==============================================  ==========================================
+
+``?`` = nullable. Kafka 4.0 (early access) wrote type 11 without ``MetadataHash``; both layouts
+are read (the 4.0 one gives hash 0). Types 9 and 15 are read and kept as their value bytes
+(:class:`OpaqueValue`) so that snapshots of the offsets log carry them unchanged and a group's
+deletion tombstones them; Sundial writes neither (the share coordinator's own store,
+``__share_group_state``, says which share-partitions have state). Unknown tagged fields are
+skipped, as a Kafka reader skips them.
+
+Sets are written in a stable order: topics by topic id, partitions ascending; subscribed topic
+names sorted (as Kafka sorts them). Decoding raises :class:`SchemaError` (never anything else)
+on malformed input.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, fields
+from typing import Mapping, Union
+
+from sundial.protocol.errors import ProtocolError
+from sundial.protocol.primitives import INT8, INT16, INT32, INT64, Reader, write_array_len, write_string, \
+    write_tagged_fields
+
+from ...coordinator_schema import SchemaError
+
+SHARE_GROUP_PARTITION_METADATA = 9
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+
+VALUE_VERSION = 0
+MAX_STRING_BYTES = 0x7FFF
+
+Assignment = Mapping[uuid.UUID, frozenset[int]]
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupPartitionMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataKey:
+    group_id: str
+
+
+# --- values -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OpaqueValue:
+    """A value Sundial keeps as Kafka wrote it (types 9 and 15): the bytes after the version."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberValue:
+    topic_partitions: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: Assignment
+
+
+Key = Union[ShareGroupPartitionMetadataKey, ShareGroupMemberMetadataKey, ShareGroupMetadataKey,
+            ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMemberKey,
+            ShareGroupCurrentMemberAssignmentKey, ShareGroupStatePartitionMetadataKey]
+Value = Union[OpaqueValue, ShareGroupMemberMetadataValue, ShareGroupMetadataValue,
+              ShareGroupTargetAssignmentMetadataValue, ShareGroupTargetAssignmentMemberValue,
+              ShareGroupCurrentMemberAssignmentValue]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    """One share-group record of ``__consumer_offsets``; ``value`` None is a tombstone."""
+
+    key: Key
+    value: Value | None
+
+
+#: record type -> (key class, value class)
+_TYPES: dict[int, tuple[type, type]] = {
+    SHARE_GROUP_PARTITION_METADATA: (ShareGroupPartitionMetadataKey, OpaqueValue),
+    SHARE_GROUP_MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    SHARE_GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue),
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey,
+                                             ShareGroupTargetAssignmentMetadataValue),
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey,
+                                            ShareGroupCurrentMemberAssignmentValue),
+    SHARE_GROUP_STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, OpaqueValue),
+}
+_KEY_TYPES: dict[type, tuple[int, type]] = {k: (t, v) for t, (k, v) in _TYPES.items()}
+RECORD_TYPES = frozenset(_TYPES)
+
+
+# --- writer -------------------------------------------------------------------------------------
+
+def _put_str(out: bytearray, value: str | None, compact: bool = True) -> None:
+    if value is not None and len(value) * 4 > MAX_STRING_BYTES and len(value.encode("utf-8")) > MAX_STRING_BYTES:
+        raise SchemaError(f"string of {len(value.encode('utf-8'))} bytes is longer than {MAX_STRING_BYTES}")
+    write_string(out, value, compact)
+
+
+def _put_assignment(out: bytearray, assignment: Assignment) -> None:
+    write_array_len(out, len(assignment), True)
+    for topic_id in sorted(assignment):
+        partitions = sorted(assignment[topic_id])
+        out += topic_id.bytes
+        write_array_len(out, len(partitions), True)
+        for p in partitions:
+            out += INT32.pack(p)
+        write_tagged_fields(out, None)
+
+
+def _encode_value(value) -> bytes:
+    out = bytearray(INT16.pack(VALUE_VERSION))
+    if isinstance(value, OpaqueValue):
+        return bytes(out) + bytes(value.data)
+    if isinstance(value, ShareGroupMemberMetadataValue):
+        _put_str(out, value.rack_id)
+        _put_str(out, value.client_id)
+        _put_str(out, value.client_host)
+        names = sorted(value.subscribed_topic_names)
+        write_array_len(out, len(names), True)
+        for name in names:
+            _put_str(out, name)
+    elif isinstance(value, ShareGroupMetadataValue):
+        out += INT32.pack(value.epoch) + INT64.pack(value.metadata_hash)
+    elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+        out += INT32.pack(value.assignment_epoch)
+    elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
+        _put_assignment(out, value.topic_partitions)
+    elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+        out += INT32.pack(value.member_epoch) + INT32.pack(value.previous_member_epoch) + INT8.pack(value.state)
+        _put_assignment(out, value.assigned_partitions)
+    else:  # pragma: no cover - _TYPES pairs keys with these classes
+        raise SchemaError(f"not a share-group record value: {type(value).__name__}")
+    write_tagged_fields(out, None)
+    return bytes(out)
+
+
+def encode_key(key: Key) -> bytes:
+    entry = _KEY_TYPES.get(type(key))
+    if entry is None:
+        raise SchemaError(f"not a share-group record key: {type(key).__name__}")
+    out = bytearray(INT16.pack(entry[0]))
+    for f in fields(key):
+        _put_str(out, getattr(key, f.name), compact=False)
+    return bytes(out)
+
+
+def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
+    try:
+        key_bytes = encode_key(record.key)
+        if record.value is None:
+            return key_bytes, None
+        expected = _KEY_TYPES[type(record.key)][1]
+        if type(record.value) is not expected:
+            raise SchemaError(f"a {type(record.key).__name__} takes a {expected.__name__}, "
+                              f"not a {type(record.value).__name__}")
+        return key_bytes, _encode_value(record.value)
+    except (struct.error, OverflowError, UnicodeEncodeError) as exc:
+        raise SchemaError(f"{type(record).__name__} does not fit its fields: {exc}") from None
+
+
+# --- reader -------------------------------------------------------------------------------------
+
+def _str(r: Reader, compact: bool = True) -> str:
+    s = r.string(compact)
+    if len(s) * 4 > MAX_STRING_BYTES and len(s.encode("utf-8")) > MAX_STRING_BYTES:
+        raise SchemaError(f"string longer than {MAX_STRING_BYTES} bytes")
+    return s
+
+
+def _nullable_str(r: Reader) -> str | None:
+    s = r.nullable_string(True)
+    if s is not None and len(s) * 4 > MAX_STRING_BYTES and len(s.encode("utf-8")) > MAX_STRING_BYTES:
+        raise SchemaError(f"string longer than {MAX_STRING_BYTES} bytes")
+    return s
+
+
+def _count(r: Reader, min_item_bytes: int) -> int:
+    return r.array_count(True, min_item_bytes, nullable=False)
+
+
+def _assignment(r: Reader) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(_count(r, 18)):
+        topic_id = uuid.UUID(bytes=r.uuid())
+        partitions = frozenset(r.int32() for _ in range(_count(r, 4)))
+        r.tagged_fields()
+        if topic_id in out:
+            raise SchemaError(f"topic id {topic_id} appears twice in one assignment")
+        out[topic_id] = partitions
+    return out
+
+
+def _decode_value(record_type: int, r: Reader):
+    version = r.int16()
+    if version != VALUE_VERSION:
+        raise SchemaError(f"unknown value version {version} for record type {record_type}")
+    if record_type in (SHARE_GROUP_PARTITION_METADATA, SHARE_GROUP_STATE_PARTITION_METADATA):
+        data = bytes(r.buf[r.pos:r.end])
+        r.pos = r.end
+        return OpaqueValue(data)
+    if record_type == SHARE_GROUP_MEMBER_METADATA:
+        rack_id = _nullable_str(r)
+        client_id, client_host = _str(r), _str(r)
+        names = tuple(_str(r) for _ in range(_count(r, 1)))
+        r.tagged_fields()
+        return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, names)
+    if record_type == SHARE_GROUP_METADATA:
+        epoch = r.int32()
+        # Kafka 4.0's early-access layout ends here (the tagged-field section is one byte).
+        metadata_hash = r.int64() if r.remaining() > 1 else 0
+        r.tagged_fields()
+        return ShareGroupMetadataValue(epoch, metadata_hash)
+    if record_type == SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
+        epoch = r.int32()
+        r.tagged_fields()
+        return ShareGroupTargetAssignmentMetadataValue(epoch)
+    if record_type == SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        assignment = _assignment(r)
+        r.tagged_fields()
+        return ShareGroupTargetAssignmentMemberValue(assignment)
+    member_epoch, previous_epoch, state = r.int32(), r.int32(), r.int8()
+    assigned = _assignment(r)
+    r.tagged_fields()
+    return ShareGroupCurrentMemberAssignmentValue(member_epoch, previous_epoch, state, assigned)
+
+
+def record_type_of(key_bytes) -> int | None:
+    if key_bytes is None or len(key_bytes) < 2:
+        return None
+    return INT16.unpack_from(key_bytes, 0)[0]
+
+
+def is_share_group_key(key_bytes) -> bool:
+    """Whether the key is one of this module's record types (9-15)."""
+    return record_type_of(key_bytes) in _TYPES
+
+
+def decode_record(key_bytes, value_bytes) -> ShareRecord:
+    """A record of types 9-15; ``value_bytes`` None is a tombstone. Raises SchemaError."""
+    if key_bytes is None:
+        raise SchemaError("record without a key")
+    try:
+        r = Reader(bytes(key_bytes))
+        record_type = r.int16()
+        entry = _TYPES.get(record_type)
+        if entry is None:
+            raise SchemaError(f"record type {record_type} is not a share-group record")
+        key_cls = entry[0]
+        key = key_cls(*(_str(r, compact=False) for _ in fields(key_cls)))
+        if r.remaining():
+            raise SchemaError(f"{r.remaining()} trailing bytes after the key")
+        if value_bytes is None:
+            return ShareRecord(key, None)
+        r = Reader(bytes(value_bytes))
+        value = _decode_value(record_type, r)
+        if r.remaining():
+            raise SchemaError(f"{r.remaining()} trailing bytes after the value")
+        return ShareRecord(key, value)
+    except ProtocolError as exc:
+        raise SchemaError(str(exc)) from None

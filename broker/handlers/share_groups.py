@@ -1,0 +1,113 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76) and ShareGroupDescribe (77), version 1 each.
+
+Thin: each handler turns the decoded request into a call on the share groups
+(:class:`broker.groups.share_groups.ShareGroups`, ``broker.groups.share``) and a refusal
+(:class:`~broker.groups.modern.errors.GroupError`) into the response's error code and message.
+Version 0 was Kafka 4.0's early access and is gone from Kafka 4.1's JSON; v1 requires the
+client's own member id.
+
+Authorization, as Kafka 4.2's ``KafkaApis``: the heartbeat needs READ on the group
+(GROUP_AUTHORIZATION_FAILED) and, when it names subscribed topics, DESCRIBE on every one of
+them (TOPIC_AUTHORIZATION_FAILED); describe needs DESCRIBE on the group, and a group whose
+members are assigned a topic the caller may not describe answers TOPIC_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+from sundial.protocol.errors import ErrorCode
+
+from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, is_authorized
+from ..groups.modern.errors import GroupError
+from ..groups.share.manager import ShareHeartbeatRequest
+
+
+def _client_host(ctx) -> str:
+    host = ctx.client_host or ""
+    return host if host.startswith("/") else f"/{host}"
+
+
+def _shares(ctx):
+    coord = getattr(ctx.broker, "groups", None)
+    return None if coord is None else coord.share
+
+
+def _heartbeat_error(code: ErrorCode, message: str | None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+def _assignment(assignment) -> dict | None:
+    if assignment is None:
+        return None
+    return {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(partitions)}
+                                 for topic_id, partitions in sorted(assignment.items())]}
+
+
+async def handle_share_group_heartbeat(ctx, request):
+    coord = _shares(ctx)
+    group_id = request.group_id or ""
+    if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    topics = request.subscribed_topic_names
+    if topics and not all(is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t or "") for t in topics):
+        return _heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    if coord is None:
+        return _heartbeat_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+    heartbeat = ShareHeartbeatRequest(
+        group_id=group_id, member_id=request.member_id or "", member_epoch=request.member_epoch,
+        rack_id=request.rack_id, subscribed_topic_names=tuple(topics) if topics is not None else None)
+    try:
+        result = await coord.heartbeat(heartbeat, client_id=ctx.client_id or "", client_host=_client_host(ctx))
+    except GroupError as exc:
+        return _heartbeat_error(exc.error_code, exc.message)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "member_id": result.member_id, "member_epoch": result.member_epoch,
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": _assignment(result.assignment)}
+
+
+def _not_described(group_id: str, code: ErrorCode, message: str | None) -> dict:
+    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+            "authorized_operations": OPERATIONS_NOT_REQUESTED}
+
+
+def _described(desc, operations: int) -> dict:
+    return {"error_code": ErrorCode.NONE, "error_message": None, "group_id": desc.group_id,
+            "group_state": desc.state, "group_epoch": desc.group_epoch, "assignment_epoch": desc.assignment_epoch,
+            "assignor_name": desc.assignor_name, "authorized_operations": operations,
+            "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": list(m.subscribed_topic_names),
+                         "assignment": {"topic_partitions": [
+                             {"topic_id": tid, "topic_name": name, "partitions": list(parts)}
+                             for tid, name, parts in m.assignment]}}
+                        for m in desc.members]}
+
+
+async def handle_share_group_describe(ctx, request):
+    coord = _shares(ctx)
+    include_ops = bool(request.include_authorized_operations)
+    out = []
+    for group_id in request.group_ids or []:
+        group_id = group_id or ""
+        if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append(_not_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        if coord is None:
+            out.append(_not_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
+            continue
+        try:
+            desc = coord.describe(group_id)
+        except GroupError as exc:
+            out.append(_not_described(group_id, exc.error_code, exc.message))
+            continue
+        names = {name for m in desc.members for _, name, _ in m.assignment}
+        if not all(is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
+            out.append(_not_described(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      "The described group uses topics that the client is not authorized to "
+                                      "describe."))
+            continue
+        operations = (authorized_operations(ctx, ResourceType.GROUP, group_id) if include_ops
+                      else OPERATIONS_NOT_REQUESTED)
+        out.append(_described(desc, operations))
+    return {"throttle_time_ms": 0, "groups": out}
