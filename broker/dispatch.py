@@ -27,8 +27,9 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
-from .handlers import share_groups
 from .handlers import log_dirs
+from .handlers import share_groups
+from .handlers import share_offsets
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -102,6 +103,10 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.DESCRIBE_TRANSACTIONS, transactions.handle_describe_transactions),
     Route(ApiKey.LIST_TRANSACTIONS, transactions.handle_list_transactions),
     Route(ApiKey.DESCRIBE_PRODUCERS, transactions.handle_describe_producers),
+    # Share groups (KIP-932): the share-group offsets admin APIs
+    Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets),
+    Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, share_offsets.handle_alter_share_group_offsets),
+    Route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, share_offsets.handle_delete_share_group_offsets),
 )
 
 
