@@ -54,7 +54,7 @@ from .purgatory import FetchPurgatory
 from .replica_manager import ReplicaManager
 from .sasl import CredentialStore
 from .security import SecurityManager
-from .share.manager import SharePartitionManager, settings_from_configs
+from .share.manager import SharePartitionManager
 from .share.retention import ConsumedReaders
 from .share.state_store import ShareStateStore
 from .txn.coordinator import TransactionCoordinator
@@ -142,11 +142,8 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
                                                  producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
         if config.cleaner.enable else None
-    share_config = config.group_coordinator.share
-    share_partitions = SharePartitionManager(
-        replica_manager=replica_manager, store=share_state,
-        settings=settings_from_configs(group_configs, share_config), now_ms=now_ms,
-        max_sessions=share_config.max_share_sessions)
+    share_partitions = SharePartitionManager.for_broker(config, replica_manager=replica_manager, store=share_state,
+                                                        groups=groups, group_configs=group_configs, now_ms=now_ms)
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,

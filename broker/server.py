@@ -53,6 +53,7 @@ from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
 from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop
 from .node import Broker, build_broker
+from .share.metrics import ShareCollector, share_rows
 from .purgatory import FetchPurgatory
 from .security import build_server_ssl_context
 
@@ -274,13 +275,14 @@ class BrokerServer:
                                             logs=logs, metrics=self.metrics, purgatory=self.purgatory,
                                             dispatcher=self.dispatcher)
         self._release.push_async_callback(broker.replica_manager.close)
-        if broker.share_partitions is not None:
-            self._release.push_async_callback(broker.share_partitions.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()
         if broker.share_state is not None:  # replayed on a worker thread, before the listeners open
             self._release.push_async_callback(broker.share_state.stop)
             await broker.share_state.start()
+        if broker.share_partitions is not None:  # closed before the store stops: pending writes finish
+            self._release.push_async_callback(broker.share_partitions.close)
+            self.metrics.registry.register(ShareCollector(on_loop(loop, lambda: share_rows(broker.share_partitions))))
         self._release.push_async_callback(broker.transactions.stop)
         await broker.transactions.start()
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.

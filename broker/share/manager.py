@@ -62,7 +62,7 @@ from .acquisition import AcquiredRecords, AcquireMode, FetchedBatch
 from .errors import ShareError
 from .partition import SharePartition
 from .sessions import ShareSessionCache
-from .state_batch import ShareStateSnapshot, StateBatch, StateChange, coalesce
+from .state_batch import RecordState, ShareStateSnapshot, StateBatch, StateChange, coalesce
 
 logger = structlog.get_logger(__name__)
 
@@ -210,14 +210,26 @@ class _Read:
 
 
 class ShareFetchStats:
-    """Counters of the share fetch path (read by the metrics at scrape time)."""
+    """Counters of one share group's fetch path (read by the metrics at scrape time)."""
 
     __slots__ = ("acquired_records", "redelivered_records", "lock_expired_records", "released_records",
-                 "acknowledged_records", "rejected_records")
+                 "acknowledged_records", "archived_records")
 
     def __init__(self) -> None:
         for name in self.__slots__:
             setattr(self, name, 0)
+
+    def count_change(self, change: StateChange, available_as: str = "released_records") -> None:
+        """Count the records a change moved: acknowledged, archived, or made available again
+        (counted under ``available_as``)."""
+        for b in change.state_batches:
+            state = b.delivery_state
+            if state is RecordState.ACKNOWLEDGED:
+                self.acknowledged_records += b.record_count
+            elif state is RecordState.ARCHIVED:
+                self.archived_records += b.record_count
+            elif state is RecordState.AVAILABLE and available_as:
+                setattr(self, available_as, getattr(self, available_as) + b.record_count)
 
 
 class SharePartitionManager:
@@ -236,7 +248,25 @@ class SharePartitionManager:
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self.sessions = ShareSessionCache(max_sessions)
-        self.stats = ShareFetchStats()
+        #: Counters per share group.
+        self.stats: dict[str, ShareFetchStats] = {}
+
+    @classmethod
+    def for_broker(cls, config, *, replica_manager, store: ShareStateStore, groups, group_configs,
+                   now_ms: Callable[[], int]) -> SharePartitionManager:
+        """The broker's manager: settings from the share-group coordinator (``groups.share``) when
+        it is there, else from the GROUP configs and ``group.share.*``; it listens for members
+        leaving (their records are released) and groups deleted (their engines dropped)."""
+        share_config = config.group_coordinator.share
+        shell = getattr(groups, "share", None)
+        settings = getattr(shell, "settings", None) or settings_from_configs(group_configs, share_config)
+        manager = cls(replica_manager=replica_manager, store=store, settings=settings, now_ms=now_ms,
+                      max_sessions=share_config.max_share_sessions)
+        if shell is not None:
+            shell.add_departure_listener(manager.on_member_departed)
+            if hasattr(shell, "add_deletion_listener"):
+                shell.add_deletion_listener(manager.forget_group)
+        return manager
 
     # --- views for describe, metrics and the store ----------------------------------------------
 
@@ -259,8 +289,15 @@ class SharePartitionManager:
         engine = entry.engine
         return max(0, log.high_watermark - engine.start_offset - engine.delivery_complete_count())
 
-    def in_flight_records(self) -> int:
-        return sum(e.engine.in_flight_record_count() for e in self._entries.values())
+    def group_stats(self, group_id: str) -> ShareFetchStats:
+        stats = self.stats.get(group_id)
+        if stats is None:
+            stats = self.stats[group_id] = ShareFetchStats()
+        return stats
+
+    def in_flight_records(self, group_id: str | None = None) -> int:
+        return sum(e.engine.in_flight_record_count() for k, e in self._entries.items()
+                   if group_id is None or k[0] == group_id)
 
     def loaded(self) -> list[Key]:
         return list(self._entries)
@@ -272,6 +309,14 @@ class SharePartitionManager:
         if entry is not None:
             self._cancel_timer(entry)
             self._wake((group_id, topic, partition))
+
+    def forget_group(self, group_id: str) -> None:
+        """The group was deleted: drop its engines and sessions."""
+        for key in [k for k in self._entries if k[0] == group_id]:
+            self.forget(*key)
+        for session in self.sessions.sessions():
+            if session.group_id == group_id:
+                self.sessions.remove(group_id, session.member_id)
 
     # --- loading --------------------------------------------------------------------------------
 
@@ -460,8 +505,9 @@ class SharePartitionManager:
             if not result.records:
                 continue
             acquired_total += result.count
-            self.stats.acquired_records += result.count
-            self.stats.redelivered_records += sum(r.record_count for r in result.records if r.delivery_count > 1)
+            stats = self.group_stats(read.entry.key[0])
+            stats.acquired_records += result.count
+            stats.redelivered_records += sum(r.record_count for r in result.records if r.delivery_count > 1)
             self._schedule(read.entry)
             first = result.records[0].first_offset
             last = result.records[-1].last_offset
@@ -501,14 +547,7 @@ class SharePartitionManager:
             logger.info("share_acknowledge_refused", group=group_id, member=member_id, topic=topic,
                         partition=partition, error=exc.error_code.name, reason=exc.message)
             return exc.error_code
-        for b in change.state_batches:
-            state = b.delivery_state.name
-            if state == "ACKNOWLEDGED":
-                self.stats.acknowledged_records += b.record_count
-            elif state == "ARCHIVED":
-                self.stats.rejected_records += b.record_count
-            else:
-                self.stats.released_records += b.record_count
+        self.group_stats(group_id).count_change(change)
         self._after_change(entry, change)
         try:
             await self._write(entry, change)
@@ -528,7 +567,7 @@ class SharePartitionManager:
                 continue
             change = entry.engine.release_member(member_id, now)
             if change.state_batches:
-                self.stats.released_records += sum(b.record_count for b in change.state_batches)
+                self.group_stats(group_id).count_change(change)
                 self._after_change(entry, change)
                 changes.append((entry, change))
         if not changes:
@@ -581,7 +620,9 @@ class SharePartitionManager:
             return
         result = entry.engine.poll(self._now_ms())
         if result.expired_records:
-            self.stats.lock_expired_records += result.expired_records
+            stats = self.group_stats(entry.key[0])
+            stats.lock_expired_records += result.expired_records
+            stats.count_change(result.change, available_as="")
             logger.debug("share_locks_expired", key=entry.key, records=result.expired_records)
         self._after_change(entry, result.change)
         if result.change.state_batches:

@@ -154,7 +154,7 @@ async def test_lock_expiry_hands_records_to_another_member_after_the_duration(en
     t1 = int(time.time() * 1000)
     assert ranges(b) == [(0, 4, 2)]
     assert t1 >= t0 + 300
-    assert env.manager.stats.lock_expired_records == 5
+    assert env.manager.stats[G].lock_expired_records == 5
 
 
 @pytest.mark.asyncio
@@ -364,3 +364,24 @@ def test_session_cache_limit_and_epochs():
     cache.open("g", "a", "c2", [])                  # replacing one's own session is allowed
     assert next_epoch(2**31 - 1) == 1 and next_epoch(-1) == -1
     assert [x.member_id for x in cache.close_connection("c2")] == ["a"] and len(cache) == 0
+
+
+@pytest.mark.asyncio
+async def test_metrics_rows_count_what_happened(env_factory):
+    from prometheus_client import CollectorRegistry, generate_latest
+    from sundial.broker.share.metrics import ShareCollector, share_rows
+    env = env_factory()
+    env.produce(4)
+    await env.fetch("A")
+    await env.manager.acknowledge(G, "A", "t", 0, [AcknowledgementBatch(0, 3, (ACCEPT, RELEASE, REJECT, RELEASE))])
+    await env.fetch("B")
+    registry = CollectorRegistry()
+    registry.register(ShareCollector(lambda: share_rows(env.manager)))
+    text = generate_latest(registry).decode()
+    assert 'sundial_share_acquired_records_total{group="g"} 6.0' in text
+    assert 'sundial_share_redelivered_records_total{group="g"} 2.0' in text
+    assert 'sundial_share_acknowledged_records_total{group="g"} 1.0' in text
+    assert 'sundial_share_released_records_total{group="g"} 2.0' in text
+    assert 'sundial_share_archived_records_total{group="g"} 1.0' in text
+    assert 'sundial_share_in_flight_records{group="g"} 3.0' in text   # SPSO 1 to end 3 (2 archived)
+    assert 'sundial_share_lag{group="g",partition="0",topic="t"} 2.0' in text
