@@ -32,13 +32,18 @@ class StartOffsets(Protocol):
 class ConsumedReaders:
     """Consumer groups and share groups together as the consumed-retention input.
 
-    ``share_subscribers(topic)`` names the share groups with members subscribed to the topic
-    (None: none are known)."""
+    ``share_subscribers(topic)`` names the share groups with members subscribed to the topic; by
+    default they are read from the group coordinator's share groups (``groups.share``)."""
 
     def __init__(self, groups: ConsumerGroupsReader | None, share_state: StartOffsets,
                  share_subscribers: Callable[[str], Iterable[str]] | None = None) -> None:
         self.groups = groups
         self.share_state = share_state
+        if share_subscribers is None:
+            share_groups = getattr(groups, "share", None)
+            if share_groups is not None:
+                def share_subscribers(topic: str) -> list[str]:
+                    return [g for g, topics in share_groups.subscribed_groups().items() if topic in topics]
         self.share_subscribers = share_subscribers
 
     def consumed_upto(self, topic: str, partition: int, log_start_offset: int) -> ConsumedUpto:

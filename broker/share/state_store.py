@@ -197,6 +197,7 @@ class ShareStateStore:
         self._loaded = asyncio.Event()
         self._is_loaded = False
         self._maintenance: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
         #: Bumped on every change (a cache key for readers such as consumed retention).
         self.version = 0
         self.snapshots_written = 0
@@ -238,6 +239,8 @@ class ShareStateStore:
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain_forever())
 
     async def stop(self) -> None:
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=self.settings.write_timeout_ms / 1000)
         task, self._maintenance = self._maintenance, None
         if task is not None:
             task.cancel()
@@ -403,6 +406,20 @@ class ShareStateStore:
         if keys:
             await self._delete_keys(keys)
         return len(keys)
+
+    def on_group_deleted(self, group_id: str) -> None:
+        """A share group was deleted (DeleteGroups): delete its state in the background (a deletion
+        listener of the share groups; failures are logged, the state then stays until retried)."""
+        if not any(k[0] == group_id for k in self._states):
+            return
+        task = asyncio.get_running_loop().create_task(self.delete_group(group_id))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("share_state_delete_failed", topic=SHARE_STATE_TOPIC, error=str(task.exception()))
 
     def _require_key(self, group_id: str, topic: str, partition: int) -> _Key:
         key = self._key(group_id, topic, partition)

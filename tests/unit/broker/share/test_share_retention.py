@@ -61,3 +61,16 @@ def test_a_lagging_share_group_holds_consumer_groups_back():
     assert readers.consumed_upto("t", 0, 0) == ConsumedUpto(120, "slow-share")
     readers = ConsumedReaders(None, Shares({}))
     assert readers.consumed_upto("t", 0, 0) == ConsumedUpto(None, None)
+
+
+def test_subscribers_read_from_the_share_groups_by_default():
+    class ShareGroups:
+        def subscribed_groups(self):
+            return {"sub": frozenset({"t"}), "elsewhere": frozenset({"u"})}
+
+    class Groups(Consumers):
+        share = ShareGroups()
+
+    readers = ConsumedReaders(Groups(ConsumedUpto(50, "c")), Shares({"has-state": 30}))
+    assert readers.consumed_upto("t", 0, 7) == ConsumedUpto(7, "sub")
+    assert readers.consumed_upto("v", 0, 7) == ConsumedUpto(30, "has-state")

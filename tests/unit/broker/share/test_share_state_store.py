@@ -406,3 +406,19 @@ def test_on_real_storage(tmp_path):
         await store.stop()
         mgr.shutdown()
     asyncio.run(run())
+
+
+def test_deleting_a_group_deletes_its_state():
+    async def run():
+        clock = Clock()
+        log = MemoryOffsetsLog()
+        store = new_store(log, clock, 500)
+        await store.initialize("g", "t", 0, 1)
+        await store.initialize("g", "u", 0, 2)
+        await store.initialize("h", "t", 0, 3)
+        store.on_group_deleted("g")
+        store.on_group_deleted("nothing")
+        await store.stop()
+        assert store.group_ids() == {"h"}
+        assert new_store(log, clock, 500).group_ids() == {"h"}
+    asyncio.run(run())
