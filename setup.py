@@ -15,12 +15,17 @@ records/walks.py and storage/offset_map.py use their pure-Python reference code,
 records/codecs.py cramjam's lz4 decoder, and broker/flusher.py its Python fsync threads.
 ``SUNDIAL_NO_EXTENSIONS=1`` skips the build (and, at run time, the import: the same rule
 in records/extensions.py, which this file cannot import before the build).
+
+``SUNDIAL_STRICT_C=1`` (set by scripts/test) builds them with ``-Wall -Wextra -Werror`` and
+makes them required: a warning, or a compiler that cannot build them, fails the install.
+A normal install leaves both off, so any compiler (or none) still installs Sundial.
 """
 
 import os
 import sys
 
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 #: Repository folder → installed package under ``sundial``.
 LAYERS = ("records", "protocol", "storage", "config", "broker", "tools", "pipeline")
@@ -31,15 +36,28 @@ for layer in LAYERS:
     packages += [f"sundial.{layer}"] + [f"sundial.{layer}.{sub}" for sub in find_packages(layer)]
 
 ext_modules = []
+strict = os.environ.get("SUNDIAL_STRICT_C", "") in ("1", "true", "yes")
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+    common = {"optional": not strict, "extra_compile_args": ["-O2"] + (["-Wall", "-Wextra", "-Werror"] if strict else [])}
     # records/_varint.h (the varint reader and writer) is shared by both.
-    shared = {"include_dirs": ["records"], "depends": ["records/_varint.h"], "optional": True,
-              "extra_compile_args": ["-O2"]}
+    shared = {"include_dirs": ["records"], "depends": ["records/_varint.h"], **common}
     ext_modules.append(Extension("sundial.records._speedups", ["records/_speedups.c"], **shared))
-    ext_modules.append(Extension("sundial.records._lz4", ["records/_lz4.c"], optional=True, extra_compile_args=["-O2"]))
+    ext_modules.append(Extension("sundial.records._lz4", ["records/_lz4.c"], **common))
     ext_modules.append(Extension("sundial.storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
     if sys.platform.startswith("linux"):   # eventfd
-        ext_modules.append(Extension("sundial.storage._fsync_worker", ["storage/_fsync_worker.c"], optional=True,
-                                     extra_compile_args=["-O2"], libraries=["pthread"]))
+        ext_modules.append(Extension("sundial.storage._fsync_worker", ["storage/_fsync_worker.c"],
+                                     libraries=["pthread"], **common))
 
-setup(packages=packages, package_dir=package_dir, ext_modules=ext_modules)
+
+
+class StrictBuildExt(build_ext):
+    """With ``SUNDIAL_STRICT_C``: compile every time (objects left by an earlier build would
+    skip the warnings check)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.force = True
+
+
+cmdclass = {"build_ext": StrictBuildExt} if ext_modules and strict else {}
+setup(packages=packages, package_dir=package_dir, ext_modules=ext_modules, cmdclass=cmdclass)

@@ -360,7 +360,7 @@ static Py_ssize_t decode_frames_impl(const unsigned char *src, size_t n, unsigne
 }
 
 static PyObject *
-decode_frames(PyObject *self, PyObject *args)
+decode_frames(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_buffer src, dst;
     const char *err = NULL;
@@ -392,8 +392,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_lz4", "LZ4 frame decoding into a caller's buffer (see records/codecs.py).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_lz4",
+    .m_doc = "LZ4 frame decoding into a caller's buffer (see records/codecs.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC

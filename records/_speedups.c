@@ -41,7 +41,7 @@
 
 
 static PyObject *
-scan_v2(PyObject *self, PyObject *args)
+scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *obj;
     Py_ssize_t pos, end;
@@ -160,7 +160,7 @@ scan_v2(PyObject *self, PyObject *args)
 }
 
 static PyObject *
-find_v2(PyObject *self, PyObject *args)
+find_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *obj;
     Py_ssize_t pos, end;
@@ -226,7 +226,7 @@ find_v2(PyObject *self, PyObject *args)
 }
 
 static PyObject *
-index_v2(PyObject *self, PyObject *args)
+index_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *obj, *offsets = NULL, *maxes = NULL, *result = NULL;
     Py_ssize_t pos, end;
@@ -330,7 +330,7 @@ x2nmodp(uint64_t n, unsigned k)
 }
 
 static PyObject *
-crc32c_extend(PyObject *self, PyObject *args)
+crc32c_extend(PyObject *Py_UNUSED(self), PyObject *args)
 {
     unsigned long long value, nbytes;
     if (!PyArg_ParseTuple(args, "KK", &value, &nbytes))
@@ -349,7 +349,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_speedups", "C walks over Kafka v2 records (see records/walks.py).", -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_speedups",
+    .m_doc = "C walks over Kafka v2 records (see records/walks.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC

@@ -250,7 +250,7 @@ static int parse_record(reader *r, Py_ssize_t *pos, v2_record *rec)
 }
 
 /* ------------------------------------------------------------------ Python functions */
-static PyObject *py_hash(PyObject *self, PyObject *args)
+static PyObject *py_hash(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_buffer key;
     unsigned char out[HASH_BYTES];
@@ -261,7 +261,7 @@ static PyObject *py_hash(PyObject *self, PyObject *args)
     return PyBytes_FromStringAndSize((const char *)out, HASH_BYTES);
 }
 
-static PyObject *py_map_put(PyObject *self, PyObject *args)
+static PyObject *py_map_put(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *map_obj;
     long long slots, offset;
@@ -282,7 +282,7 @@ static PyObject *py_map_put(PyObject *self, PyObject *args)
     return PyLong_FromLong(added);
 }
 
-static PyObject *py_map_get(PyObject *self, PyObject *args)
+static PyObject *py_map_get(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *map_obj;
     long long slots;
@@ -303,7 +303,7 @@ static PyObject *py_map_get(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(found);
 }
 
-static PyObject *py_map_put_v2(PyObject *self, PyObject *args)
+static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *map_obj, *buf_obj;
     long long slots, entries, max_entries, count, base_offset, start_offset;
@@ -378,7 +378,7 @@ static PyObject *py_map_put_v2(PyObject *self, PyObject *args)
     return Py_BuildValue("LLOL", entries, last_put, full ? Py_True : Py_False, index);
 }
 
-static PyObject *py_filter_v2(PyObject *self, PyObject *args)
+static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *map_obj, *buf_obj, *out = NULL, *result = NULL;
     long long slots, count, base_offset, base_ts, max_ts, latest_offset, horizon, new_horizon;
@@ -545,8 +545,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cleaner_speedups", "The log cleaner's per-record work (see storage/offset_map.py).",
-    -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_cleaner_speedups",
+    .m_doc = "The log cleaner's per-record work (see storage/offset_map.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__cleaner_speedups(void)

@@ -379,8 +379,10 @@ static PyTypeObject WorkerType = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_fsync_worker",
-    "fdatasync jobs on native threads that never take the GIL (storage/_fsync_worker.c).", -1, NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_fsync_worker",
+    .m_doc = "fdatasync jobs on native threads that never take the GIL (storage/_fsync_worker.c).",
+    .m_size = -1,
 };
 
 PyMODINIT_FUNC PyInit__fsync_worker(void)
