@@ -111,8 +111,7 @@ class GroupCoordinator:
             self.offsets, topics=topic_view or self._topic_view, group_settings=self._consumer_group_settings,
             is_classic_group=self._is_live_classic_group, now_ms=now_ms)
         self.consumer.on_downgrade = self._classic_from_consumer
-        #: The share groups (KIP-932): their own group type, sharing the group id space (an id naming
-        #: a consumer group, or a classic group with members or offsets, is not theirs).
+        #: The share groups (KIP-932); an id naming a consumer or classic group is not theirs.
         self.share = ShareGroups(config, self.offsets, topics=topic_view or self._topic_view,
                                  group_configs=group_configs, now_ms=now_ms, availability=self._coordinator_error,
                                  is_other_group=lambda g: self.consumer.is_consumer_group(g) or g in self.groups)
@@ -194,6 +193,11 @@ class GroupCoordinator:
             return self._consumer_defaults
         return (self._group_configs.consumer_session_timeout_ms(group_id),
                 self._group_configs.consumer_heartbeat_interval_ms(group_id))
+
+    def _offsets_error(self, group_id: str) -> ErrorCode:
+        """The coordinator's state, else GROUP_ID_NOT_FOUND for a share group (``ShareGroup.validateOffset*``)."""
+        share = ErrorCode.GROUP_ID_NOT_FOUND if self.share.is_share_group(group_id) else ErrorCode.NONE
+        return self._coordinator_error() or share
 
     def _is_live_classic_group(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -537,7 +541,7 @@ class GroupCoordinator:
         member_id = member_id or ""
         if not self._valid_group_id(group_id, allow_empty=True):
             return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
-        error = self._coordinator_error()
+        error = self._offsets_error(group_id)
         if error:
             return [error] * len(offsets)
         now = self.now_ms()
@@ -567,7 +571,7 @@ class GroupCoordinator:
         member_id = member_id or ""
         if not self._valid_group_id(group_id, allow_empty=False):
             return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
-        error = self._coordinator_error()
+        error = self._offsets_error(group_id)
         if error:
             return [error] * len(offsets)
         now = self.now_ms()
@@ -606,7 +610,7 @@ class GroupCoordinator:
         consumer-protocol member (v9+) names itself and its epoch, which must be current."""
         if not self._valid_group_id(group_id, allow_empty=True):
             return ErrorCode.INVALID_GROUP_ID, []
-        error = self._coordinator_error()
+        error = self._offsets_error(group_id)
         if not error and self.consumer.is_consumer_group(group_id) and (member_id is not None or member_epoch >= 0):
             error = self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
         if error:
@@ -618,7 +622,7 @@ class GroupCoordinator:
         """OffsetDelete (KIP-496): one error per partition, or a request-level error."""
         if not self._valid_group_id(group_id, allow_empty=True):
             return ErrorCode.INVALID_GROUP_ID, []
-        error = self._coordinator_error()
+        error = self._offsets_error(group_id)
         if error:
             return error, []
         group = self.groups.get(group_id)
@@ -685,12 +689,11 @@ class GroupCoordinator:
                     continue
                 rows.append({"group_id": group_id, "protocol_type": group.protocol_type or "",
                              "group_state": group.state.value, "group_type": GROUP_TYPE_CLASSIC})
-        if not wanted_types or GROUP_TYPE_CONSUMER in wanted_types:
-            rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-                      "group_type": g.group_type} for g in self.consumer.list_groups(wanted_states)]
-        if not wanted_types or GROUP_TYPE_SHARE in wanted_types:
-            rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-                      "group_type": g.group_type} for g in self.share.list_groups(wanted_states)]
+        for kind, listed in ((GROUP_TYPE_CONSUMER, self.consumer.list_groups),
+                             (GROUP_TYPE_SHARE, self.share.list_groups)):
+            if not wanted_types or kind in wanted_types:
+                rows += [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                          "group_type": g.group_type} for g in listed(wanted_states)]
         return ErrorCode.NONE, sorted(rows, key=lambda r: r["group_id"])
 
     async def delete_groups(self, group_ids: list[str | None]) -> list[ErrorCode]:

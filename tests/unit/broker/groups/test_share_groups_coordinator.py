@@ -199,3 +199,18 @@ async def test_not_started_coordinator_is_not_available():
     with pytest.raises(GroupError) as info:
         await hb(coord, "m1", 0, ("q",))
     assert info.value.error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+async def test_offset_apis_on_a_share_group_id_answer_group_id_not_found():
+    from sundial.broker.groups.coordinator import CommitRequest
+    coord, *_ = await started()
+    await hb(coord, "m1", 0, ("q",))
+    commit = await coord.commit_offsets(group_id="sg", member_id="", group_instance_id=None, generation_id=-1,
+                                        offsets=[CommitRequest("q", 0, 5)])
+    assert commit == [E.GROUP_ID_NOT_FOUND]
+    txn = await coord.txn_commit_offsets(group_id="sg", producer_id=1, producer_epoch=0, member_id="",
+                                         group_instance_id=None, generation_id=-1, offsets=[CommitRequest("q", 0, 5)])
+    assert txn == [E.GROUP_ID_NOT_FOUND]
+    assert coord.fetch_offsets(group_id="sg", partitions=None)[0] == E.GROUP_ID_NOT_FOUND
+    assert (await coord.delete_offsets(group_id="sg", partitions=[("q", 0)]))[0] == E.GROUP_ID_NOT_FOUND
+    assert "sg" not in coord.groups                 # no classic group was made under the share group's id
