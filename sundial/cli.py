@@ -41,6 +41,7 @@ from sundial.config import ConfigError, load_broker_config
 from sundial.tools import console_consumer, console_producer, consumer_groups, credentials, dump_log, failover, \
     get_offsets, mirror, topics, transactions
 from sundial.tools import log_dirs
+from sundial.tools import share_groups
 
 logger = structlog.get_logger(__name__)
 
@@ -102,6 +103,7 @@ SUBCOMMANDS = {
     "console-consumer": console_consumer.add_parser,
     "dump-log": dump_log.add_parser,
     "consumer-groups": consumer_groups.add_parser,
+    "share-groups": share_groups.add_parser,
     "transactions": transactions.add_parser,
     "log-dirs": log_dirs.add_parser,
     "failover": failover.add_parser,

@@ -11,7 +11,7 @@ import pytest
 from sundial.cli import build_parser
 
 TOOLS = ("topics", "get-offsets", "console-producer", "console-consumer", "dump-log", "consumer-groups", "failover",
-         "mirror", "credentials", "acls", "log-dirs")
+         "mirror", "credentials", "acls", "log-dirs", "share-groups")
 COMMANDS = ("serve",) + TOOLS
 
 

@@ -1,0 +1,129 @@
+"""Share-group offsets against the real daemon: ``sundial share-groups`` (AlterShareGroupOffsets,
+DescribeShareGroupOffsets, DeleteShareGroupOffsets on the wire), their state kept in
+``__share_group_state`` across kill -9, and consumed-log retention holding for a lagging share group.
+
+Ground truth: the offsets and CreateTimes the test produced (``--to-datetime`` must land on the first
+record at or after the time, by brute force), and the segment files of the data directory.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import TopicPartition
+
+from sundial.tools.share_groups import _alter
+from sundial.tools.timeparse import format_ms
+
+from .clients import admin, create_topic
+from .conftest import unique_topic
+from .groups_support import FAST_GROUPS, wait_until
+from .test_consumed_retention import (BROKER as RETENTION_BROKER, MINUTE, _commit, _earliest, _passes,
+                                      _segment_bases, _segment_of, _topic)
+from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+
+
+def offsets_of(b: str, group: str) -> dict[tuple[str, int], int]:
+    rows = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group))
+    return {(r["TOPIC"], int(r["PARTITION"])): int(r["START-OFFSET"]) for r in rows}
+
+
+def test_reset_describe_delete_and_kill_9(broker_factory):
+    broker = broker_factory(**FAST_GROUPS).start()
+    b = broker.bootstrap
+    topic = unique_topic("share-offsets")
+    group = unique_topic("workers")
+    create_topic(b, topic, PARTITIONS)
+    now = int(time.time() * 1000)
+    rows = [(i % PARTITIONS, now - 3_000_000 + i * 60_000, b"k", f"v{i}".encode(), None) for i in range(40)]
+    metas = produce_records(b, topic, rows)
+    records: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
+    for (p, ts, *_), md in zip(rows, metas):
+        records[p].append((md.offset, ts))
+    ends = {p: len(records[p]) for p in range(PARTITIONS)}
+
+    # No state yet: the group does not exist.
+    missing = sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, check=False)
+    assert_one_line_error(missing, "does not exist")
+
+    # --to-datetime: the dry run prints the plan and changes nothing.
+    target = now - 3_000_000 + 17 * 60_000 + 1
+    expected = {p: min([o for o, ts in records[p] if ts >= target] or [ends[p]]) for p in range(PARTITIONS)}
+    plan = table(sundial("share-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group,
+                         "--topic", topic, "--to-datetime", format_ms(target)))
+    assert {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in plan} == expected
+    assert sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, check=False).code != 0
+
+    sundial("share-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", topic,
+            "--to-datetime", str(target), "--execute")
+    assert offsets_of(b, group) == {(topic, p): o for p, o in expected.items()}
+    described = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--verbose"))
+    for r in described:
+        p = int(r["PARTITION"])
+        assert int(r["LAG"]) == ends[p] - expected[p]  # nothing acknowledged yet
+        assert r["LEADER-EPOCH"] == "-"                 # set by an alter, not by a share-partition leader
+
+    # --to-latest on one partition, --to-earliest on the other.
+    sundial("share-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", f"{topic}:0",
+            "--to-latest", "--execute")
+    sundial("share-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", f"{topic}:1",
+            "--to-earliest", "--execute")
+    assert offsets_of(b, group) == {(topic, 0): ends[0], (topic, 1): 0}
+
+    # kill -9: the state is in __share_group_state and is replayed at start.
+    broker.kill()
+    broker.restart()
+    assert offsets_of(b, group) == {(topic, 0): ends[0], (topic, 1): 0}
+    state = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--state"))
+    assert state[0]["STATE"] == "Empty" and state[0]["#MEMBERS"] == "0"
+
+    # --delete-offsets: the group's state on the topic goes; an unknown topic is reported.
+    out = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic)
+    assert table(out) == [{"TOPIC": topic, "STATUS": "Successful"}]
+    gone = sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, check=False)
+    assert_one_line_error(gone, "does not exist")
+    bad = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic,
+                  check=False)
+    assert bad.code != 0
+
+
+def test_retention_waits_for_a_lagging_share_group(broker_factory):
+    broker = broker_factory(**RETENTION_BROKER).start()
+    topic, bases = _topic(broker, [30 * MINUTE] * 80)
+    # A share group whose start offset is 3 holds every segment from the one holding offset 3, though a
+    # consumer group has consumed everything. (The share group's offset is set first: a retention pass
+    # between the two would rightly delete everything the consumer group alone has consumed.)
+    sundial("share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", "slow-share",
+            "--topic", topic, "--to-earliest", "--execute")
+    target = 3
+    _alter_to(broker.bootstrap, "slow-share", topic, target)
+    _commit(broker.bootstrap, "fast-consumer-group", topic, 80)
+    _passes(broker)
+    hold = _segment_of(bases, target)
+    assert _earliest(broker.bootstrap, topic) == hold
+    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= hold]
+    held = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
+    assert held and held[-1].get("group") == "slow-share" and held[-1].get("committed_offset") == target
+
+    # The share group moves on: the segments below its new start offset go.
+    target = bases[len(bases) // 2] + 1
+    expected = _segment_of(bases, target)
+    _alter_to(broker.bootstrap, "slow-share", topic, target)
+    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the share group's segments to go",
+               interval_s=0.05)
+    _passes(broker, 2)
+    assert _earliest(broker.bootstrap, topic) == expected  # the share group holds the rest
+
+
+def _alter_to(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    """AlterShareGroupOffsets to ``offset`` (the tool has no --to-offset, as Kafka 4.2's has none)."""
+    client = admin(bootstrap)
+    try:
+        _alter(client, group, {TopicPartition(topic, 0): offset})
+    finally:
+        client.close()
