@@ -11,9 +11,12 @@ A daemon object offers ``bootstrap`` ("127.0.0.1:PORT"), ``host``, ``port``,
 ``log_text()``.
 
 With ``SUNDIAL_BOOTSTRAP=host:port`` set (the docker-compose test service), ``broker``
-is that external daemon instead: tests that need to configure, stop or kill a daemon
-skip themselves, the rest run against it. Tests use unique topic names so they can
-share one daemon.
+is that external daemon instead, and the rest run against it (tests use unique topic
+names so they can share one daemon). The daemons tests start themselves then run as
+containers of the broker image (``SUNDIAL_BROKER_IMAGE``), driven through the Docker API
+(tests/integration/docker_broker.py): ``SundialProcess`` and ``broker_factory`` give
+:class:`ContainerSundialProcess`, with the same interface. Where Docker cannot be used
+from there, :data:`DAEMONS_UNAVAILABLE` says why and such tests skip with that reason.
 """
 
 from __future__ import annotations
@@ -32,6 +35,18 @@ import pytest
 pytestmark = pytest.mark.integration
 
 EXTERNAL_BOOTSTRAP = os.environ.get("SUNDIAL_BOOTSTRAP")
+if EXTERNAL_BOOTSTRAP:
+    from .docker_broker import DockerDaemons, docker_daemons
+
+    _found = docker_daemons()
+    #: How tests start daemons of their own beside the external one: containers (None: cannot).
+    DOCKER_DAEMONS: "DockerDaemons | None" = _found if isinstance(_found, DockerDaemons) else None
+    #: None when tests can start daemons of their own; otherwise why they cannot (their skip reason).
+    DAEMONS_UNAVAILABLE: str | None = None if DOCKER_DAEMONS else (
+        f"needs a daemon started by the test, here a container, but {_found}")
+else:
+    DOCKER_DAEMONS = None
+    DAEMONS_UNAVAILABLE = None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,6 +67,9 @@ def unique_topic(prefix: str = "t") -> str:
 
 class SundialProcess:
     """A ``sundial serve`` subprocess with its own data directory and port."""
+
+    #: The ``sundial`` command: this interpreter's install.
+    launcher = [sys.executable, "-m", "sundial"]
 
     def __init__(self, base_dir, overrides: dict | None = None, port: int | None = None) -> None:
         self.base_dir = str(base_dir)
@@ -75,7 +93,7 @@ class SundialProcess:
             "log.dirs": self.data_dir,
             **self.overrides,
         }
-        cmd = [sys.executable, "-m", "sundial", "serve"]
+        cmd = [*self.launcher, "serve"]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -159,6 +177,58 @@ class SundialProcess:
         return events
 
 
+class ContainerSundialProcess(SundialProcess):
+    """A ``sundial serve`` container of the broker image, in place of a subprocess (compose suite).
+
+    Each ``start()`` runs a new container on the same data directory (so a changed
+    ``overrides`` or ``env`` applies, as with a new subprocess); ``stop()`` is ``docker
+    stop``, ``kill()`` ``docker kill``. The daemon's output goes to ``log_path`` on the
+    shared volume, as a subprocess's does: a test reads a line as soon as it is written
+    (``docker logs`` passes through the log driver, a moment later).
+    """
+
+    launcher = ["sundial"]
+
+    def start(self, timeout_s: float = 30.0) -> "SundialProcess":
+        from .docker_broker import ContainerProcess
+
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        os.makedirs(self.base_dir, exist_ok=True)   # by the tests' user: Docker would make a missing one as root
+        env = {k: v for k, v in os.environ.items() if k.startswith("SUNDIAL_")
+               and k not in ("SUNDIAL_BOOTSTRAP", "SUNDIAL_BROKER_IMAGE")}
+        env.update(SUNDIAL_LOG_FORMAT="json", PYTHONUNBUFFERED="1", **self.env)
+        env.setdefault("SUNDIAL_LOG_LEVEL", "info")
+        # `exec`: the daemon itself is the container's process, which docker stop and kill signal
+        command = ["sh", "-c", 'exec "$@" >>"$0" 2>&1', self.log_path, *self.command()]
+        container = DOCKER_DAEMONS.run(command, env, self.base_dir)
+        self.proc = ContainerProcess(DOCKER_DAEMONS, container)
+        self.starts += 1
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sundial exited with {self.proc.returncode} during start:\n{self.log_text()[-4000:]}")
+            if self._started_events() >= self.starts and self._port_open():
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"sundial did not start within {timeout_s}s:\n{self.log_text()[-4000:]}")
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        return self.proc.stop(timeout_s)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(60)
+
+
+if DOCKER_DAEMONS is not None:
+    # Every daemon a test starts, through broker_factory or by name, is a container.
+    SundialProcess = ContainerSundialProcess  # noqa: F811
+
+
 class ExternalBroker:
     """A daemon started elsewhere (docker-compose); it cannot be configured or restarted."""
 
@@ -179,8 +249,8 @@ class ExternalBroker:
 
 @pytest.fixture
 def broker_factory(tmp_path):
-    if EXTERNAL_BOOTSTRAP:
-        pytest.skip("needs a daemon started by the test (SUNDIAL_BOOTSTRAP points at an external one)")
+    if DAEMONS_UNAVAILABLE:
+        pytest.skip(DAEMONS_UNAVAILABLE)
     made: list[SundialProcess] = []
 
     def make(**overrides) -> SundialProcess:
@@ -193,6 +263,14 @@ def broker_factory(tmp_path):
         if proc.running:
             code = proc.stop()
             assert code == 0, f"sundial exited with {code} on SIGTERM:\n{proc.log_text()[-3000:]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_daemon_containers():
+    """The containers of test-started daemons go at the end of the session (their volume stays)."""
+    yield
+    if DOCKER_DAEMONS is not None:
+        DOCKER_DAEMONS.remove_all()
 
 
 @pytest.fixture(scope="session")

@@ -14,16 +14,11 @@ import os
 import pathlib
 import sys
 
-import pytest
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import crash_loop  # noqa: E402
 
-from .conftest import EXTERNAL_BOOTSTRAP  # noqa: E402
 
-
-@pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="needs a daemon started by the test")
 def test_kill_9_under_load_loses_and_duplicates_nothing(tmp_path):
     cycles = int(os.environ.get("SUNDIAL_CRASH_CYCLES", "5"))
     seed = int(os.environ.get("SUNDIAL_CRASH_SEED", "1234"))

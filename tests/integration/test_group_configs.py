@@ -21,7 +21,7 @@ from kafka.admin import ConfigResourceType
 
 from sundial.broker.authorizer import AclRule, AclStore
 
-from .conftest import EXTERNAL_BOOTSTRAP
+from .conftest import DAEMONS_UNAVAILABLE
 
 TIMEOUT_S = 30
 
@@ -135,7 +135,7 @@ def test_kafka_python_admin_supports_group_resources(broker):
         admin.close()
 
 
-@pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="restarts its own daemon")
+@pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
 def test_group_configs_survive_a_restart_and_a_kill(broker_factory):
     node = broker_factory(**{"group.consumer.heartbeat.interval.ms": "6000"}).start()
     group = group_id()
@@ -153,7 +153,7 @@ def test_group_configs_survive_a_restart_and_a_kill(broker_factory):
     assert any(e.get("event") == "group_configs_loaded" for e in node.log_lines())
 
 
-@pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="starts its own daemon")
+@pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
 def test_group_acls_decide_describe_and_alter(broker_factory):
     node = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
     AclStore(f"{node.data_dir}/acls.json").add([
@@ -173,6 +173,9 @@ def test_group_acls_decide_describe_and_alter(broker_factory):
 
 def test_streams_keys_set_on_the_broker_are_warned_as_without_effect(broker_factory):
     d = broker_factory(**{"group.share.record.lock.duration.ms": "20000",
-                          "group.streams.session.timeout.ms": "45000"}).start()
+                          "group.streams.session.timeout.ms": "45000",
+                          "share.coordinator.threads": "2",
+                          "share.coordinator.snapshot.update.records.per.snapshot": "100"}).start()
     warned = sorted(e["key"] for e in d.log_lines() if e.get("event") == "config_key_without_effect")
-    assert warned == ["group.streams.session.timeout.ms"]     # share groups are served
+    # share groups are served; one node's share coordinator has no threads to set
+    assert warned == ["group.streams.session.timeout.ms", "share.coordinator.threads"]

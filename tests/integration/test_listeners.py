@@ -44,7 +44,8 @@ def advertised_brokers(host: str, port: int) -> list[tuple[str, int]]:
 
 def compose_overrides(ports: dict[int, int], data_dir: str) -> dict[str, str]:
     with open(os.path.join(ROOT, "docker-compose.yml"), encoding="utf-8") as fh:
-        command = yaml.safe_load(fh)["services"]["sundial"]["command"]
+        text = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", fh.read())   # ${VAR:-default}: the default
+    command = yaml.safe_load(text)["services"]["sundial"]["command"]
     settings = dict(item.split("=", 1) for item in command[3::2])
     for key in ("listeners", "advertised.listeners"):
         settings[key] = re.sub(r":(\d+)(?=,|$)", lambda m: f":{ports[int(m.group(1))]}", settings[key])

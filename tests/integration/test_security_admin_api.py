@@ -53,9 +53,9 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from .clients import connect_raw, read_frame
-from .conftest import EXTERNAL_BOOTSTRAP, SundialProcess, free_port
+from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
 
-pytestmark = pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="starts its own daemons")
+pytestmark = pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
 EVERYTHING = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,

@@ -26,11 +26,11 @@ from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.errors import ErrorCode
 
 from .clients import create_topic, read_frame
-from .conftest import EXTERNAL_BOOTSTRAP, SundialProcess, free_port
+from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
 from .groups_support import wait_until
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
-pytestmark = pytest.mark.skipif(EXTERNAL_BOOTSTRAP is not None, reason="starts its own daemon")
+pytestmark = pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
 
 PASSWORD = "alice-pw"
 GROUP_AUTHORIZATION_FAILED = ErrorCode.GROUP_AUTHORIZATION_FAILED

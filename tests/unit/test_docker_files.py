@@ -1,25 +1,42 @@
-"""docker-compose.yml, the Dockerfile and .dockerignore, checked without a container engine.
+"""docker-compose.yml, the Dockerfile, .dockerignore and their helpers, checked without a container engine.
 
-* docker-compose.yml is read by a real YAML parser (PyYAML) and, where Debian's
-  ``docker-compose`` is installed, rendered by ``docker-compose config`` (which validates
-  it against the Compose schema without an engine). On what that gives, the test checks
-  what the setup relies on: the broker's command is a valid Sundial configuration (the
-  real loader), with one listener advertised under the service name for containers and
-  one advertised on 127.0.0.1 at the port published to the host; the tests service
-  bootstraps from the former; the health check probes a listener; the data volume exists.
-* The Dockerfile's default command is a valid configuration that advertises a routable
-  address, and its layers install the dependencies before the code is copied.
+* docker-compose.yml is read by a real YAML parser (PyYAML, with Compose's ``${VAR:-default}``
+  interpolation) and, where Debian's ``docker-compose`` is installed, rendered by
+  ``docker-compose config`` (which validates it against the Compose schema without an
+  engine). On what that gives, the test checks what the setup relies on: the broker runs
+  from the runtime stage and the tests from the test stage, each image built once; the
+  broker's command is a valid Sundial configuration (the real loader), with one listener
+  advertised under the service name for containers and one advertised on 127.0.0.1 at the
+  port published to the host (also when SUNDIAL_HOST_PORT moves it); the tests service
+  bootstraps from the former; the health check sends ApiVersions to a listener; the data
+  volume is named; the tests' temporary directories are on a volume and the Docker socket
+  is mounted, for the daemons tests start as containers.
+* The Dockerfile: the base image is a build argument defaulting to the official slim
+  image, the stages are builder, runtime and test; the runtime stage is non-root, carries
+  no compiler, node or test package, has ``/data`` as a volume, SIGTERM as its stop
+  signal, a health check and OCI labels with the project's version; its default command is
+  a valid configuration advertising a routable address; dependencies are installed
+  before the code is copied; every C accelerator of setup.py is checked at build; no
+  install failure is ignored.
 * .dockerignore keeps nested build products (``records/_speedups*.so``, egg-info,
   node_modules) out of the build context and keeps the sources in.
+* tests/integration/js/install.py (kafkajs without npm) checks integrity and refuses
+  tarball paths outside the package; scripts/base-image reads its default from the Dockerfile.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.util
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
+import tomllib
 
 import pytest
 import yaml
@@ -32,6 +49,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _read(name: str) -> str:
     with open(os.path.join(ROOT, name), encoding="utf-8") as fh:
         return fh.read()
+
+
+def _interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's ``${VAR:-default}``, ``${VAR}`` and ``$$`` (enough for this file)."""
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, default = m.group(1), m.group(3)
+        return env.get(name) or (default if default is not None else "")
+    return re.sub(r"\$\$|\$\{(\w+)(:-([^}]*))?\}", sub, text)
 
 
 def _overrides(command: list[str]) -> list[str]:
@@ -53,10 +80,22 @@ def _published(ports) -> dict[int, int]:
     return out
 
 
-def _check_compose(doc: dict) -> None:
+def _dockerfile_base_default() -> str:
+    return re.search(r"^ARG BASE_IMAGE=(\S+)$", _read("Dockerfile"), re.M).group(1)
+
+
+def _version() -> str:
+    return tomllib.loads(_read("pyproject.toml"))["project"]["version"]
+
+
+def _check_compose(doc: dict, host_port: int = 9092) -> None:
     services = doc["services"]
     broker, tests = services["sundial"], services["tests"]
-    assert broker["build"] and tests["build"]
+    # built once each, from the stages meant for them, on the same base
+    assert broker["build"]["target"] == "runtime" and tests["build"]["target"] == "test"
+    for service in (broker, tests):
+        assert service["build"]["args"]["BASE_IMAGE"] == _dockerfile_base_default()
+    assert broker["image"] != tests["image"]
     config, unknown = load_broker_config(None, _overrides(broker["command"]))
     assert unknown == {}
     listeners = {l.name: l for l in config.listeners}
@@ -68,33 +107,56 @@ def _check_compose(doc: dict) -> None:
     assert len(for_containers) == 1 and len(for_host) == 1, advertised
     inside, outside = for_containers[0], for_host[0]
     assert inside.port == listeners[inside.name].port          # containers connect to the port itself
-    assert published.get(listeners[outside.name].port) == outside.port  # the host reaches the published port
+    assert published.get(listeners[outside.name].port) == outside.port == host_port  # the host: the published port
     assert listeners[inside.name].port not in published
     env = tests["environment"]
-    bootstrap = env["SUNDIAL_BOOTSTRAP"] if isinstance(env, dict) else dict(e.split("=", 1) for e in env)[
-        "SUNDIAL_BOOTSTRAP"]
-    assert bootstrap == f"sundial:{inside.port}"
-    probe = " ".join(broker["healthcheck"]["test"])
-    assert re.search(rf"\b({'|'.join(str(l.port) for l in listeners.values())})\)", probe), probe
+    env = env if isinstance(env, dict) else dict(e.split("=", 1) for e in env)
+    assert env["SUNDIAL_BOOTSTRAP"] == f"sundial:{inside.port}"
+    assert env["SUNDIAL_BROKER_IMAGE"] == broker["image"]   # the daemons tests start: the broker's image
+    probe = broker["healthcheck"]["test"]
+    assert probe[:4] == ["CMD", "python", "-m", "sundial.tools.healthcheck"], probe
+    assert probe[4] == f"127.0.0.1:{inside.port}"
     assert tests["depends_on"]["sundial"]["condition"] == "service_healthy"
     volume = broker["volumes"][0]
-    name = volume["source"] if isinstance(volume, dict) else volume.split(":")[0]
-    assert name in doc["volumes"]
+    name, target = (volume["source"], volume["target"]) if isinstance(volume, dict) else volume.split(":")[:2]
+    assert name in doc["volumes"] and target == "/data"
     assert "log.dirs=/data" in _overrides(broker["command"])
+    # the daemons tests start: the Docker socket, and the tests' temporary directories on a volume
+    mounts = {}
+    for v in tests["volumes"]:
+        source, target = (v["source"], v["target"]) if isinstance(v, dict) else v.split(":")[:2]
+        mounts[target] = source
+    assert mounts["/var/run/docker.sock"] == "/var/run/docker.sock"
+    basetemp = [a.split("=", 1)[1] for a in tests["command"] if a.startswith("--basetemp=")]
+    assert len(basetemp) == 1
+    scratch = [t for t in mounts if basetemp[0].startswith(t.rstrip("/") + "/")]
+    assert len(scratch) == 1 and mounts[scratch[0]] in doc["volumes"], (basetemp, mounts)
+    assert "tests/integration" in tests["command"]
 
 
 def test_compose_file_parsed_by_pyyaml():
-    _check_compose(yaml.safe_load(_read("docker-compose.yml")))
+    _check_compose(yaml.safe_load(_interpolate(_read("docker-compose.yml"), {})))
+
+
+def test_compose_host_port_moves_the_published_port_and_the_advertised_one_together():
+    doc = yaml.safe_load(_interpolate(_read("docker-compose.yml"), {"SUNDIAL_HOST_PORT": "19092"}))
+    _check_compose(doc, host_port=19092)
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
-def test_compose_file_rendered_by_docker_compose_config():
+@pytest.mark.parametrize("host_port", [None, "19092"])
+def test_compose_file_rendered_by_docker_compose_config(host_port):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUNDIAL_", "COMPOSE_"))}
+    if host_port:
+        env["SUNDIAL_HOST_PORT"] = host_port
     result = subprocess.run(["docker-compose", "-f", os.path.join(ROOT, "docker-compose.yml"), "config"],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+                            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
-    _check_compose(yaml.safe_load(result.stdout))
+    assert "WARNING" not in result.stderr, result.stderr
+    _check_compose(yaml.safe_load(result.stdout), host_port=int(host_port or 9092))
 
 
+# -- the Dockerfile ----------------------------------------------------------------------------------------------
 def _dockerfile_instructions() -> list[tuple[str, str]]:
     text = re.sub(r"\\\n", " ", _read("Dockerfile"))
     out = []
@@ -106,29 +168,100 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
     return out
 
 
+def _stages() -> dict[str, list[tuple[str, str]]]:
+    """{stage name: its instructions}; "" holds what comes before the first FROM."""
+    stages: dict[str, list[tuple[str, str]]] = {"": []}
+    current = ""
+    for word, rest in _dockerfile_instructions():
+        if word == "FROM":
+            image, _, name = rest.partition(" AS ")
+            current = name.strip()
+            stages[current] = [(word, image.strip())]
+        else:
+            stages[current].append((word, rest))
+    return stages
+
+
+def test_dockerfile_stages_build_on_a_base_image_argument():
+    stages = _stages()
+    assert list(stages) == ["", "builder", "runtime", "test"]
+    assert stages[""] == [("ARG", "BASE_IMAGE=python:3.11-slim-bookworm")]
+    assert stages["builder"][0] == ("FROM", "${BASE_IMAGE}") and stages["runtime"][0] == ("FROM", "${BASE_IMAGE}")
+    assert stages["test"][0] == ("FROM", "runtime")
+
+
+def test_runtime_stage_is_lean_non_root_and_labelled():
+    runtime = _stages()["runtime"]
+    text = " ".join(rest for _, rest in runtime)
+    assert not re.search(r"\b(gcc|nodejs|npm|kcat|libc6-dev)\b", text), "build or test tools in the runtime stage"
+    copies = [rest for word, rest in runtime if word == "COPY"]
+    assert copies == ["--from=builder /opt/sundial /opt/sundial"], copies
+    users = [rest for word, rest in runtime if word == "USER"]
+    assert users == ["sundial"]
+    assert ("VOLUME", '["/data"]') in runtime and ("STOPSIGNAL", "SIGTERM") in runtime
+    health = [rest for word, rest in runtime if word == "HEALTHCHECK"]
+    assert len(health) == 1 and 'CMD ["python", "-m", "sundial.tools.healthcheck", "127.0.0.1:9092"]' in health[0]
+    assert ("ARG", f"VERSION={_version()}") in runtime
+    labels = " ".join(rest for word, rest in runtime if word == "LABEL")
+    assert 'org.opencontainers.image.version="${VERSION}"' in labels
+
+
 def test_dockerfile_default_command_is_a_valid_configuration_that_advertises_a_routable_address():
-    cmd = json.loads(dict(_dockerfile_instructions())["CMD"])
+    runtime = _stages()["runtime"]
+    cmd = json.loads(dict(runtime)["CMD"])
     config, unknown = load_broker_config(None, _overrides(cmd))
     assert unknown == {}
     assert [l.host for l in config.listeners] == ["0.0.0.0"]
     assert [(l.host, l.port) for l in config.advertised_listeners] == [("127.0.0.1", 9092)]
-    assert ("EXPOSE", "9092") in _dockerfile_instructions()
+    assert ("EXPOSE", "9092") in runtime
+    assert "log.dirs=/data" in cmd
 
 
-def test_dockerfile_installs_dependencies_before_copying_the_code():
-    steps = _dockerfile_instructions()
+def test_builder_installs_dependencies_before_copying_the_code():
+    steps = _stages()["builder"]
     copy_all = steps.index(("COPY", ". ."))
     before = steps[:copy_all]
     assert [s for s in before if s[0] == "COPY" and "pyproject.toml" in s[1]], "pyproject.toml is not copied first"
     installs = [i for i, s in enumerate(steps) if s[0] == "RUN" and "pip install" in s[1]]
     assert installs and installs[0] < copy_all, "dependencies are installed after the code is copied"
     deps = steps[installs[0]][1]
-    assert "optional-dependencies" in deps and "'test'" in deps
+    assert "['dependencies']" in deps and "['test']" in deps
     after = [s for s in steps[copy_all + 1:] if s[0] == "RUN"]
     assert len(after) == 1 and "--no-deps" in after[0][1], after  # only the project itself after the code
-    assert [s for s in before if s[0] == "RUN" and "npm" in s[1]], "kafkajs is installed after the code"
+    assert [s for s in before if s[0] == "RUN" and "install.py" in s[1]], "kafkajs is installed after the code"
 
 
+def test_builder_checks_every_c_accelerator_of_setup_py():
+    built = set(re.findall(r'Extension\("([\w.]+)"', _read("setup.py")))
+    assert len(built) >= 4
+    after_copy = _stages()["builder"]
+    check = after_copy[-1][1]
+    imported = set(re.findall(r"\bsundial(?:\.\w+)+", check.split("-c", 1)[1]))
+    assert imported == built
+
+
+def test_no_install_failure_is_ignored():
+    for word, rest in _dockerfile_instructions():
+        if word == "RUN":
+            assert "|| true" not in rest and "; true" not in rest, rest
+
+
+def test_test_stage_holds_the_test_tools_and_runs_the_integration_suite():
+    test = _stages()["test"]
+    text = " ".join(rest for _, rest in test)
+    assert re.search(r"apt-get install .*\bkcat\b.*\bnodejs\b", text)
+    assert "/tmp/test-requirements.txt" in text
+    assert ("HEALTHCHECK", "NONE") in test           # not a broker: the runtime's probe does not apply
+    assert ("COPY", "--from=builder /src/tests/integration/js/node_modules tests/integration/js/node_modules") in test
+    assert test[-2:] == [("USER", "sundial"), ("CMD", '["python", "-m", "pytest", "-q", "tests/integration", '
+                                                     '"-m", "not spark"]')]
+    # no package sources in the test image's working directory: imports find the installed wheel
+    copied = [rest.split()[0] for word, rest in test if word == "COPY" and not rest.startswith("--from")]
+    for layer in ("sundial", "broker", "storage", "records", "protocol", "config", "tools", "pipeline", "."):
+        assert layer not in copied, copied
+
+
+# -- .dockerignore -----------------------------------------------------------------------------------------------
 def _dockerignore_patterns() -> list[str]:
     return [line.strip() for line in _read(".dockerignore").splitlines()
             if line.strip() and not line.startswith("#")]
@@ -162,7 +295,8 @@ def test_dockerignore_keeps_build_products_out(path):
 
 @pytest.mark.parametrize("path", [
     "broker/server.py", "records/_speedups.c", "pyproject.toml", "setup.py", "README.md",
-    "tests/integration/js/package.json", "tests/integration/js/package-lock.json", "scripts/serve",
+    "tests/integration/js/package.json", "tests/integration/js/package-lock.json", "tests/integration/js/install.py",
+    "scripts/serve", "tools/healthcheck.py", "docker-compose.yml", "benchmarks/crash_loop.py",
 ])
 def test_dockerignore_keeps_the_sources_in(path):
     assert not _excluded(path, _dockerignore_patterns()), path
@@ -175,3 +309,60 @@ def test_every_tracked_file_the_image_needs_is_in_the_context():
     patterns = _dockerignore_patterns()
     dropped = [p for p in listed.stdout.splitlines() if _excluded(p, patterns)]
     assert dropped == [], dropped
+
+
+# -- kafkajs without npm -------------------------------------------------------------------------------------------
+def _install_module():
+    spec = importlib.util.spec_from_file_location("js_install", os.path.join(ROOT, "tests/integration/js/install.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tarball(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _sri(data: bytes) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+def test_js_install_checks_the_lock_files_integrity_and_unpacks_the_package(tmp_path):
+    install = _install_module()
+    data = _tarball({"package/package.json": b"{}", "package/src/index.js": b"module.exports = 1\n"})
+    install.check_integrity("x", data, _sri(data))
+    with pytest.raises(install.InstallError):
+        install.check_integrity("x", data, _sri(data + b"tampered"))
+    target = tmp_path / "node_modules" / "x"
+    install.unpack("x", data, str(target))
+    assert (target / "src" / "index.js").read_bytes() == b"module.exports = 1\n"
+    with pytest.raises(install.InstallError):
+        install.unpack("evil", _tarball({"package/../../escaped.js": b""}), str(tmp_path / "node_modules" / "evil"))
+    assert not (tmp_path / "escaped.js").exists()
+    assert install.tarball_url("@scope/pkg", {"version": "1.2.3"}).endswith("/@scope/pkg/-/pkg-1.2.3.tgz")
+
+
+def test_js_lock_file_pins_every_package_with_an_integrity_hash():
+    lock = json.loads(_read("tests/integration/js/package-lock.json"))
+    entries = {p: e for p, e in lock["packages"].items() if p.startswith("node_modules/")}
+    assert "node_modules/kafkajs" in entries
+    assert all(e.get("integrity", "").startswith("sha512-") and e.get("version") for e in entries.values())
+
+
+# -- scripts/base-image ------------------------------------------------------------------------------------------
+def test_base_image_script_reads_its_default_from_the_dockerfile():
+    text = _read("scripts/base-image")
+    assert "sed -n 's/^ARG BASE_IMAGE=//p' Dockerfile" in text
+    result = subprocess.run([os.path.join(ROOT, "scripts", "base-image"), "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and "scripts/base-image" in result.stdout, result.stderr
+    bad = subprocess.run([os.path.join(ROOT, "scripts", "base-image"), "--bogus"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode != 0 and "unknown argument" in bad.stderr
