@@ -42,6 +42,7 @@ from prometheus_client import start_http_server
 
 from sundial.config import BrokerConfig
 from sundial.config.group_coordinator import INERT_KEY_PREFIXES
+from sundial.config.share import SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT
 from sundial.records.timestamps import wall_clock_ms
 from sundial.storage import LogManager
 from sundial.storage.log_manager import remove_expired
@@ -260,6 +261,10 @@ class BrokerServer:
         for key in sorted(k for k in cfg.explicit if k.startswith(INERT_KEY_PREFIXES)):
             logger.warning("config_key_without_effect", key=key,
                            reason="validated for Kafka compatibility; streams groups are not served")
+        for key in sorted(k for k in cfg.explicit if k in SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT):
+            logger.warning("config_key_without_effect", key=key,
+                           reason="validated for Kafka compatibility; the share coordinator of one node keeps its "
+                                  "state in one uncompressed partition and writes from the event loop")
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
                           producer_id_expiration_ms=cfg["producer.id.expiration.ms"])

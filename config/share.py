@@ -13,7 +13,8 @@ Three families of keys make up a share group's configuration; each has one home:
   :data:`SHARE_COORDINATOR_CONFIGS`, registered in the broker's registry through
   :mod:`config.group_coordinator`, typed as :class:`ShareCoordinatorConfig`.
   ``share.coordinator.state.topic.replication.factor`` and ``.min.isr`` are among the keys a
-  single node ignores (``IGNORED_KAFKA_KEYS``: warned, not refused).
+  single node ignores (``IGNORED_KAFKA_KEYS``: warned, not refused), and the keys of
+  :data:`SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT` are validated but warned as without effect.
 
 :class:`ShareGroupSettings` is what the fetch side reads for one group: the group's GROUP
 configs over the broker defaults (:func:`share_group_settings`), resolved anew on each call so an
@@ -35,8 +36,6 @@ from .group_coordinator import ShareGroupConfig
 
 I = ConfigType.INT
 L = ConfigType.LONG
-
-SHARE_STATE_TOPIC = "__share_group_state"
 
 SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.num.partitions", I, 50,
@@ -64,6 +63,13 @@ SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.cold.partition.snapshot.interval.ms", I, 300_000,
               "How often a snapshot is written for share-partitions that received no update.", at_least(1)),
 )
+
+#: Keys Kafka's multi-threaded, multi-partition share coordinator reads and one node's has no use
+#: for: validated, and warned at start-up as without effect when set.
+SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT = frozenset({
+    "share.coordinator.state.topic.num.partitions", "share.coordinator.state.topic.compression.codec",
+    "share.coordinator.threads", "share.coordinator.load.buffer.size", "share.coordinator.append.linger.ms",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +125,7 @@ def share_group_settings(group: GroupConfig, broker: ShareGroupConfig) -> ShareG
 
 
 __all__ = [
-    "SHARE_COORDINATOR_CONFIGS", "SHARE_STATE_TOPIC", "ShareCoordinatorConfig", "ShareGroupSettings",
+    "SHARE_COORDINATOR_CONFIGS", "SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT", "ShareCoordinatorConfig", "ShareGroupSettings",
     "share_group_settings", "ShareAutoOffsetReset", "LATEST", "EARLIEST", "BY_DURATION", "READ_COMMITTED",
     "READ_UNCOMMITTED",
 ]
