@@ -56,6 +56,8 @@ from typing import Callable, Protocol
 
 import structlog
 
+from sundial.config.share import ShareCoordinatorConfig
+
 from ..coordinator_schema import SchemaError
 from ..groups.offsets import MemoryOffsetsLog, OffsetsLog, PartitionOffsetsLog
 from .state_batch import ShareStateSnapshot, StateBatch, StateChange
@@ -69,40 +71,6 @@ logger = structlog.get_logger(__name__)
 
 class ShareStateWriteError(Exception):
     """A state write failed or was not durable in time (the caller refuses its request)."""
-
-
-# --- settings ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class ShareStateSettings:
-    """The ``share.coordinator.*`` keys this store reads, with Kafka's defaults (``ShareCoordinatorConfig``)."""
-
-    snapshot_update_records_per_snapshot: int = 500
-    state_topic_segment_bytes: int = 100 * 1024 * 1024
-    write_timeout_ms: int = 5000
-    prune_interval_ms: int = 5 * 60 * 1000
-    cold_partition_snapshot_interval_ms: int = 5 * 60 * 1000
-
-    KEYS = {
-        "share.coordinator.snapshot.update.records.per.snapshot": "snapshot_update_records_per_snapshot",
-        "share.coordinator.state.topic.segment.bytes": "state_topic_segment_bytes",
-        "share.coordinator.write.timeout.ms": "write_timeout_ms",
-        "share.coordinator.state.topic.prune.interval.ms": "prune_interval_ms",
-        "share.coordinator.cold.partition.snapshot.interval.ms": "cold_partition_snapshot_interval_ms",
-    }
-
-    @classmethod
-    def from_config(cls, config) -> ShareStateSettings:
-        """Read from the broker config; a key the config does not define keeps Kafka's default."""
-        values = {}
-        for key, attr in cls.KEYS.items():
-            try:
-                value = config[key]
-            except (KeyError, LookupError):
-                continue
-            if value is not None:
-                values[attr] = int(value)
-        return cls(**values)
 
 
 # --- the state of one share-partition ---------------------------------------------------------
@@ -188,7 +156,7 @@ class ShareStateStore:
     read the start offsets."""
 
     def __init__(self, log: OffsetsLog, topic_ids: TopicIds, *, now_ms: Callable[[], int],
-                 settings: ShareStateSettings = ShareStateSettings()) -> None:
+                 settings: ShareCoordinatorConfig = ShareCoordinatorConfig()) -> None:
         self.log = log
         self.topic_ids = topic_ids
         self.now_ms = now_ms
@@ -204,7 +172,7 @@ class ShareStateStore:
 
     # -- construction over Sundial's storage ----------------------------------------------------
     @staticmethod
-    def topic_overrides(settings: ShareStateSettings) -> dict[str, str]:
+    def topic_overrides(settings: ShareCoordinatorConfig) -> dict[str, str]:
         """Kafka's ``shareGroupStateTopicConfigs``: delete policy, kept for ever (pruned by this store)."""
         return {
             "cleanup.policy": "delete",
@@ -218,7 +186,7 @@ class ShareStateStore:
     @classmethod
     def open(cls, logs, config, *, now_ms: Callable[[], int]) -> ShareStateStore:
         """The store over partition 0 of ``__share_group_state`` (created when missing)."""
-        settings = ShareStateSettings.from_config(config)
+        settings = config.share_coordinator
         if logs.topic(SHARE_STATE_TOPIC) is None:
             logs.create_topic(SHARE_STATE_TOPIC, 1, cls.topic_overrides(settings))
             logger.info("share_state_topic_created", topic=SHARE_STATE_TOPIC, partitions=1)
@@ -227,7 +195,7 @@ class ShareStateStore:
 
     @classmethod
     def in_memory(cls, topic_ids: TopicIds, *, now_ms: Callable[[], int],
-                  settings: ShareStateSettings = ShareStateSettings()) -> ShareStateStore:
+                  settings: ShareCoordinatorConfig = ShareCoordinatorConfig()) -> ShareStateStore:
         return cls(MemoryOffsetsLog(), topic_ids, now_ms=now_ms, settings=settings)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -235,7 +203,7 @@ class ShareStateStore:
         """Replay the log on a worker thread, then prune it periodically."""
         await asyncio.to_thread(self.replay)
         self.mark_loaded()
-        if self._maintenance is None and self.settings.prune_interval_ms > 0:
+        if self._maintenance is None and self.settings.state_topic_prune_interval_ms > 0:
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain_forever())
 
     async def stop(self) -> None:
@@ -469,7 +437,7 @@ class ShareStateStore:
 
     # -- pruning ---------------------------------------------------------------------------------
     async def _maintain_forever(self) -> None:
-        interval_s = self.settings.prune_interval_ms / 1000
+        interval_s = self.settings.state_topic_prune_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             try:
@@ -524,6 +492,6 @@ def _apply_update(state: _PartitionState, value: ShareUpdateValue) -> None:
 
 
 __all__ = [
-    "SHARE_STATE_TOPIC", "FixedTopicIds", "LogTopicIds", "SharePartitionSummary", "ShareStateSettings",
+    "SHARE_STATE_TOPIC", "FixedTopicIds", "LogTopicIds", "SharePartitionSummary",
     "ShareStateStore", "ShareStateWriteError", "TopicIds",
 ]

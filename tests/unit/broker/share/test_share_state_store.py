@@ -34,7 +34,8 @@ from sundial.broker.share.state_records import (
     encode_snapshot_value,
     encode_update_value,
 )
-from sundial.broker.share.state_store import FixedTopicIds, ShareStateSettings, ShareStateStore, ShareStateWriteError
+from sundial.broker.share.state_store import FixedTopicIds, ShareStateStore, ShareStateWriteError
+from sundial.config.share import ShareCoordinatorConfig
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
 TOPIC_ID = bytes(range(16))
@@ -255,7 +256,7 @@ def state_of(snapshot: ShareStateSnapshot | None):
 
 
 def new_store(log, clock, per_snapshot: int) -> ShareStateStore:
-    settings_ = ShareStateSettings(snapshot_update_records_per_snapshot=per_snapshot, prune_interval_ms=0,
+    settings_ = ShareCoordinatorConfig(snapshot_update_records_per_snapshot=per_snapshot, state_topic_prune_interval_ms=0,
                                    cold_partition_snapshot_interval_ms=50)
     store = ShareStateStore(log, IDS, now_ms=clock, settings=settings_)
     store.replay()
@@ -336,7 +337,7 @@ def test_cold_partitions_are_snapshotted_and_deleted_topics_dropped():
         log = MemoryOffsetsLog()
         ids = FixedTopicIds(dict(IDS.ids))
         store = ShareStateStore(log, ids, now_ms=clock,
-                                settings=ShareStateSettings(prune_interval_ms=0, cold_partition_snapshot_interval_ms=100))
+                                settings=ShareCoordinatorConfig(state_topic_prune_interval_ms=0, cold_partition_snapshot_interval_ms=100))
         store.mark_loaded()
         await store.initialize("idle", "t", 0, 5)
         await store.initialize("busy", "t", 1, 0)
@@ -373,7 +374,7 @@ def test_write_failures_raise():
         async def never(_):
             await asyncio.sleep(10)
         log.wait_durable = never
-        store.settings = ShareStateSettings(write_timeout_ms=10)
+        store.settings = ShareCoordinatorConfig(write_timeout_ms=10)
         with pytest.raises(ShareStateWriteError):
             await store.initialize("g", "t", 0, 0)
     asyncio.run(run())
