@@ -6,6 +6,10 @@ Thin: each handler turns the decoded request into a call on the share groups
 Version 0 was Kafka 4.0's early access and is gone from Kafka 4.1's JSON; v1 requires the
 client's own member id.
 
+Both answer UNSUPPORTED_VERSION while share groups are off, as Kafka's ``isShareGroupProtocolEnabled``:
+they are on when ``group.share.enable`` is true or the feature ``share.version`` is finalized at 1 or
+more, which this broker does once it serves ShareFetch (:func:`broker.handlers.api_versions.finalized_features`).
+
 Authorization, as Kafka 4.2's ``KafkaApis``: the heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and, when it names subscribed topics, DESCRIBE on every one of
 them (TOPIC_AUTHORIZATION_FAILED); describe needs DESCRIBE on the group, and a group whose
@@ -15,15 +19,26 @@ members are assigned a topic the caller may not describe answers TOPIC_AUTHORIZA
 from __future__ import annotations
 
 from sundial.protocol.errors import ErrorCode
+from sundial.protocol.features import SHARE_VERSION
 
 from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, is_authorized
 from ..groups.modern.errors import GroupError
 from ..groups.share.manager import ShareHeartbeatRequest
+from .api_versions import finalized_features
+
+_DISABLED = "Share groups are not enabled (group.share.enable is false and share.version is not finalized)."
 
 
 def _client_host(ctx) -> str:
     host = ctx.client_host or ""
     return host if host.startswith("/") else f"/{host}"
+
+
+def share_groups_enabled(broker) -> bool:
+    config = getattr(broker, "config", None)
+    if config is not None and config.group_coordinator.share.enable:
+        return True
+    return finalized_features(broker).get(SHARE_VERSION, 0) >= 1
 
 
 def _shares(ctx):
@@ -53,6 +68,8 @@ async def handle_share_group_heartbeat(ctx, request):
         return _heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     if coord is None:
         return _heartbeat_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+    if not share_groups_enabled(ctx.broker):
+        return _heartbeat_error(ErrorCode.UNSUPPORTED_VERSION, _DISABLED)
     heartbeat = ShareHeartbeatRequest(
         group_id=group_id, member_id=request.member_id or "", member_epoch=request.member_epoch,
         rack_id=request.rack_id, subscribed_topic_names=tuple(topics) if topics is not None else None)
@@ -87,9 +104,13 @@ def _described(desc, operations: int) -> dict:
 async def handle_share_group_describe(ctx, request):
     coord = _shares(ctx)
     include_ops = bool(request.include_authorized_operations)
+    enabled = share_groups_enabled(ctx.broker)
     out = []
     for group_id in request.group_ids or []:
         group_id = group_id or ""
+        if not enabled:
+            out.append(_not_described(group_id, ErrorCode.UNSUPPORTED_VERSION, _DISABLED))
+            continue
         if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             out.append(_not_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue

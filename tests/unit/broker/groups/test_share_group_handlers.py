@@ -36,9 +36,16 @@ class Authorizer:
 
 
 @dataclass
+class FakeDispatcher:
+    advertised: dict
+
+
+@dataclass
 class FakeBroker:
     groups: GroupCoordinator
     authorizer: Authorizer | None = None
+    config: BrokerConfig = field(default_factory=lambda: BrokerConfig({"group.share.enable": "true"}))
+    dispatcher: FakeDispatcher | None = None
 
 
 @dataclass
@@ -112,6 +119,21 @@ async def test_refusals_carry_kafkas_code_and_message():
     assert r.error_code == E.FENCED_MEMBER_EPOCH
     r = await call(broker, ApiKey.SHARE_GROUP_HEARTBEAT, heartbeat("m2", 1))
     assert r.error_code == E.UNKNOWN_MEMBER_ID
+
+
+async def test_share_groups_are_off_unless_enabled_or_share_version_is_finalized():
+    broker = await new_broker()
+    broker.config = BrokerConfig({})
+    broker.dispatcher = FakeDispatcher(dict(DISPATCH.advertised))
+    broker.dispatcher.advertised.pop(int(ApiKey.SHARE_FETCH), None)
+    r = await call(broker, ApiKey.SHARE_GROUP_HEARTBEAT, heartbeat("m1", 0, ["q"]))
+    assert r.error_code == E.UNSUPPORTED_VERSION and "group.share.enable" in r.error_message
+    d = await call(broker, ApiKey.SHARE_GROUP_DESCRIBE, {"group_ids": ["sg"], "include_authorized_operations": False})
+    assert d.groups[0].error_code == E.UNSUPPORTED_VERSION
+    # ShareFetch served: share.version is finalized at 1 and share groups are on
+    broker.dispatcher.advertised[int(ApiKey.SHARE_FETCH)] = (1, 2)
+    r = await call(broker, ApiKey.SHARE_GROUP_HEARTBEAT, heartbeat("m1", 0, ["q"]))
+    assert r.error_code == 0
 
 
 async def test_authorization():
