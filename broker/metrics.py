@@ -74,6 +74,8 @@ from .groups.consumer_groups import GROUP_TYPE_CONSUMER
 from .groups.coordinator import GROUP_TYPE_CLASSIC
 from .groups.group import GroupState
 from .groups.modern.group import ConsumerGroupState
+from .groups.share.group import STATES as SHARE_GROUP_STATES
+from .groups.share_groups import GROUP_TYPE_SHARE
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                     2.5, 5.0, 10.0, 30.0)
@@ -302,6 +304,7 @@ def group_lag_rows(coordinator) -> list[dict]:
 GROUP_TYPE_STATES = {
     GROUP_TYPE_CLASSIC: tuple(s.value for s in GroupState),
     GROUP_TYPE_CONSUMER: tuple(s.value for s in ConsumerGroupState),
+    GROUP_TYPE_SHARE: SHARE_GROUP_STATES,
 }
 
 
@@ -316,12 +319,19 @@ def group_rows(coordinator) -> list[tuple]:
     for listed in coordinator.consumer.list_groups():
         key = (GROUP_TYPE_CONSUMER, listed.state)
         counts[key] = counts.get(key, 0) + 1
+    share = getattr(coordinator, "share", None)
+    for listed in share.list_groups() if share is not None else ():
+        key = (GROUP_TYPE_SHARE, listed.state)
+        counts[key] = counts.get(key, 0) + 1
     rows: list[tuple] = [("groups", {"type": t, "state": state}, n) for (t, state), n in sorted(counts.items())]
     consumer = coordinator.consumer
     rows += [("rebalances", {"type": GROUP_TYPE_CLASSIC}, coordinator.completed_rebalances),
              ("rebalances", {"type": GROUP_TYPE_CONSUMER}, consumer.rebalances),
              ("fenced_members", {"type": GROUP_TYPE_CLASSIC}, coordinator.expired_members),
              ("fenced_members", {"type": GROUP_TYPE_CONSUMER}, consumer.fenced_members)]
+    if share is not None:
+        rows += [("rebalances", {"type": GROUP_TYPE_SHARE}, share.rebalances),
+                 ("fenced_members", {"type": GROUP_TYPE_SHARE}, share.fenced_members)]
     return rows
 
 

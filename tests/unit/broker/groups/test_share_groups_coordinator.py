@@ -214,3 +214,19 @@ async def test_offset_apis_on_a_share_group_id_answer_group_id_not_found():
     assert coord.fetch_offsets(group_id="sg", partitions=None)[0] == E.GROUP_ID_NOT_FOUND
     assert (await coord.delete_offsets(group_id="sg", partitions=[("q", 0)]))[0] == E.GROUP_ID_NOT_FOUND
     assert "sg" not in coord.groups                 # no classic group was made under the share group's id
+
+
+async def test_group_metrics_count_share_groups():
+    from sundial.broker.metrics import GROUP_TYPE_STATES, group_rows
+    coord, log, clock, _ = await started()
+    assert GROUP_TYPE_STATES["share"] == ("Empty", "Stable")
+    await hb(coord, "m1", 0, ("q",))
+    await hb(coord, "m2", 0, ("q",))
+    clock.now += 45_000
+    await hb(coord, "m2", 2)
+    coord.share.fire_timers()                       # m1 fenced
+    rows = {(family, tuple(sorted(labels.items()))): n for family, labels, n in group_rows(coord)}
+    assert rows[("groups", (("state", "Stable"), ("type", "share")))] == 1
+    assert rows[("groups", (("state", "Empty"), ("type", "share")))] == 0
+    assert rows[("rebalances", (("type", "share"),))] == 3     # two joins, one fencing
+    assert rows[("fenced_members", (("type", "share"),))] == 1
