@@ -192,6 +192,7 @@ class PartitionFetch:
 class _Entry:
     key: Key
     engine: SharePartition
+    topic_id: bytes | None
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     timer_deadline_ms: int | None = None
@@ -324,9 +325,12 @@ class SharePartitionManager:
         """The loaded share-partition, loading it first; None when the partition has no log."""
         key = (group_id, topic, partition)
         entry = self._entries.get(key)
+        topic_id = self._topic_id(topic)
         if entry is not None:
-            return entry
-        if self._rm.log_for(topic, partition) is None:
+            if entry.topic_id == topic_id:
+                return entry
+            self.forget(*key)         # the topic was deleted and made again: a new share-partition
+        if topic_id is None or self._rm.log_for(topic, partition) is None:
             return None
         pending = self._loading.get(key)
         if pending is None:
@@ -344,6 +348,10 @@ class SharePartitionManager:
             pending.set_result(entry)
             return entry
         return await asyncio.shield(pending)
+
+    def _topic_id(self, topic: str) -> bytes | None:
+        meta = self._rm.logs.topic(topic)
+        return None if meta is None else bytes(meta.topic_id)
 
     async def _load(self, key: Key) -> _Entry:
         group_id, topic, partition = key
@@ -367,7 +375,7 @@ class SharePartitionManager:
         log = self._rm.log_for(topic, partition)
         if log is not None and log.log_start_offset > engine.start_offset:
             engine.on_log_start_offset(log.log_start_offset)
-        return _Entry(key, engine)
+        return _Entry(key, engine, self._topic_id(topic))
 
     def _initial_offset(self, topic: str, partition: int, settings) -> int:
         """``share.auto.offset.reset`` resolved against the log (Kafka

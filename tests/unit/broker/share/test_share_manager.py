@@ -385,3 +385,18 @@ async def test_metrics_rows_count_what_happened(env_factory):
     assert 'sundial_share_archived_records_total{group="g"} 1.0' in text
     assert 'sundial_share_in_flight_records{group="g"} 3.0' in text   # SPSO 1 to end 3 (2 archived)
     assert 'sundial_share_lag{group="g",partition="0",topic="t"} 2.0' in text
+
+
+@pytest.mark.asyncio
+async def test_topic_deleted_and_made_again_is_a_new_share_partition(env_factory):
+    env = env_factory()
+    env.produce(5)
+    await env.fetch("A")
+    assert await env.ack("A", 0, 4, ACCEPT) == E.NONE
+    assert env.manager.start_offset(G, "t", 0) == 5
+    env.logs.delete_topic("t")
+    await env.store.delete(G, "t", 0)     # the durable store keys state by topic id and drops a deleted topic's
+    assert (await env.fetch("A"))[("t", 0)].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    env.logs.create_topic("t", 1)
+    env.produce(2)
+    assert ranges((await env.fetch("A"))[("t", 0)]) == [(0, 1, 1)]
