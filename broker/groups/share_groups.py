@@ -142,6 +142,12 @@ class ShareGroups:
     def list_groups(self, states: Iterable[str] = ()) -> list[ListedShareGroup]:
         return self.manager.list_groups(states)
 
+    async def ensure_group(self, group_id: str) -> None:
+        """Make ``group_id`` an empty share group unless it is one (durable on return); raises
+        GroupError (GROUP_ID_NOT_FOUND) when it names a consumer or classic group."""
+        self._check_available()
+        await self._persist(self.manager.create_group(group_id))
+
     async def delete_group(self, group_id: str) -> None:
         """Tombstones of the group's records; raises GroupError (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
         await self._persist(self.manager.delete_group(group_id))

@@ -313,6 +313,18 @@ class ShareGroupManager:
         return [ListedShareGroup(gid, grp.state) for gid, grp in sorted(self._groups.items())
                 if not wanted or grp.state.lower() in wanted]
 
+    def create_group(self, group_id: str) -> list[ShareRecord]:
+        """An empty share group under ``group_id`` (AlterShareGroupOffsets on a group not yet known,
+        as Kafka's ``getOrMaybeCreatePersistedShareGroup``): its epoch record, none when it exists;
+        GROUP_ID_NOT_FOUND when the id names a group of another type."""
+        if group_id in self._groups:
+            return []
+        if not group_id or self._is_other_group(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        records = [g.group_epoch(group_id, 0, 0)]
+        self._apply(records)
+        return records
+
     def delete_group(self, group_id: str) -> list[ShareRecord]:
         """DeleteGroups: NON_EMPTY_GROUP while it has members; the tombstones of every record."""
         group = self._existing_group(group_id)

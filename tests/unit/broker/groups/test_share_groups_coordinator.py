@@ -230,3 +230,22 @@ async def test_group_metrics_count_share_groups():
     assert rows[("groups", (("state", "Empty"), ("type", "share")))] == 0
     assert rows[("rebalances", (("type", "share"),))] == 3     # two joins, one fencing
     assert rows[("fenced_members", (("type", "share"),))] == 1
+
+
+async def test_ensure_group_makes_an_empty_share_group_that_survives_a_restart():
+    coord, log, clock, configs = await started()
+    await coord.share.ensure_group("altered-first")
+    await coord.share.ensure_group("altered-first")           # idempotent: nothing more written
+    assert coord.share.is_share_group("altered-first") and coord.share.is_empty("altered-first")
+    assert coord.list_groups(types=["share"])[1] == [{"group_id": "altered-first", "protocol_type": "share",
+                                                       "group_state": "Empty", "group_type": "share"}]
+    r = await hb(coord, "m1", 0, ("q",), group="altered-first")
+    assert r.member_epoch == 1
+    await coord.consumer_heartbeat(HeartbeatRequest("cg", "c1", 0, subscribed_topic_names=("q",),
+                                                    rebalance_timeout_ms=10_000, topic_partitions={}, version=1),
+                                   client_id="c", client_host="/h")
+    with pytest.raises(GroupError) as info:
+        await coord.share.ensure_group("cg")
+    assert info.value.error_code == E.GROUP_ID_NOT_FOUND
+    coord2, *_ = await started(log=log, clock=clock, configs=configs)
+    assert coord2.share.describe("altered-first").group_epoch == 1
