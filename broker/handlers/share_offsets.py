@@ -16,12 +16,15 @@ share-state store (:mod:`broker.share.state_store`). As Kafka's ``KafkaApis`` an
   existing topic is initialized afresh at the given start offset (a new state epoch; everything in
   flight is forgotten; a start offset past the log end or before the log start is taken as given
   and corrected by the share-partition when it next reads the log, as in Kafka); an unknown topic or
-  partition answers UNKNOWN_TOPIC_OR_PARTITION. Like Kafka 4.2, a share group need not exist yet:
-  offsets set before its first member joins are where it starts.
+  partition answers UNKNOWN_TOPIC_OR_PARTITION. Like Kafka 4.2, a share group need not exist yet: it is
+  created empty, and the offsets set before its first member joins are where it starts.
 * **Delete** needs DELETE on the group and READ on each topic. The group must be a share group
   (GROUP_ID_NOT_FOUND) with no members (NON_EMPTY_GROUP); each named topic's state is deleted for
   every partition, so the group starts there afresh with ``share.auto.offset.reset``; a topic that
   does not exist, or where the group has no state, answers UNKNOWN_TOPIC_OR_PARTITION.
+
+All three answer UNSUPPORTED_VERSION while share groups are off (Kafka's ``isShareGroupProtocolEnabled``:
+``group.share.enable`` or the finalized feature ``share.version``).
 
 After an alter or delete the share-partition manager drops the partitions' engines so the next
 fetch reads the new state. Answers go out once the state is durable.
@@ -36,7 +39,9 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
+from ..groups.modern.errors import GroupError
 from ..share.state_store import ShareStateWriteError
+from .share_groups import share_groups_enabled
 
 logger = structlog.get_logger(__name__)
 
@@ -51,6 +56,7 @@ _MESSAGES = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
 }
 NO_OFFSETS_TO_DELETE = "There is no offset information to delete."
+DISABLED = "Share groups are not enabled (group.share.enable is false and share.version is not finalized)."
 
 
 # --- what the handlers use of the broker ------------------------------------------------------
@@ -118,6 +124,9 @@ def _described_partition(ctx, summary, topic: str, partition: int) -> dict:
 def _describe_group(ctx, group) -> dict:
     group_id = group.group_id
     out = {"group_id": group_id, "topics": [], "error_code": ErrorCode.NONE, "error_message": None}
+    if not share_groups_enabled(ctx.broker):
+        out["error_code"], out["error_message"] = ErrorCode.UNSUPPORTED_VERSION, DISABLED
+        return out
     if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id or ""):
         out["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
         return out
@@ -172,6 +181,8 @@ def _alter_partition(partition: int, code: ErrorCode = ErrorCode.NONE, message: 
 
 async def handle_alter_share_group_offsets(ctx, request):
     group_id = request.group_id
+    if not share_groups_enabled(ctx.broker):
+        return _alter_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
     if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return _alter_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     store = _store(ctx)
@@ -182,6 +193,12 @@ async def handle_alter_share_group_offsets(ctx, request):
     problem = _group_problem(ctx, group_id, must_exist=False)
     if problem is not None:
         return _alter_error(*problem)
+    share = _share_groups(ctx)
+    if share is not None and not share.is_share_group(group_id):
+        try:  # offsets set before the first member: the group is created empty (Kafka 4.2)
+            await share.ensure_group(group_id)
+        except GroupError as exc:
+            return _alter_error(exc.error_code, exc.message)
     responses = []
     for topic in request.topics or []:
         name = topic.topic_name
@@ -233,6 +250,8 @@ def _delete_topic(name: str, topic_id, code: ErrorCode = ErrorCode.NONE, message
 
 async def handle_delete_share_group_offsets(ctx, request):
     group_id = request.group_id
+    if not share_groups_enabled(ctx.broker):
+        return _delete_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
     if not is_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id or ""):
         return _delete_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     store = _store(ctx)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
 from sundial.broker.authorizer import AclOperation, ResourceType
+from sundial.broker.groups.modern.errors import GroupError
 from sundial.broker.handlers.share_offsets import (
     handle_alter_share_group_offsets,
     handle_delete_share_group_offsets,
@@ -57,6 +59,11 @@ class ShareGroupsShell:
     def __init__(self) -> None:
         self.members: dict[str, list[str]] = {}
 
+    async def ensure_group(self, group_id):
+        if group_id in Groups.OTHERS:
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        self.members.setdefault(group_id, [])
+
     def is_share_group(self, group_id):
         return group_id in self.members
 
@@ -65,9 +72,11 @@ class ShareGroupsShell:
 
 
 class Groups:
+    OTHERS = {"classic-group"}
+
     def __init__(self) -> None:
         self.share = ShareGroupsShell()
-        self.others = {"classic-group"}
+        self.others = set(self.OTHERS)
 
     def group_ids(self):
         return sorted(self.others | set(self.share.members))
@@ -89,8 +98,14 @@ class Authorizer:
         return (operation, resource_type, name) not in self.denied
 
 
+def enabled_config(enable: bool = True):
+    return SimpleNamespace(group_coordinator=SimpleNamespace(share=SimpleNamespace(enable=enable),
+                                                             consumer_protocol_enabled=True))
+
+
 @dataclass
 class Broker:
+    config: SimpleNamespace = field(default_factory=enabled_config)
     logs: Logs = field(default_factory=Logs)
     groups: Groups = field(default_factory=Groups)
     share_partitions: Manager = field(default_factory=Manager)
@@ -259,4 +274,18 @@ def test_acls():
         assert (await alter(broker, "g", {"t": {0: 1}})).error_code == E.GROUP_AUTHORIZATION_FAILED
         resp = await call(broker, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "t"}]})
         assert resp.error_code == E.GROUP_AUTHORIZATION_FAILED
+    run(go())
+
+
+def test_created_empty_by_alter_and_refused_while_share_groups_are_off():
+    async def go():
+        broker = new_broker()
+        assert (await alter(broker, "fresh", {"t": {0: 1}})).error_code == 0
+        assert broker.groups.share.is_share_group("fresh") and broker.groups.share.is_empty("fresh")
+        broker.config = enabled_config(False)
+        assert (await alter(broker, "fresh", {"t": {0: 1}})).error_code == E.UNSUPPORTED_VERSION
+        resp = await call(broker, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, describe_req("fresh"))
+        assert resp.groups[0].error_code == E.UNSUPPORTED_VERSION
+        resp = await call(broker, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "fresh", "topics": []})
+        assert resp.error_code == E.UNSUPPORTED_VERSION
     run(go())
