@@ -165,6 +165,7 @@ class GroupConfigStore:
             new = validate_group_config(change(self.overrides(group_id)), self.coordinator)
             if validate_only or new == self._overrides.get(group_id, {}):
                 return new
+            old = self._overrides.get(group_id, {})
             snapshot = {g: dict(keys) for g, keys in self._overrides.items() if g != group_id}
             if new:
                 snapshot[group_id] = new
@@ -172,6 +173,8 @@ class GroupConfigStore:
             self._overrides = snapshot
             self._effective.pop(group_id, None)
         logger.info("group_config_altered", group=group_id, configs=new)
+        for key, reason in GROUP_CONFIGS.without_effect(k for k, v in new.items() if old.get(k) != v):
+            logger.warning("config_key_without_effect", key=key, group=group_id, reason=reason)
         effective = self.config(group_id)
         for callback in list(self._listeners):
             try:

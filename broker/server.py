@@ -41,8 +41,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from sundial.config import BrokerConfig
-from sundial.config.group_coordinator import INERT_KEY_PREFIXES
-from sundial.config.share import SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT
+from sundial.config.broker import BROKER_CONFIGS, unknown_key_warnings
 from sundial.records.timestamps import wall_clock_ms
 from sundial.storage import LogManager
 from sundial.storage.log_manager import remove_expired
@@ -256,15 +255,13 @@ class BrokerServer:
         for d in log_dirs:
             self._prepare_dir(d)
         cluster_id = self._read_or_create_meta(log_dirs)
-        for key in sorted(self.unknown_keys):
-            logger.warning("config_key_ignored", key=key)
-        for key in sorted(k for k in cfg.explicit if k.startswith(INERT_KEY_PREFIXES)):
-            logger.warning("config_key_without_effect", key=key,
-                           reason="validated for Kafka compatibility; streams groups are not served")
-        for key in sorted(k for k in cfg.explicit if k in SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT):
-            logger.warning("config_key_without_effect", key=key,
-                           reason="validated for Kafka compatibility; the share coordinator of one node keeps its "
-                                  "state in one uncompressed partition and writes from the event loop")
+        for key, did_you_mean in unknown_key_warnings(self.unknown_keys):
+            if did_you_mean:
+                logger.warning("config_key_ignored", key=key, did_you_mean=did_you_mean)
+            else:
+                logger.warning("config_key_ignored", key=key)
+        for key, reason in BROKER_CONFIGS.without_effect(cfg.explicit):
+            logger.warning("config_key_without_effect", key=key, reason=reason)
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
                           producer_id_expiration_ms=cfg["producer.id.expiration.ms"])

@@ -28,8 +28,11 @@ from .defs import (
     between,
     each_one_of,
     format_value,
+    compatibility_only,
+    did_you_mean,
     one_of,
     os_default_or_at_least,
+    suggestion,
 )
 from .group_coordinator import GROUP_COORDINATOR_CONFIGS, GroupCoordinatorConfig
 from .share import SHARE_COORDINATOR_CONFIGS, ShareCoordinatorConfig
@@ -37,6 +40,8 @@ from .topic import (
     TOPIC_CONFIGS,
     ConfigEntry,
     ConfigSource,
+    SINGLE_NODE_IN_SYNC,
+    SINGLE_NODE_NO_ELECTION,
     TopicConfig,
     record_version_for,
     resolve_topic_config,
@@ -66,12 +71,14 @@ _def(ConfigDef("listener.security.protocol.map", S,
 _def(ConfigDef("log.dirs", ConfigType.LIST, None, "Data directories; overrides log.dir."))
 _def(ConfigDef("log.dir", S, "./sundial-data", "Data directory when log.dirs is not set (Kafka: /tmp/kafka-logs)."))
 _def(ConfigDef("num.partitions", I, 1, "Partitions of an auto-created topic.", at_least(1)))
-_def(ConfigDef("default.replication.factor", I, 1, "Accepted for compatibility; Sundial is a single node.",
-               at_least(1)))
+_def(compatibility_only(ConfigDef("default.replication.factor", I, 1,
+                                 "Replicas of an auto-created topic.", at_least(1)),
+                       "Sundial is a single node: every partition has exactly one replica"))
 _def(ConfigDef("auto.create.topics.enable", B, True, "Create unknown topics on Metadata and Produce."))
 _def(ConfigDef("delete.topic.enable", B, True, "Allow DeleteTopics."))
-_def(ConfigDef("num.recovery.threads.per.data.dir", I, 1, "Threads used to recover logs at start-up.",
-               at_least(1)))
+_def(compatibility_only(ConfigDef("num.recovery.threads.per.data.dir", I, 1,
+                                 "Threads used to recover logs at start-up.", at_least(1)),
+                       "the logs of a data directory are recovered by one thread"))
 _def(ConfigDef("log.initial.task.delay.ms", L, 30_000, "Delay before the first retention pass.", at_least(0)))
 
 # --- log defaults (topic synonyms) -------------------------------------------------
@@ -135,8 +142,10 @@ _def(ConfigDef("log.cleaner.backoff.ms", L, 15_000, "Sleep of the cleaner when n
                at_least(0)))
 _def(ConfigDef("compression.type", S, "producer", "Default compression.type.",
                one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")))
-_def(ConfigDef("min.insync.replicas", I, 1, "Default min.insync.replicas.", at_least(1)))
-_def(ConfigDef("unclean.leader.election.enable", B, False, "Default unclean.leader.election.enable."))
+_def(compatibility_only(ConfigDef("min.insync.replicas", I, 1, "Default min.insync.replicas.", at_least(1)),
+                       SINGLE_NODE_IN_SYNC))
+_def(compatibility_only(ConfigDef("unclean.leader.election.enable", B, False,
+                                 "Default unclean.leader.election.enable."), SINGLE_NODE_NO_ELECTION))
 
 # --- consumed-log retention (seed 004) --------------------------------------------
 _def(ConfigDef("log.retention.commitoffset.enable", B, False,
@@ -371,6 +380,19 @@ class CleanerConfig:
         return min(self.dedupe_buffer_size // max(self.threads, 1), 2**31 - 1)
 
 
+#: The broker key behind each field of :class:`CleanerConfig`.
+CLEANER_FIELD_FOR_KEY = {
+    "log.cleaner.enable": "enable",
+    "log.cleaner.threads": "threads",
+    "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "dedupe_buffer_load_factor",
+    "log.cleaner.io.buffer.size": "io_buffer_size",
+    "log.cleaner.io.max.bytes.per.second": "max_io_bytes_per_second",
+    "log.cleaner.backoff.ms": "backoff_ms",
+    "message.max.bytes": "max_message_bytes",
+}
+
+
 class BrokerConfig:
     """The broker's settings: every defined key typed, and which ones the user set.
 
@@ -480,11 +502,7 @@ class BrokerConfig:
 
     @property
     def cleaner(self) -> CleanerConfig:
-        v = self.values
-        return CleanerConfig(v["log.cleaner.enable"], v["log.cleaner.threads"], v["log.cleaner.dedupe.buffer.size"],
-                             v["log.cleaner.io.buffer.load.factor"], v["log.cleaner.io.buffer.size"],
-                             v["log.cleaner.io.max.bytes.per.second"], v["log.cleaner.backoff.ms"],
-                             v["message.max.bytes"])
+        return CleanerConfig(**{field: self.values[key] for key, field in CLEANER_FIELD_FOR_KEY.items()})
 
     def topic_defaults(self) -> TopicConfig:
         """Effective settings of a topic without overrides."""
@@ -513,6 +531,13 @@ class BrokerConfig:
                 synonyms = tuple(syn)
             rows.append(ConfigEntry(d.name, text, source, True, d.sensitive, d.type, d.doc, synonyms))
         return rows
+
+
+def unknown_key_warnings(unknown: Iterable[str]) -> list[tuple[str, str | None]]:
+    """(key, the broker key it likely misspells or None) for each unknown key, sorted; Kafka's keys that
+    a single node ignores (:data:`IGNORED_KAFKA_KEYS`) get no suggestion."""
+    known = list(BROKER_CONFIGS.defs)
+    return [(key, None if key in IGNORED_KAFKA_KEYS else did_you_mean(key, known)) for key in sorted(unknown)]
 
 
 def split_known(items: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:

@@ -16,9 +16,9 @@ multiplied by 3,600,000 to give ``retention.ms``), exactly as Kafka's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
@@ -102,6 +102,13 @@ class ConfigDef:
     aliases: tuple[str, ...] = ()
     sensitive: bool = False
     read_only: bool = False
+    #: Set on a key accepted only so that Kafka's configurations load: it is validated, has no effect
+    #: in Sundial, is warned about when set, and is reported read-only. Build with :func:`compatibility_only`.
+    compat_reason: str | None = None
+
+    @property
+    def has_effect(self) -> bool:
+        return self.compat_reason is None
 
     def parse(self, raw: Any) -> Any:
         """Parse a string (or an already-typed value) and validate it."""
@@ -172,6 +179,69 @@ def format_value(type_: ConfigType, value: Any) -> str | None:
     if type_ is ConfigType.LIST:
         return ",".join(value)
     return str(value)
+
+
+def compatibility_only(d: ConfigDef, reason: str) -> ConfigDef:
+    """``d`` marked as accepted for compatibility: validated, without effect (``reason`` says why), warned
+    about when set explicitly, read-only in DescribeConfigs, and its doc says so."""
+    return replace(d, compat_reason=reason, read_only=True,
+                   doc=f"{d.doc.rstrip('.')}. Accepted for compatibility, without effect in Sundial: {reason}.")
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance with adjacent transpositions (optimal string alignment)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """The known key ``name`` is most likely a misspelling of, or None.
+
+    A candidate qualifies when its edit distance to ``name`` is at most 2 (1 for names shorter than
+    8 characters) or when both have the same dotted words in another order or with one word missing
+    or doubled; ties go to the first candidate in ``known`` order.
+    """
+    if not name:
+        return None
+    probe = name.strip().lower()
+    limit = 1 if len(probe) < 8 else 2
+    best: tuple[int, str] | None = None
+    words = probe.split(".")
+    for candidate in known:
+        if candidate == name:
+            return None
+        distance = edit_distance(probe, candidate.lower())
+        if distance > limit:
+            cwords = candidate.lower().split(".")
+            if sorted(cwords) == sorted(words) or _one_word_apart(words, cwords):
+                distance = limit
+            else:
+                continue
+        if best is None or distance < best[0]:
+            best = (distance, candidate)
+    return best[1] if best else None
+
+
+def _one_word_apart(a: list[str], b: list[str]) -> bool:
+    """``b`` is ``a`` with one dotted word added or removed (``log.retention.ms`` vs ``retention.ms``)."""
+    if abs(len(a) - len(b)) != 1 or min(len(a), len(b)) < 2:
+        return False
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))
+
+
+def suggestion(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for a likely misspelling, else an empty string (for messages)."""
+    guess = did_you_mean(name, known)
+    return f"; did you mean {guess}?" if guess else ""
 
 
 # --- reusable validators -------------------------------------------------------
@@ -252,3 +322,13 @@ class ConfigRegistry:
 
     def __contains__(self, name: str) -> bool:
         return self.canonical(name) is not None
+
+    def without_effect(self, names: Iterable[str]) -> list[tuple[str, str]]:
+        """(canonical name, reason) of each key of ``names`` that is accepted for compatibility only,
+        sorted by name; what the broker warns about when such keys are set."""
+        found = {}
+        for name in names:
+            d = self.get(name)
+            if d is not None and d.compat_reason is not None:
+                found[d.name] = d.compat_reason
+        return sorted(found.items())

@@ -39,8 +39,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from .defs import INT_MAX, INT_MIN, ConfigDef, ConfigError, ConfigRegistry, ConfigType
-from .group_coordinator import GroupCoordinatorConfig
+from .defs import INT_MAX, INT_MIN, ConfigDef, ConfigError, ConfigRegistry, ConfigType, compatibility_only, suggestion
+from .group_coordinator import STREAMS_NOT_SERVED, GroupCoordinatorConfig
 from .iso_duration import NANOS_PER_SECOND, DurationParseError, parse_duration_ns
 from .topic import ConfigEntry, ConfigSource
 
@@ -137,7 +137,10 @@ _KEYS: dict[str, _GroupKey] = {}
 
 
 def _def(name: str, type_: ConfigType, default: Any, doc: str, spec: _GroupKey) -> None:
-    GROUP_CONFIGS.add(ConfigDef(name, type_, default, doc))
+    d = ConfigDef(name, type_, default, doc)
+    if name.startswith("streams."):
+        d = compatibility_only(d, STREAMS_NOT_SERVED)
+    GROUP_CONFIGS.add(d)
     _KEYS[name] = spec
 
 
@@ -238,7 +241,7 @@ def validate_group_config(props: Mapping[str, Any], coordinator: GroupCoordinato
         raise ConfigError(nulls[0], f"Null value not supported for group configs: {','.join(nulls)}")
     for name in props:
         if name not in GROUP_CONFIGS:
-            raise ConfigError(name, f"Unknown group config name: {name}")
+            raise ConfigError(name, f"Unknown group config name: {name}{suggestion(name, GROUP_CONFIGS.defs)}")
     parsed = {d.name: _parse(d.name, props[d.name]) for d in GROUP_CONFIGS if d.name in props}
     merged = {d.name: parsed[d.name] if d.name in parsed else _default(d.name, coordinator) for d in GROUP_CONFIGS}
     for key, relation, broker_key in _BOUND_CHECKS:
@@ -310,7 +313,7 @@ def describe_group_config(overrides: Mapping[str, str], coordinator: GroupCoordi
             text, source = overrides[d.name], ConfigSource.DYNAMIC_GROUP_CONFIG
         else:
             text, source = str(_default(d.name, coordinator)), ConfigSource.DEFAULT_CONFIG
-        rows.append(ConfigEntry(d.name, text, source, False, False, d.type, d.doc, ((d.name, text, source),)))
+        rows.append(ConfigEntry(d.name, text, source, d.read_only, False, d.type, d.doc, ((d.name, text, source),)))
     return rows
 
 

@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .defs import INT_MAX, ConfigDef, ConfigError, ConfigType, at_least, between, one_of
+from .defs import INT_MAX, ConfigDef, ConfigError, ConfigType, at_least, between, compatibility_only, one_of
 
 I = ConfigType.INT
 LIST = ConfigType.LIST
@@ -76,8 +76,15 @@ _DEFS: list[ConfigDef] = []
 
 
 def _def(d: ConfigDef) -> ConfigDef:
+    if d.name.startswith(INERT_KEY_PREFIXES):
+        d = compatibility_only(d, STREAMS_NOT_SERVED)
     _DEFS.append(d)
     return d
+
+
+#: Why the ``group.streams.*`` keys (and the group-level ``streams.*`` keys) have no effect.
+STREAMS_NOT_SERVED = "streams groups (KIP-1071) are not served; the value is validated and bounds only the " \
+                     "group-level streams.* keys, which have no effect either"
 
 
 # --- which protocols are on ---------------------------------------------------------------
@@ -133,9 +140,10 @@ _def(ConfigDef("group.share.min.heartbeat.interval.ms", I, 5_000,
 _def(ConfigDef("group.share.max.heartbeat.interval.ms", I, 15_000,
                "Largest share.heartbeat.interval.ms a group may set.", at_least(1)))
 _def(ConfigDef("group.share.max.size", I, 200, "Most members a share group accepts.", between(1, 1000)))
-_def(ConfigDef("group.share.assignors", LIST, SHARE_GROUP_BUILTIN_ASSIGNORS,
-               "The share-group assignor: exactly one, simple.",
-               _non_empty_distinct_of(*SHARE_GROUP_BUILTIN_ASSIGNORS)))
+_def(compatibility_only(ConfigDef(
+    "group.share.assignors", LIST, SHARE_GROUP_BUILTIN_ASSIGNORS, "The share-group assignor: exactly one, simple.",
+    _non_empty_distinct_of(*SHARE_GROUP_BUILTIN_ASSIGNORS)),
+    "simple is the only share assignor, so the one value accepted is the assignor always used"))
 _def(ConfigDef("group.share.record.lock.duration.ms", I, 30_000,
                "How long a share consumer holds the records it acquired before they are released to others. "
                "Default of the group-level share.record.lock.duration.ms.", between(1000, 3_600_000)))
@@ -150,8 +158,10 @@ _def(ConfigDef("group.share.partition.max.record.locks", I, 2000,
                between(100, 10_000)))
 _def(ConfigDef("group.share.max.share.sessions", I, 2000,
                "Most share sessions the broker keeps; at least group.share.max.size.", at_least(1)))
-_def(ConfigDef("share.fetch.purgatory.purge.interval.requests", I, 1000,
-               "ShareFetch requests between two purges of completed entries from the share-fetch purgatory."))
+_def(compatibility_only(ConfigDef(
+    "share.fetch.purgatory.purge.interval.requests", I, 1000,
+    "ShareFetch requests between two purges of completed entries from the share-fetch purgatory."),
+    "a completed share fetch leaves Sundial's purgatory at once, so there is nothing to purge"))
 
 # --- streams groups (KIP-1071): bounds and defaults of the group-level streams.* keys ----------
 _def(ConfigDef("group.streams.session.timeout.ms", I, 45_000,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .defs import ConfigDef, ConfigType, at_least, between
+from .defs import ConfigDef, ConfigType, at_least, between, compatibility_only
 from .group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, GroupConfig, \
     ShareAutoOffsetReset
 from .group_coordinator import ShareGroupConfig
@@ -37,7 +37,7 @@ from .group_coordinator import ShareGroupConfig
 I = ConfigType.INT
 L = ConfigType.LONG
 
-SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = (
+_SHARE_COORDINATOR_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.num.partitions", I, 50,
               "Partitions of __share_group_state when it is created (fixed afterwards).", at_least(1)),
     ConfigDef("share.coordinator.state.topic.segment.bytes", I, 104_857_600,
@@ -65,11 +65,21 @@ SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = (
 )
 
 #: Keys Kafka's multi-threaded, multi-partition share coordinator reads and one node's has no use
-#: for: validated, and warned at start-up as without effect when set.
-SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT = frozenset({
-    "share.coordinator.state.topic.num.partitions", "share.coordinator.state.topic.compression.codec",
-    "share.coordinator.threads", "share.coordinator.load.buffer.size", "share.coordinator.append.linger.ms",
-})
+#: for, with the reason: validated, warned at start-up as without effect when set, read-only.
+_WITHOUT_EFFECT = {
+    "share.coordinator.state.topic.num.partitions":
+        "the share state of one node is kept in one partition of __share_group_state",
+    "share.coordinator.state.topic.compression.codec": "share state records are written uncompressed",
+    "share.coordinator.threads": "the share coordinator runs on the event loop",
+    "share.coordinator.load.buffer.size":
+        "__share_group_state is replayed through the log reader, which sizes its own reads",
+    "share.coordinator.append.linger.ms": "each share state write is appended at once and answered once fsynced",
+}
+
+SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = tuple(
+    compatibility_only(d, _WITHOUT_EFFECT[d.name]) if d.name in _WITHOUT_EFFECT else d
+    for d in _SHARE_COORDINATOR_DEFS)
+SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT = frozenset(_WITHOUT_EFFECT)
 
 
 @dataclass(frozen=True, slots=True)

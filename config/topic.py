@@ -64,9 +64,11 @@ from .defs import (
     Synonym,
     at_least,
     between,
+    compatibility_only,
     each_one_of,
     format_value,
     one_of,
+    suggestion,
 )
 
 L = ConfigType.LONG
@@ -172,9 +174,14 @@ MIN_COMPACTION_LAG_MS = _def(ConfigDef(
     "min.compaction.lag.ms", L, 0,
     "A segment whose largest record timestamp is newer than now minus this stays uncompacted.",
     at_least(0), (Synonym("log.cleaner.min.compaction.lag.ms"),)))
-MIN_INSYNC_REPLICAS = _def(ConfigDef(
-    "min.insync.replicas", I, 1, "Accepted for compatibility; a single node is always in sync.",
-    at_least(1), (Synonym("min.insync.replicas"),)))
+#: Why the replication keys have no effect on one node (one home for the broker and topic keys).
+SINGLE_NODE_IN_SYNC = "a single node is its partitions' only replica and always in sync, so acks=all is " \
+                      "answered once the leader has appended"
+SINGLE_NODE_NO_ELECTION = "a single node has no other replica that could be elected leader"
+
+MIN_INSYNC_REPLICAS = _def(compatibility_only(ConfigDef(
+    "min.insync.replicas", I, 1, "Fewest in-sync replicas for an acks=all write.",
+    at_least(1), (Synonym("min.insync.replicas"),)), SINGLE_NODE_IN_SYNC))
 PREALLOCATE = _def(ConfigDef(
     "preallocate", ConfigType.BOOLEAN, False, "Pre-size new .log files to segment.bytes.",
     None, (Synonym("log.preallocate"),)))
@@ -200,9 +207,10 @@ SEGMENT_MS = _def(ConfigDef(
     "segment.ms", L, 604_800_000,
     "Roll when the incoming max timestamp is this far past the first batch's timestamp.",
     at_least(1), (Synonym("log.roll.ms"), Synonym("log.roll.hours", HOURS_TO_MS))))
-UNCLEAN_LEADER_ELECTION_ENABLE = _def(ConfigDef(
-    "unclean.leader.election.enable", ConfigType.BOOLEAN, False, "Accepted for compatibility (single node).",
-    None, (Synonym("unclean.leader.election.enable"),)))
+UNCLEAN_LEADER_ELECTION_ENABLE = _def(compatibility_only(ConfigDef(
+    "unclean.leader.election.enable", ConfigType.BOOLEAN, False,
+    "Whether a replica out of sync may be elected leader.",
+    None, (Synonym("unclean.leader.election.enable"),)), SINGLE_NODE_NO_ELECTION))
 RETENTION_COMMITOFFSET_MS = _def(ConfigDef(
     "retention.commitoffset.ms", L, None,
     "Consumed-log retention (Sundial): how old a segment must be (its largest timestamp) before it is "
@@ -378,6 +386,12 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
 
 
+def unknown_topic_config(name: str) -> ConfigError:
+    """Kafka's refusal of an unknown topic key (INVALID_CONFIG at the wire), with a suggestion when the
+    name looks like a misspelling of a topic key or of a broker key's topic form."""
+    return ConfigError(name, f"unknown topic config name{suggestion(name, TOPIC_CONFIGS.defs)}")
+
+
 def normalize_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Validate topic-level overrides and return them typed, under canonical names.
 
@@ -388,7 +402,7 @@ def normalize_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     for raw_name, raw_value in overrides.items():
         d = TOPIC_CONFIGS.get(raw_name)
         if d is None:
-            raise ConfigError(raw_name, "unknown topic config name")
+            raise unknown_topic_config(raw_name)
         if raw_value is None:
             continue
         result[d.name] = d.parse(raw_value)
@@ -530,5 +544,5 @@ def format_overrides(overrides: Mapping[str, Any]) -> dict[str, str]:
 __all__ = [
     "TOPIC_CONFIGS", "TopicConfig", "TimestampType", "ConfigSource", "ConfigEntry",
     "resolve_topic_config", "describe_topic_config", "normalize_overrides", "format_overrides",
-    "record_version_for", "DEFAULT_RETENTION_COMMITOFFSET_MS",
+    "record_version_for", "DEFAULT_RETENTION_COMMITOFFSET_MS", "unknown_topic_config",
 ]

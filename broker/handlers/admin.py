@@ -41,7 +41,7 @@ import structlog
 
 import sundial.storage.errors as se
 from sundial.config import ConfigError, ConfigSource, describe_topic_config
-from sundial.config.topic import TOPIC_CONFIGS
+from sundial.config.topic import TOPIC_CONFIGS, unknown_topic_config
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.errors import ErrorCode
 
@@ -101,6 +101,7 @@ async def handle_create_topics(ctx, request):
                         reason=exc.message)
             results.append(entry)
             continue
+        _warn_without_effect(t.name, configs)
         entry["topic_id"] = _uuid(created.topic_id)
         entry["num_partitions"] = created.partitions
         entry["replication_factor"] = created.replication_factor
@@ -282,6 +283,12 @@ def _config_access_denied(ctx, res, operation):
 
 
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
+def _warn_without_effect(topic: str, configs: dict) -> None:
+    """Warn about topic keys set in a request that are accepted for compatibility only."""
+    for key, reason in TOPIC_CONFIGS.without_effect(k for k, v in configs.items() if v is not None):
+        logger.warning("config_key_without_effect", key=key, topic=topic, reason=reason)
+
+
 def _apply_topic_overrides(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
     try:
         broker.config.topic_config(overrides)
@@ -339,6 +346,8 @@ async def _apply_alter(broker, res, new_overrides_fn, validate_only: bool, ctx, 
                                  f"topic '{res.resource_name}' does not exist")
             overrides = new_overrides_fn(dict(meta.overrides))
             _apply_topic_overrides(broker, res.resource_name, overrides, validate_only)
+            _warn_without_effect(res.resource_name, {k: v for k, v in overrides.items()
+                                                     if meta.overrides.get(k) != v})
         elif res.resource_type == RESOURCE_GROUP:
             if not res.resource_name:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
@@ -409,7 +418,7 @@ def _topic_incremental(res):
         for c in res.configs:
             d = TOPIC_CONFIGS.get(c.name)
             if d is None:
-                raise ConfigError(c.name, "unknown topic config name")
+                raise unknown_topic_config(c.name)
             name = d.name
             op = c.config_operation
             if op == OP_SET:
