@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
-from types import SimpleNamespace
 
 from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, for_code
@@ -333,15 +332,9 @@ def _describe(admin, groups: list[str], args) -> int:
     missing = []
     for group in groups:
         described, coordinator_id = describe_share_group(admin, group)
-        offsets = None
         if described is None:
-            # Offsets set before the group's first member (--reset-offsets): an empty group.
-            offsets = start_offsets(admin, group)
-            if not offsets:
-                missing.append(group)
-                continue
-            described = SimpleNamespace(group_id=group, group_state="Empty", group_epoch=0, assignment_epoch=0,
-                                        members=[])
+            missing.append(group)
+            continue
         if args.state is not None:
             headers, rows = state_rows(described, _coordinator_text(admin, coordinator_id), verbose=args.verbose)
         elif args.members:
@@ -350,7 +343,7 @@ def _describe(admin, groups: list[str], args) -> int:
                 continue
             headers, rows = member_rows(described, verbose=args.verbose)
         else:
-            offsets = start_offsets(admin, group) if offsets is None else offsets
+            offsets = start_offsets(admin, group)
             if not offsets:
                 print(f"Share group '{group}' has no offset information.", file=sys.stderr)
                 continue

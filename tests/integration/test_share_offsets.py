@@ -33,8 +33,12 @@ def offsets_of(b: str, group: str) -> dict[tuple[str, int], int]:
     return {(r["TOPIC"], int(r["PARTITION"])): int(r["START-OFFSET"]) for r in rows}
 
 
+#: Share groups on whether or not this broker serves ShareFetch yet (share.version is finalized with it).
+SHARE_ON = {"group.share.enable": "true"}
+
+
 def test_reset_describe_delete_and_kill_9(broker_factory):
-    broker = broker_factory(**FAST_GROUPS).start()
+    broker = broker_factory(**FAST_GROUPS, **SHARE_ON).start()
     b = broker.bootstrap
     topic = unique_topic("share-offsets")
     group = unique_topic("workers")
@@ -82,24 +86,26 @@ def test_reset_describe_delete_and_kill_9(broker_factory):
     state = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--state"))
     assert state[0]["STATE"] == "Empty" and state[0]["#MEMBERS"] == "0"
 
-    # --delete-offsets: the group's state on the topic goes; an unknown topic is reported.
+    # --delete-offsets: the group's state on the topic goes; deleting it again is an error.
     out = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic)
     assert table(out) == [{"TOPIC": topic, "STATUS": "Successful"}]
-    gone = sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, check=False)
-    assert_one_line_error(gone, "does not exist")
+    gone = sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group)
+    assert gone.out.strip() == "" and "has no offset information" in gone.err  # the group stays, empty
     bad = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic,
                   check=False)
-    assert bad.code != 0
+    assert bad.code != 0 and "no offset information to delete" in bad.out + bad.err
+    # --delete: the empty group goes.
+    sundial("share-groups", "--bootstrap-server", b, "--delete", "--group", group)
+    assert_one_line_error(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group,
+                                  check=False), "does not exist")
 
 
 def test_retention_waits_for_a_lagging_share_group(broker_factory):
-    broker = broker_factory(**RETENTION_BROKER).start()
+    broker = broker_factory(**RETENTION_BROKER, **SHARE_ON).start()
     topic, bases = _topic(broker, [30 * MINUTE] * 80)
     # A share group whose start offset is 3 holds every segment from the one holding offset 3, though a
     # consumer group has consumed everything. (The share group's offset is set first: a retention pass
     # between the two would rightly delete everything the consumer group alone has consumed.)
-    sundial("share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", "slow-share",
-            "--topic", topic, "--to-earliest", "--execute")
     target = 3
     _alter_to(broker.bootstrap, "slow-share", topic, target)
     _commit(broker.bootstrap, "fast-consumer-group", topic, 80)
