@@ -29,7 +29,7 @@ from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_
     producer, sasl, security_admin, transactions
 from .handlers import log_dirs
 from .handlers import share_groups
-from .handlers import share_offsets
+from .handlers import share_fetch, share_offsets
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -87,6 +87,9 @@ ROUTES: tuple[Route, ...] = (
     # Share groups (KIP-932): membership and assignment
     Route(ApiKey.SHARE_GROUP_HEARTBEAT, share_groups.handle_share_group_heartbeat),
     Route(ApiKey.SHARE_GROUP_DESCRIBE, share_groups.handle_share_group_describe),
+    # Share groups (KIP-932): the data path
+    Route(ApiKey.SHARE_FETCH, share_fetch.handle_share_fetch),
+    Route(ApiKey.SHARE_ACKNOWLEDGE, share_fetch.handle_share_acknowledge),
     # Security
     Route(ApiKey.SASL_HANDSHAKE, sasl.handle_sasl_handshake),
     Route(ApiKey.SASL_AUTHENTICATE, sasl.handle_sasl_authenticate),

@@ -349,6 +349,14 @@ class SharePartitionManager:
             return entry
         return await asyncio.shield(pending)
 
+    async def _open_logs(self, partitions) -> None:
+        """Have the replica manager open the partitions' logs off the loop when it can (no
+        suspension when they are open)."""
+        opener = getattr(self._rm, "open_logs", None)
+        pending = opener(list(partitions)) if opener is not None else None
+        if pending is not None:
+            await pending
+
     def _topic_id(self, topic: str) -> bytes | None:
         meta = self._rm.logs.topic(topic)
         return None if meta is None else bytes(meta.topic_id)
@@ -400,6 +408,7 @@ class SharePartitionManager:
         ``max_wait_ms`` for some; one :class:`PartitionFetch` per partition."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
+        await self._open_logs(partitions)
         max_records = max_records if max_records > 0 else 500
         batch_size = batch_size if batch_size > 0 else max_records
         while True:
@@ -540,6 +549,7 @@ class SharePartitionManager:
         """Apply a member's acknowledgements of one partition and make them durable; the
         partition's error code."""
         try:
+            await self._open_logs([(topic, partition)])
             entry = await self._entry(group_id, topic, partition)
         except Exception:
             logger.exception("share_partition_load_failed", group=group_id, topic=topic, partition=partition)

@@ -61,7 +61,8 @@ def _supported(resp):
 async def test_v3_finalizes_group_version_1_without_listing_its_zero_minimum():
     resp = await ask(3)
     assert resp.error_code == 0
-    assert _finalized(resp) == {("group.version", 1, 1)}
+    # share.version 1 too: ShareFetch is served (broker/handlers/api_versions.py)
+    assert _finalized(resp) == {("group.version", 1, 1), ("share.version", 1, 1)}
     assert resp.finalized_features_epoch >= 0
     assert _supported(resp) == set()
     assert {k.api_key for k in resp.api_keys} >= {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
@@ -81,7 +82,7 @@ async def test_old_librdkafka_gets_no_tagged_fields(name, software, tagged):
 
 async def test_the_consumer_protocol_switched_off_finalizes_nothing():
     resp = await ask(3, protocols="classic")
-    assert _finalized(resp) == set()
+    assert _finalized(resp) == {("share.version", 1, 1)}     # share groups do not depend on it
 
 
 async def test_below_v3_there_are_no_feature_fields():
