@@ -144,6 +144,7 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
         if config.cleaner.enable else None
     share_partitions = SharePartitionManager.for_broker(config, replica_manager=replica_manager, store=share_state,
                                                         groups=groups, group_configs=group_configs, now_ms=now_ms)
+    groups.share.add_deletion_listener(share_state.on_group_deleted)  # DeleteGroups deletes the state too
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,

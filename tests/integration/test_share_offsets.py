@@ -13,7 +13,7 @@ import time
 import pytest
 from kafka import TopicPartition
 
-from sundial.tools.share_groups import _alter
+from sundial.tools.share_groups import _alter, start_offsets
 from sundial.tools.timeparse import format_ms
 
 from .clients import admin, create_topic
@@ -94,10 +94,24 @@ def test_reset_describe_delete_and_kill_9(broker_factory):
     bad = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic,
                   check=False)
     assert bad.code != 0 and "no offset information to delete" in bad.out + bad.err
-    # --delete: the empty group goes.
+    # --delete: the empty group goes, with its state (another group's state stays).
+    other = unique_topic("other-workers")
+    for g in (group, other):
+        sundial("share-groups", "--bootstrap-server", b, "--reset-offsets", "--group", g, "--topic", topic,
+                "--to-latest", "--execute")
     sundial("share-groups", "--bootstrap-server", b, "--delete", "--group", group)
     assert_one_line_error(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group,
                                   check=False), "does not exist")
+    wait_until(lambda: _start_offsets(b, group) == [], 30, "the deleted group's state to go")
+    assert len(_start_offsets(b, other)) == PARTITIONS
+
+
+def _start_offsets(bootstrap: str, group: str) -> list:
+    client = admin(bootstrap)
+    try:
+        return start_offsets(client, group)
+    finally:
+        client.close()
 
 
 def test_retention_waits_for_a_lagging_share_group(broker_factory):
