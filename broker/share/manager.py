@@ -593,9 +593,16 @@ class SharePartitionManager:
         return self._spawn(self._write_all(changes))
 
     def on_member_departed(self, group_id: str, member_id: str) -> None:
-        """The share-group coordinator's departure listener: the member left or was fenced."""
-        self.sessions.remove_member(group_id, member_id)
-        self.release_member(group_id, member_id)
+        """The share-group coordinator's departure listener: the member left or was fenced.
+
+        A member with a share session keeps it: a leaving client sends its last acknowledgements
+        in the request that closes the session, which may arrive after its leave heartbeat (as
+        librdkafka sends them), and the close or the connection drop releases what is left; a
+        fenced member's records go back when their locks run out, as in Kafka, where the share
+        coordinator does not tell the share-partition leaders of departures. A member without a
+        session can acknowledge nothing any more: its records are released at once."""
+        if self.sessions.get(group_id, member_id) is None:
+            self.release_member(group_id, member_id)
 
     def connection_closed(self, connection_id: str) -> None:
         """A client connection closed: the share sessions it opened end and their members' records

@@ -400,3 +400,18 @@ async def test_topic_deleted_and_made_again_is_a_new_share_partition(env_factory
     env.logs.create_topic("t", 1)
     env.produce(2)
     assert ranges((await env.fetch("A"))[("t", 0)]) == [(0, 1, 1)]
+
+
+@pytest.mark.asyncio
+async def test_departure_before_the_closing_acknowledgement_keeps_them(env_factory):
+    """librdkafka's close sends the leave heartbeat, then the ShareAcknowledge (epoch -1) with the
+    last acknowledgements: they must still apply."""
+    env = env_factory()
+    env.produce(3)
+    await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), fetch_request(env, "A", 0))
+    env.manager.on_member_departed(G, "A")
+    out = await h.handle_share_acknowledge(env.ctx(ApiKey.SHARE_ACKNOWLEDGE, 1),
+                                           ack_request(env, "A", -1, {0: [batch(0, 1, ACCEPT)]}))
+    assert out["error_code"] == E.NONE and out["responses"][0]["partitions"][0]["error_code"] == E.NONE
+    assert env.manager.start_offset(G, "t", 0) == 2
+    assert ranges((await env.fetch("B"))[("t", 0)]) == [(2, 2, 1)]     # the rest released by the close
