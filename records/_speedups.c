@@ -22,6 +22,10 @@
  *     (== target when exact); reads only length, timestamp and offset deltas.
  * index_v2(buffer, pos, end, count, base_ts) -> (offset_deltas: bytes, running_max: bytes)
  *     Native int64 arrays over the records, for BatchTimestampIndex; same reads as find_v2.
+ * read_varints(buffer, pos, end, max_bytes) -> list[int]
+ *     Every zig-zag varint (max_bytes 5) or varlong (max_bytes 10) of buffer[pos:end], in
+ *     order, through the readers the walks use; ValueError on the first bad one. For the
+ *     differential fuzz target of the varint readers (tests/fuzz).
  * crc32c_extend(value, nbytes) -> int
  *     The linear CRC-32C of (message || nbytes zero bytes) given the linear CRC of
  *     the message: used to patch a batch CRC after a header change in O(log n).
@@ -295,6 +299,49 @@ done:
     return result;
 }
 
+static PyObject *
+read_varints(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *obj, *values, *item;
+    Py_ssize_t pos, end;
+    int max_bytes;
+    Py_buffer view;
+    reader r;
+    int64_t value;
+
+    if (!PyArg_ParseTuple(args, "Onni", &obj, &pos, &end, &max_bytes))
+        return NULL;
+    if (max_bytes != 5 && max_bytes != 10) {
+        PyErr_SetString(PyExc_ValueError, "max_bytes must be 5 (varint) or 10 (varlong)");
+        return NULL;
+    }
+    if (get_record_region(obj, &view, pos, end) < 0)
+        return NULL;
+    values = PyList_New(0);
+    if (values == NULL)
+        goto done;
+    r.p = (const unsigned char *)view.buf;
+    r.end = end;
+    r.error = NULL;
+    while (pos < end) {
+        if (read_zigzag(&r, &pos, max_bytes, &value) < 0) {
+            PyErr_SetString(PyExc_ValueError, r.error);
+            Py_CLEAR(values);
+            break;
+        }
+        item = PyLong_FromLongLong((long long)value);
+        if (item == NULL || PyList_Append(values, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(values);
+            break;
+        }
+        Py_DECREF(item);
+    }
+done:
+    PyBuffer_Release(&view);
+    return values;
+}
+
 /* ---- CRC-32C zero extension (GF(2) polynomial arithmetic, reflected, as zlib's crc32_combine) ---- */
 
 #define CRC32C_POLY 0x82F63B78u
@@ -344,6 +391,7 @@ static PyMethodDef methods[] = {
     {"scan_v2", scan_v2, METH_VARARGS, "Structural walk of v2 records: (min_ts, max_ts, sequential, first_null_key)."},
     {"find_v2", find_v2, METH_VARARGS, "First v2 record at/after a timestamp: (offset_delta, ts) or None."},
     {"index_v2", index_v2, METH_VARARGS, "Offset deltas and running-max timestamps of v2 records (int64 arrays)."},
+    {"read_varints", read_varints, METH_VARARGS, "Every varint (5) or varlong (10) of a region, in order."},
     {"crc32c_extend", crc32c_extend, METH_VARARGS, "Linear CRC-32C of a message followed by n zero bytes."},
     {NULL, NULL, 0, NULL},
 };

@@ -209,6 +209,8 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
 
 def _index_v2_py(b, pos: int, end: int, count: int, base_ts: int):
     """Reference for the C ``index_v2``: (offset deltas, running max timestamps) as int64 arrays."""
+    if count < 0:
+        raise InvalidRecordError(f"batch declares a negative record count {count}")
     b = memoryview(b)[pos:end]
     end = len(b)
     pos = 0

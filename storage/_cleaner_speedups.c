@@ -316,6 +316,10 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OLLLOnnLLL", &map_obj, &slots, &entries, &max_entries, &buf_obj, &pos, &end,
                           &count, &base_offset, &start_offset))
         return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative record count");
+        return NULL;
+    }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
         return NULL;
     if (get_record_region(buf_obj, &view, pos, end) < 0) {
@@ -342,7 +346,7 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
             }
             if (parse_record(&r, &pos, &recs[n]) < 0)
                 break;
-            offsets[n] = (int64_t)base_offset + recs[n].offset_delta;
+            offsets[n] = (int64_t)((uint64_t)base_offset + (uint64_t)recs[n].offset_delta);   /* Java long: wraps */
             wanted[n] = recs[n].key_len >= 0 && offsets[n] >= start_offset;
             if (wanted[n]) {
                 murmur3_128(r.p + recs[n].key_at, (Py_ssize_t)recs[n].key_len, hashes[n]);
@@ -410,6 +414,12 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
         PyBuffer_Release(&map_view);
         return NULL;
     }
+    /* every record takes at least two bytes: a larger count is refused before it sizes the
+       arrays below (a header's count times their entry sizes could overflow size_t) */
+    if (count > (long long)(end - pos)) {
+        PyErr_SetString(PyExc_ValueError, "batch declares more records than its data holds");
+        goto done;
+    }
     recs = PyMem_RawMalloc(sizeof(v2_record) * (size_t)(count ? count : 1));
     keep = PyMem_RawMalloc((size_t)(count ? count : 1));
     stamps = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
@@ -432,7 +442,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
         }
         if (parse_record(&r, &pos, rec) < 0)
             break;
-        offsets[index] = (int64_t)base_offset + rec->offset_delta;
+        offsets[index] = (int64_t)((uint64_t)base_offset + (uint64_t)rec->offset_delta);   /* wraps */
         if (offsets[index] <= latest_offset && rec->key_len >= 0) {
             murmur3_128(r.p + rec->key_at, (Py_ssize_t)rec->key_len, hashes + HASH_BYTES * index);
             PREFETCH(m.bytes + slot_position(hashes + HASH_BYTES * index, 0, m.slots));

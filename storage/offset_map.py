@@ -196,7 +196,7 @@ def _put_v2_py(buf, slots, entries, max_entries, b, pos, end, count, base_offset
     last_put = -1
     index = 0
     for index, (_a, _r, _e, _t, offset_delta, key_at, key_len, _v) in enumerate(_records(mv, pos, end, count)):
-        offset = base_offset + offset_delta
+        offset = _wrap64(base_offset + offset_delta)            # Java long arithmetic wraps
         if key_len >= 0 and offset >= start_offset:
             if entries >= max_entries:
                 return entries, last_put, True, index
@@ -217,7 +217,7 @@ def _filter_v2_py(buf, slots, b, pos, end, count, base_offset, base_ts, log_appe
     kept_max_ts = -1
     for rec in parsed:
         _attr_at, _rest, _end, ts_delta, offset_delta, key_at, key_len, value_len = rec
-        offset = base_offset + offset_delta
+        offset = _wrap64(base_offset + offset_delta)
         ts = max_ts if log_append_time else _wrap64(base_ts + ts_delta)
         if offset > latest_offset:
             retain = True
