@@ -5,7 +5,11 @@ with ``--offset``, ``--isolation-level``, ``--max-messages``, ``--timeout-ms`` (
 record came for that long), ``--property`` / ``--formatter-property`` with the
 ``print.*`` properties and separators of Kafka's ``DefaultMessageFormatter``
 (:mod:`tools.console`), ``--command-config`` with the client settings every sundial tool
-takes. On exit it prints ``Processed a total of N messages`` to stderr, as Kafka does.
+takes. On exit it prints ``Processed a total of N messages`` to stderr, as Kafka does. Ctrl-C and
+SIGTERM stop it cleanly (offsets committed, exit status 0), as they stop ``sundial mirror``.
+``--timeout-ms`` counts only while the tool holds partitions (a group member waiting for its
+first assignment is not idle); the broker timeout of the other tools' ``--timeout-ms`` is
+``--request-timeout-ms`` here.
 
 Time, this broker's speciality:
 
@@ -44,7 +48,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from .common import DEFAULT_TIMEOUT_MS, EXIT_INTERRUPTED, EXIT_USAGE, ClientSettings, ToolError, \
+from .common import DEFAULT_TIMEOUT_MS, EXIT_USAGE, ClientSettings, ToolError, \
     add_bootstrap_argument, add_command_config_argument, close_quietly, describe_error, now_ms, parse_partitions, \
     read_client_properties, tool_command
 from .console import FORMATTER_PROPERTIES, RecordFormatter, parse_properties
@@ -71,7 +75,7 @@ EPILOG = """examples:
 output: one line per record (print.timestamp, print.partition, print.offset, print.headers, print.key,
 print.value; key.separator, line.separator, headers.separator, null.literal). --from prints to stderr where
 the time landed in each partition. Times without an offset are UTC. Exit codes: 0 done (--max-messages,
---timeout-ms, --until reached, end of input), 1 an error (one line on stderr), 2 bad usage, 130 Ctrl-C."""
+--timeout-ms or --until reached, or stopped by Ctrl-C or SIGTERM), 1 an error (one line on stderr), 2 bad usage."""
 
 
 def add_parser(subparsers) -> None:
@@ -170,6 +174,7 @@ def run(args) -> int:
                               extra={"client_id": "console-consumer", **read_client_properties(args.command_config)})
     admin = consumer = None
     stop = _Stop()
+    stop.install()
     try:
         admin = settings.admin()
         count = topic_partition_counts(admin, [args.topic])[args.topic]
@@ -209,12 +214,10 @@ def run(args) -> int:
                     consumer.seek_to_end(tp)
         else:
             consumer.subscribe([args.topic], listener=_FirstAssignmentSeeks(consumer, starts, session))
-        stop.install()
         try:
             session.run()
         except KeyboardInterrupt:
-            session.finish()
-            return EXIT_INTERRUPTED
+            pass                # Ctrl-C or SIGTERM: how a consumer that follows a topic is meant to stop
         session.finish()
         return 0
     finally:

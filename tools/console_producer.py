@@ -14,7 +14,8 @@ sent first), as Kafka's tool stops. Unlike Kafka's tool, which logs a failed sen
 with exit status 0, a record the broker did not take makes the exit status 1, with one line
 that counts the failures and names the first. The topic must exist or be created by the
 broker when the producer asks for it (``auto.create.topics.enable``); otherwise the tool says
-so in one line.
+so in one line. The input ends at end of file or with Ctrl-C; either way the lines read so far
+are sent before the tool exits.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ EPILOG = """examples:
       --property parse.timestamp=true --property parse.headers=true --property parse.key=true
 
 input: one record per line, [TIMESTAMP<tab>][HEADERS<tab>][KEY<tab>]VALUE as the parse.* properties say;
-headers are k:v pairs separated by commas. Times without an offset are UTC. Exit codes: 0 every record
-sent, 1 an error (one line on stderr), 2 bad usage, 130 Ctrl-C."""
+headers are k:v pairs separated by commas. Times without an offset are UTC. The input ends at end of file
+(Ctrl-D) or Ctrl-C; the lines read are sent. Exit codes: 0 every record sent, 1 an error (one line on
+stderr), 2 bad usage."""
 
 
 def add_parser(subparsers) -> None:
@@ -133,7 +135,10 @@ def run(args) -> int:
         while True:
             if prompt:
                 print(">", end="", flush=True)
-            line = next(lines, None)
+            try:
+                line = next(lines, None)
+            except KeyboardInterrupt:
+                line = None     # Ctrl-C: the lines read so far are sent, as at the end of the input
             if line is None:
                 break
             number += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -293,3 +294,30 @@ def test_producer_to_a_topic_the_broker_does_not_create(broker_factory):
     result = run("console-producer", "--bootstrap-server", daemon.bootstrap, "--topic", missing,
                  "--request-timeout-ms", "3000", stdin="v\n")
     assert_one_line_error(result, f"unknown topic '{missing}'")
+
+
+def test_sigterm_stops_a_following_consumer_cleanly(broker):
+    """A consumer that follows a topic is stopped by SIGTERM: exit 0, the summary, its group's offsets committed."""
+    topic = unique_topic("console-follow")
+    create_topic(broker.bootstrap, topic, 1)
+    produce_records(broker.bootstrap, topic, [(0, int(time.time() * 1000), None, b"first", None)])
+    group = "console-" + uuid.uuid4().hex[:8]
+    proc = subprocess.Popen([sys.executable, "-m", "sundial", "console-consumer", "--bootstrap-server",
+                             broker.bootstrap, "--topic", topic, "--group", group, "--from-beginning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"first\n"         # it consumes, and goes on waiting for more
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert err.decode().strip().splitlines()[-1] == "Processed a total of 1 messages"
+    client = admin(broker.bootstrap)
+    try:
+        committed = client.list_group_offsets({group: None})[group]
+    finally:
+        client.close()
+    assert {tp.partition: oam.offset for tp, oam in committed.items()} == {0: 1}
