@@ -162,6 +162,8 @@ class ShareStateStore:
         self.now_ms = now_ms
         self.settings = settings
         self._states: dict[_Key, _PartitionState] = {}
+        #: (topic id, partition) -> the groups with state for it (what consumed retention asks, per partition).
+        self._readers: dict[tuple[bytes, int], set[str]] = {}
         self._loaded = asyncio.Event()
         self._is_loaded = False
         self._maintenance: asyncio.Task | None = None
@@ -260,7 +262,10 @@ class ShareStateStore:
                                    offset=rec.offset, group=key.group_id, partition=key.partition)
                     continue
                 _apply_update(state, value)
-        self._states = states
+        self._states = {}
+        self._readers = {}
+        for key, state in states.items():
+            self._put(key, state)
         self.version += 1
         logger.info("share_state_loaded", topic=SHARE_STATE_TOPIC, records=count, skipped=skipped,
                     share_partitions=len(states))
@@ -286,7 +291,20 @@ class ShareStateStore:
         topic_id = self.topic_ids.id_of(topic)
         if topic_id is None:
             return {}
-        return {g: s.start_offset for (g, t, p), s in self._states.items() if t == topic_id and p == partition}
+        groups = self._readers.get((topic_id, partition), ())
+        return {g: self._states[(g, topic_id, partition)].start_offset for g in groups}
+
+    def _put(self, key: _Key, state: _PartitionState) -> None:
+        self._states[key] = state
+        self._readers.setdefault((key[1], key[2]), set()).add(key[0])
+
+    def _drop(self, key: _Key) -> None:
+        if self._states.pop(key, None) is not None:
+            readers = self._readers.get((key[1], key[2]))
+            if readers is not None:
+                readers.discard(key[0])
+                if not readers:
+                    del self._readers[(key[1], key[2])]
 
     def summaries(self, group_id: str) -> list[SharePartitionSummary]:
         """Every share-partition of the group with state, in (topic id, partition) order."""
@@ -340,7 +358,7 @@ class ShareStateStore:
                       updates_since_snapshot=state.updates_since_snapshot + 1)
         record = (encode_key(ShareStateKey(SHARE_UPDATE_RECORD_TYPE, *key)), encode_update_value(update))
         last = self._append([record], now)
-        self._states[key] = new
+        self._put(key, new)
         self.version += 1
         await self._durable(last)
 
@@ -399,7 +417,7 @@ class ShareStateStore:
         records = [(encode_key(ShareStateKey(SHARE_SNAPSHOT_RECORD_TYPE, *k)), None) for k in keys]
         last = self._append(records, self.now_ms())
         for k in keys:
-            self._states.pop(k, None)
+            self._drop(k)
         self.version += 1
         await self._durable(last)
 
@@ -408,7 +426,7 @@ class ShareStateStore:
         last = self._append([record], self.now_ms())
         state.updates_since_snapshot = 0
         state.snapshot_log_offset = last
-        self._states[key] = state
+        self._put(key, state)
         self.version += 1
         self.snapshots_written += 1
         await self._durable(last)

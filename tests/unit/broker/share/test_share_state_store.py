@@ -306,6 +306,8 @@ def test_replayed_state_equals_the_changes_applied_in_memory(ops, per_snapshot):
             for key in {("g1", "t", 0), ("g1", "t", 1), ("g1", "u", 0), ("g2", "t", 0), ("g2", "t", 1), ("g2", "u", 0)}:
                 expected = model.states.get(key)
                 assert state_of(store.get(*key)) == expected, (op, key)
+            for tp in (("t", 0), ("t", 1), ("u", 0)):
+                assert store.start_offsets(*tp) == {g: st[1] for (g, t, p), st in model.states.items() if (t, p) == tp}
         replayed = new_store(log, clock, per_snapshot)
         for key, expected in model.states.items():
             assert state_of(replayed.get(*key)) == expected
