@@ -6,7 +6,8 @@ directory offline. :mod:`sundial.cli` offers them as subcommands of the one ``su
 command, next to ``serve``; nothing in the daemon imports them otherwise.
 
 One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args) -> int``:
-:mod:`~tools.topics`, :mod:`~tools.get_offsets`, :mod:`~tools.dump_log` (with
+:mod:`~tools.topics`, :mod:`~tools.get_offsets`, :mod:`~tools.console_producer` and
+:mod:`~tools.console_consumer` (their line formats in :mod:`~tools.console`), :mod:`~tools.dump_log` (with
 :mod:`~tools.dump_index`), :mod:`~tools.consumer_groups`, :mod:`~tools.failover`,
 :mod:`~tools.mirror`, :mod:`~tools.credentials` (``credentials`` and ``acls``).
 Shared: :mod:`~tools.common` (errors, exit codes, client settings, tables, progress),

@@ -224,7 +224,7 @@ def test_group_commits_what_it_printed_and_resumes(broker):
     assert sum(committed.values()) == 3                  # the printed records, not the fetched ones
     # --from-beginning counts only where the group committed nothing
     rest = ok(run("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
-                  "--from-beginning", "--timeout-ms", "3000"))
+                  "--from-beginning", "--max-messages", "7", "--timeout-ms", "60000"))
     assert sorted(first.lines + rest.lines) == sorted(f"v{i}" for i in range(10))
 
 
