@@ -147,3 +147,52 @@ def _alter_to(bootstrap: str, group: str, topic: str, offset: int) -> None:
         _alter(client, group, {TopicPartition(topic, 0): offset})
     finally:
         client.close()
+
+
+def test_retention_waits_for_a_real_share_consumer(broker_factory):
+    """A confluent-kafka ShareConsumer accepts the first 50 records; 40 more arrive that it has not read.
+    A consumer group that has read everything does not release the share group's unread segments."""
+    ck = pytest.importorskip("confluent_kafka")
+    ck_admin = pytest.importorskip("confluent_kafka.admin")
+    broker = broker_factory(**RETENTION_BROKER, **SHARE_ON, **{"group.share.heartbeat.interval.ms": "1000",
+                                                               "group.share.min.heartbeat.interval.ms": "1000"}).start()
+    b = broker.bootstrap
+    topic, bases = _topic(broker, [30 * MINUTE] * 50)
+    group = unique_topic("share-reader")
+    admin_client = ck_admin.AdminClient({"bootstrap.servers": b})
+    resource = ck_admin.ConfigResource(ck_admin.ResourceType.GROUP, group, incremental_configs=[
+        ck_admin.ConfigEntry("share.auto.offset.reset", "earliest",
+                             incremental_operation=ck_admin.AlterConfigOpType.SET)])
+    for future in admin_client.incremental_alter_configs([resource]).values():
+        future.result(60)
+    consumer = ck.ShareConsumer({"bootstrap.servers": b, "group.id": group})
+    consumer.subscribe([topic])
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 50 and time.monotonic() < deadline:
+            for m in consumer.poll(0.5) or []:
+                if m.error() is None:
+                    seen.add(m.offset())
+        assert seen == set(range(50))
+        # The implicit acknowledgement of the last records goes with the next poll.
+        wait_until(lambda: consumer.poll(0.2) is not None and offsets_of(b, group) == {(topic, 0): 50}, 60,
+                   "the share group's start offset to reach 50")
+        members = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--members"))
+        assert [(r["#PARTITIONS"], r["ASSIGNMENT"]) for r in members] == [("1", f"{topic}:0")]
+    finally:
+        consumer.close()
+    more = _topic_more(broker, topic, 40)
+    _commit(b, "fast-consumer-group", topic, 90)
+    _passes(broker)
+    bases = _segment_bases(broker.data_dir, topic)
+    hold = _segment_of(bases, 50)
+    assert min(more) == 50
+    assert _earliest(b, topic) == hold
+    described = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group))
+    assert [(r["START-OFFSET"], r["LAG"]) for r in described] == [("50", "40")]
+
+
+def _topic_more(broker, topic: str, count: int) -> list[int]:
+    from .test_consumed_retention import _produce_with_ages
+    return _produce_with_ages(broker.bootstrap, topic, [30 * MINUTE] * count)
