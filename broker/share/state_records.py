@@ -129,10 +129,10 @@ def decode_key(data) -> ShareStateKey:
     if record_type not in (SHARE_SNAPSHOT_RECORD_TYPE, SHARE_UPDATE_RECORD_TYPE):
         raise SchemaError(f"not a share-state key (record type {record_type})")
     group_id = r.string()
-    topic_id = r._take(16)
+    topic_id = _I64.pack(r.i64()) + _I64.pack(r.i64())  # the 16 bytes of a uuid
     partition = r.i32()
     r.done()
-    return ShareStateKey(record_type, group_id, bytes(topic_id), partition)
+    return ShareStateKey(record_type, group_id, topic_id, partition)
 
 
 def _read_batches(r: MessageReader) -> tuple[StateBatch, ...]:
