@@ -300,8 +300,10 @@ class ShareGroupManager:
         image = TopicImage(self._topics())
         members = []
         for m in sorted(group.members.values(), key=lambda m: m.member_id):
-            topics = sorted(((tid, image.name(tid) or "", tuple(sorted(ps)))
-                             for tid, ps in m.assigned.items() if ps), key=lambda t: (t[1], t[0]))
+            # a topic deleted since the assignment is left out, as Kafka leaves out ids it cannot name
+            topics = sorted(((tid, image.name(tid), tuple(sorted(ps)))
+                             for tid, ps in m.assigned.items() if ps and image.name(tid) is not None),
+                            key=lambda t: (t[1], t[0]))
             members.append(ShareMemberDescription(m.member_id, m.rack_id, m.member_epoch, m.client_id,
                                                   m.client_host, tuple(sorted(m.subscribed_topic_names)),
                                                   tuple(topics)))

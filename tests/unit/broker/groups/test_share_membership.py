@@ -286,3 +286,13 @@ def test_target_assignment_is_the_assignors():
     subs = {m: frozenset({tid("a"), tid("c")}) for m in grp.members}
     # the target of the last epoch equals a fresh assignment from the previous one (it is a fixed point)
     assert assign(subs, {tid("a"): 3, tid("c"): 2}, grp.target) == {m: g.by_topic_id(a) for m, a in grp.target.items()}
+
+
+def test_describe_leaves_out_a_deleted_topic():
+    b = Broker()
+    b.hb("m1", 0, ["a", "b"])
+    del b.topics["b"]
+    (m,) = b.manager.describe(GROUP).members
+    assert [name for _, name, _ in m.assignment] == ["a"]
+    r, _ = b.hb("m1", 1)                    # the next heartbeat sees the topic gone: a new epoch without it
+    assert r.member_epoch == 2 and set(r.assignment) == {tid("a")}
