@@ -59,7 +59,7 @@ import structlog
 from sundial.config.share import ShareCoordinatorConfig
 
 from ..coordinator_schema import SchemaError
-from ..groups.offsets import MemoryOffsetsLog, OffsetsLog, PartitionOffsetsLog
+from ..groups.offsets import OffsetsLog, PartitionOffsetsLog
 from .state_batch import ShareStateSnapshot, StateBatch, StateChange
 from .state_records import (NO_LEADER_EPOCH, SHARE_SNAPSHOT_RECORD_TYPE, SHARE_STATE_TOPIC, SHARE_UPDATE_RECORD_TYPE,
                             UNCHANGED_START_OFFSET, ShareSnapshotValue, ShareStateKey, ShareUpdateValue,
@@ -133,19 +133,6 @@ class LogTopicIds:
         return None if meta is None else meta.name
 
 
-class FixedTopicIds:
-    """:class:`TopicIds` from a dict (tests, tools)."""
-
-    def __init__(self, ids: dict[str, bytes]) -> None:
-        self.ids = ids
-
-    def id_of(self, topic: str) -> bytes | None:
-        return self.ids.get(topic)
-
-    def name_of(self, topic_id: bytes) -> str | None:
-        return next((t for t, i in self.ids.items() if i == topic_id), None)
-
-
 _Key = tuple[str, bytes, int]  # (group, topic id, partition)
 
 
@@ -194,11 +181,6 @@ class ShareStateStore:
             logger.info("share_state_topic_created", topic=SHARE_STATE_TOPIC, partitions=1)
         log = PartitionOffsetsLog(logs, now_ms=now_ms, topic=SHARE_STATE_TOPIC)
         return cls(log, LogTopicIds(logs), now_ms=now_ms, settings=settings)
-
-    @classmethod
-    def in_memory(cls, topic_ids: TopicIds, *, now_ms: Callable[[], int],
-                  settings: ShareCoordinatorConfig = ShareCoordinatorConfig()) -> ShareStateStore:
-        return cls(MemoryOffsetsLog(), topic_ids, now_ms=now_ms, settings=settings)
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -510,6 +492,6 @@ def _apply_update(state: _PartitionState, value: ShareUpdateValue) -> None:
 
 
 __all__ = [
-    "SHARE_STATE_TOPIC", "FixedTopicIds", "LogTopicIds", "SharePartitionSummary",
+    "SHARE_STATE_TOPIC", "LogTopicIds", "SharePartitionSummary",
     "ShareStateStore", "ShareStateWriteError", "TopicIds",
 ]

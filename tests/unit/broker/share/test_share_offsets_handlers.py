@@ -20,11 +20,14 @@ from sundial.broker.handlers.share_offsets import (
     handle_describe_share_group_offsets,
 )
 from sundial.broker.share.state_batch import RecordState, StateBatch, StateChange
-from sundial.broker.share.state_store import FixedTopicIds, ShareStateStore
+from sundial.broker.groups.offsets import MemoryOffsetsLog
+from sundial.broker.share.state_store import ShareStateStore
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from sundial.protocol.errors import ErrorCode as E
 from sundial.protocol.header import parse_request_header
+
+from state_support import FixedTopicIds
 
 T_ID = uuid.UUID(int=0x1111).bytes
 U_ID = uuid.UUID(int=0x2222).bytes
@@ -128,7 +131,7 @@ HANDLERS = {ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_off
 
 def new_broker() -> Broker:
     broker = Broker()
-    store = ShareStateStore.in_memory(FixedTopicIds({"t": T_ID, "u": U_ID}), now_ms=lambda: 1000)
+    store = ShareStateStore(MemoryOffsetsLog(), FixedTopicIds({"t": T_ID, "u": U_ID}), now_ms=lambda: 1000)
     store.mark_loaded()
     broker.share_state = store
     return broker

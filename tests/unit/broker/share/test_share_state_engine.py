@@ -19,8 +19,10 @@ from sundial.broker.share.errors import ShareError
 from sundial.broker.share.manager import merge_state
 from sundial.broker.share.partition import SharePartition
 from sundial.broker.share.state_batch import RecordState, ShareStateSnapshot
-from sundial.broker.share.state_store import FixedTopicIds, ShareStateStore
+from sundial.broker.share.state_store import ShareStateStore
 from sundial.config.share import ShareCoordinatorConfig
+
+from state_support import FixedTopicIds
 
 LOG = [FetchedBatch(b, b + 2) for b in range(0, 30, 3)]
 LOCK_MS = 100

@@ -34,8 +34,10 @@ from sundial.broker.share.state_records import (
     encode_snapshot_value,
     encode_update_value,
 )
-from sundial.broker.share.state_store import FixedTopicIds, ShareStateStore, ShareStateWriteError
+from sundial.broker.share.state_store import ShareStateStore, ShareStateWriteError
 from sundial.config.share import ShareCoordinatorConfig
+
+from state_support import FixedTopicIds
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
 TOPIC_ID = bytes(range(16))
