@@ -155,6 +155,39 @@ class Membership(RuleBasedStateMachine):
         _, n = self.b.topics.get(name, (tid(name), 0))
         self.b.topics[name] = (tid(name), n + more)
 
+    @precondition(lambda self: self.clients)
+    @rule()
+    def everyone_heartbeats(self):
+        """After one heartbeat each, every member holds its share of the current epoch's target."""
+        for member in sorted(self.clients):
+            self.heartbeat_member(member)
+        grp = self.b.manager.group(GROUP)
+        assert grp.assignment_epoch == grp.group_epoch
+        for member in sorted(self.clients):      # the first ones heard of the target before the last joined
+            self.heartbeat_member(member)
+        assert all(m.member_epoch == grp.group_epoch for m in grp.members.values())
+        topics = self.b.topics
+        for name in {n for c in self.clients.values() for n in c[2] if n in topics}:
+            t, count = topics[name]
+            readers = [m for m in grp.members.values() if name in m.subscribed_topic_names]
+            held = {m.member_id: {p for p in m.assigned.get(t, ())} for m in readers}
+            if len({c[2] & set(topics) for c in self.clients.values()}) == 1:
+                continue                          # homogeneous: balanced over all topics, checked below
+            assert set().union(*held.values()) == set(range(count))
+            sizes = [len(v) for v in held.values()]
+            assert not sizes or max(sizes) - min(sizes) <= 1
+        everything = {(t, p) for name, (t, n) in topics.items()
+                      if any(name in c[2] for c in self.clients.values()) for p in range(n)}
+        assert {(t, p) for m in grp.members.values() for t, ps in m.assigned.items() for p in ps} == everything
+
+    def heartbeat_member(self, member):
+        client = self.clients[member]
+        result, _ = self.b.hb(member, client[0])
+        client[0] = result.member_epoch
+        if result.assignment is not None:
+            client[1] = result.assignment
+        client[3] = self.b.now
+
     @rule()
     def restart(self):
         self.b.manager = self.b.replayed()
