@@ -85,6 +85,10 @@ def test_reset_describe_delete_and_kill_9(broker_factory):
     assert offsets_of(b, group) == {(topic, 0): ends[0], (topic, 1): 0}
     state = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--state"))
     assert state[0]["STATE"] == "Empty" and state[0]["#MEMBERS"] == "0"
+    assert group in sundial("share-groups", "--bootstrap-server", b, "--list").lines
+    listed = {r["GROUP"]: r["STATE"] for r in table(sundial("share-groups", "--bootstrap-server", b, "--list",
+                                                            "--state", "empty"))}
+    assert listed.get(group) == "Empty"
 
     # --delete-offsets: the group's state on the topic goes; deleting it again is an error.
     out = sundial("share-groups", "--bootstrap-server", b, "--delete-offsets", "--group", group, "--topic", topic)
