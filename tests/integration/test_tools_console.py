@@ -23,7 +23,7 @@ from kafka import KafkaProducer
 from sundial.tools.timeparse import format_ms
 
 from .clients import admin, consume_all, create_topic
-from .conftest import unique_topic
+from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port, unique_topic
 from .test_tools_cli import Result, assert_one_line_error, dead_address, produce_records, sundial
 
 pytestmark = pytest.mark.integration
@@ -321,3 +321,34 @@ def test_sigterm_stops_a_following_consumer_cleanly(broker):
     finally:
         client.close()
     assert {tp.partition: oam.offset for tp, oam in committed.items()} == {0: 1}
+
+
+@pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
+def test_sasl_through_command_config(tmp_path):
+    """Both tools on a SASL_PLAINTEXT listener with SCRAM-SHA-256, through --command-config as every tool takes it."""
+    ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
+    daemon = SundialProcess(tmp_path / "broker", {
+        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256"}, port=ports["PLAINTEXT"])
+    added = subprocess.run([sys.executable, "-m", "sundial", "credentials", "add", "alice", "--password",
+                            "alice-pw", "--data-dir", daemon.data_dir], capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    daemon.start()
+    try:
+        sasl = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+        props = tmp_path / "alice.properties"
+        props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                         "sasl.username=alice\nsasl.password=alice-pw\n")
+        topic = unique_topic("console-sasl")
+        create_topic(daemon.bootstrap, topic, 1)
+        ok(run("console-producer", "--bootstrap-server", sasl, "--topic", topic, "--command-config", str(props),
+               "--property", "parse.key=true", stdin="k1\tv1\nk2\tv2\n"))
+        out = ok(run("console-consumer", "--bootstrap-server", sasl, "--topic", topic, "--command-config",
+                     str(props), "--from-beginning", "--max-messages", "2", "--property", "print.key=true")).out
+        assert out.splitlines() == ["k1\tv1", "k2\tv2"]
+        # without the settings: one line and a non-zero exit, not a hang or a traceback
+        refused = run("console-consumer", "--bootstrap-server", sasl, "--topic", topic, "--from-beginning",
+                      "--request-timeout-ms", "3000", timeout_s=90)
+        assert_one_line_error(refused)
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()[-3000:]
