@@ -31,7 +31,9 @@ logger = structlog.get_logger(__name__)
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 #: What this broker can run (the levels in force: :func:`finalized_features`).
 SUPPORTED_FEATURES = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
-FINALIZED_FEATURES_EPOCH = 1
+#: Bumped whenever the finalized set a build can answer changes (2: share.version added), since a Java
+#: client keeps the set of the highest epoch it has seen across reconnections to an upgraded broker.
+FINALIZED_FEATURES_EPOCH = 2
 
 
 def finalized_features(broker) -> dict[str, int]:
