@@ -10,11 +10,14 @@ Three families of keys make up a share group's configuration; each has one home:
   ``share.heartbeat.interval.ms``, ``share.record.lock.duration.ms``, ``share.auto.offset.reset``,
   ``share.isolation.level``; Kafka 4.2 ``GroupConfig``): defined in :mod:`config.group`;
 * ``share.coordinator.*`` (Kafka ``ShareCoordinatorConfig``): defined here,
-  :data:`SHARE_COORDINATOR_CONFIGS`, registered in the broker's registry through
-  :mod:`config.group_coordinator`, typed as :class:`ShareCoordinatorConfig`.
+  :data:`SHARE_COORDINATOR_CONFIGS`, registered in the broker's registry by :mod:`config.broker`,
+  typed as :class:`ShareCoordinatorConfig` (``BrokerConfig.share_coordinator``).
   ``share.coordinator.state.topic.replication.factor`` and ``.min.isr`` are among the keys a
   single node ignores (``IGNORED_KAFKA_KEYS``: warned, not refused), and the keys of
   :data:`SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT` are validated but warned as without effect.
+
+:data:`ALL_SHARE_KEYS` indexes every key of the three families (:data:`SHARE_GROUP_BROKER_CONFIGS`,
+:data:`SHARE_COORDINATOR_CONFIGS`, :data:`SHARE_GROUP_LEVEL_CONFIGS`).
 
 :class:`ShareGroupSettings` is what the fetch side reads for one group: the group's GROUP
 configs over the broker defaults (:func:`share_group_settings`), resolved anew on each call so an
@@ -30,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .defs import ConfigDef, ConfigType, at_least, between, compatibility_only
-from .group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, GroupConfig, \
+from .group import BY_DURATION, EARLIEST, GROUP_CONFIGS, LATEST, READ_COMMITTED, READ_UNCOMMITTED, GroupConfig, \
     ShareAutoOffsetReset
-from .group_coordinator import ShareGroupConfig
+from .group_coordinator import GROUP_COORDINATOR_CONFIGS, ShareGroupConfig
 
 I = ConfigType.INT
 L = ConfigType.LONG
@@ -80,6 +83,13 @@ SHARE_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = tuple(
     compatibility_only(d, _WITHOUT_EFFECT[d.name]) if d.name in _WITHOUT_EFFECT else d
     for d in _SHARE_COORDINATOR_DEFS)
 SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT = frozenset(_WITHOUT_EFFECT)
+
+#: Every share-group key, by family (an index of the three homes described above).
+SHARE_GROUP_BROKER_CONFIGS: tuple[ConfigDef, ...] = tuple(
+    d for d in GROUP_COORDINATOR_CONFIGS if d.name.startswith(("group.share.", "share.fetch.")))
+SHARE_GROUP_LEVEL_CONFIGS: tuple[ConfigDef, ...] = tuple(d for d in GROUP_CONFIGS if d.name.startswith("share."))
+ALL_SHARE_KEYS = frozenset(d.name for d in SHARE_GROUP_BROKER_CONFIGS + SHARE_COORDINATOR_CONFIGS
+                           + SHARE_GROUP_LEVEL_CONFIGS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +145,7 @@ def share_group_settings(group: GroupConfig, broker: ShareGroupConfig) -> ShareG
 
 
 __all__ = [
-    "SHARE_COORDINATOR_CONFIGS", "SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT", "ShareCoordinatorConfig", "ShareGroupSettings",
+    "SHARE_GROUP_BROKER_CONFIGS", "SHARE_GROUP_LEVEL_CONFIGS", "ALL_SHARE_KEYS", "SHARE_COORDINATOR_CONFIGS", "SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT", "ShareCoordinatorConfig", "ShareGroupSettings",
     "share_group_settings", "ShareAutoOffsetReset", "LATEST", "EARLIEST", "BY_DURATION", "READ_COMMITTED",
     "READ_UNCOMMITTED",
 ]

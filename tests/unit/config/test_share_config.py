@@ -7,7 +7,9 @@ import pytest
 from sundial.config import BrokerConfig
 from sundial.config.defs import ConfigError
 from sundial.config.group import BY_DURATION, EARLIEST, LATEST, resolve_group_config
-from sundial.config.share import SHARE_COORDINATOR_CONFIGS, SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT, \
+from sundial.config.broker import BROKER_CONFIGS
+from sundial.config.group import GROUP_CONFIGS
+from sundial.config.share import ALL_SHARE_KEYS, SHARE_COORDINATOR_CONFIGS, SHARE_COORDINATOR_KEYS_WITHOUT_EFFECT, \
     ShareCoordinatorConfig, share_group_settings
 
 KAFKA_DEFAULTS = {
@@ -64,3 +66,11 @@ def test_share_group_settings_resolve_group_over_broker():
     assert s.auto_offset_reset.strategy == BY_DURATION and s.auto_offset_reset.duration_ms == 90_500
     early = share_group_settings(resolve_group_config({"share.auto.offset.reset": "earliest"}, broker)[0], broker.share)
     assert early.auto_offset_reset.strategy == EARLIEST
+
+
+def test_every_share_key_is_indexed():
+    broker = {d.name for d in BROKER_CONFIGS if d.name.startswith(("group.share.", "share."))}
+    group = {d.name for d in GROUP_CONFIGS if d.name.startswith("share.")}
+    assert ALL_SHARE_KEYS == broker | group
+    assert {"group.share.record.lock.duration.ms", "share.fetch.purgatory.purge.interval.requests",
+            "share.coordinator.write.timeout.ms", "share.auto.offset.reset", "share.isolation.level"} <= ALL_SHARE_KEYS
