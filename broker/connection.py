@@ -415,6 +415,13 @@ class Connection(asyncio.Protocol):
                              self.peer_host, self.peer_port, self._listener.name, self.conn_id,
                              self.principal, header)
         ctx.connection = self
+        prepare = dispatcher.prepare.get(api_key)
+        if prepare is not None:
+            waiting = prepare(ctx, request)   # e.g. open the partitions it names, off the loop
+            if waiting is not None:
+                await waiting
+                if self._closed:
+                    return False
         begin = dispatcher.pipelined.get(api_key)
         if begin is not None:
             pipeline = self._pipeline

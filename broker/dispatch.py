@@ -11,6 +11,9 @@ protocol package can decode, and optionally ``begin`` for a pipelined API.
 * ``begin(ctx, request)`` does the in-order part of a request at once and returns an
   awaitable of its response, so the connection can go on with the requests behind it
   (Produce with acks != 0, see :mod:`broker.produce_pipeline`).
+* ``prepare(ctx, request)`` runs before ``begin`` or the handler, in request order: None
+  when there is nothing to wait for, else an awaitable the connection awaits first
+  (opening the partitions a request names off the loop, :mod:`broker.log_opening`).
 
 Adding an API: write its handler in a module of :mod:`broker.handlers`, import the
 module here and add one row. A row whose API the protocol package cannot decode is
@@ -28,11 +31,13 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
 from .handlers import log_dirs
+from . import log_opening
 from .handlers import share_groups
 from .handlers import share_fetch, share_offsets
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
+Prepare = Callable[[Any, Any], "Awaitable[None] | None"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Route:
     handler: Handler
     versions: tuple[int, int] | None = None
     begin: Begin | None = None
+    prepare: Prepare | None = None
 
 
 ROUTES: tuple[Route, ...] = (
@@ -51,9 +57,10 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.METADATA, metadata.handle_metadata),
     Route(ApiKey.DESCRIBE_CLUSTER, metadata.handle_describe_cluster),
     # Data plane
-    Route(ApiKey.PRODUCE, produce.handle_produce, begin=produce.begin_produce),
-    Route(ApiKey.FETCH, fetch.handle_fetch),
-    Route(ApiKey.LIST_OFFSETS, list_offsets.handle_list_offsets),
+    Route(ApiKey.PRODUCE, produce.handle_produce, begin=produce.begin_produce,
+          prepare=log_opening.open_produce_partitions),
+    Route(ApiKey.FETCH, fetch.handle_fetch),   # opens its partitions itself (ReplicaManager.fetch)
+    Route(ApiKey.LIST_OFFSETS, list_offsets.handle_list_offsets, prepare=log_opening.open_list_offsets_partitions),
     # Producers
     Route(ApiKey.INIT_PRODUCER_ID, producer.handle_init_producer_id),
     Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, producer.handle_offset_for_leader_epoch),
@@ -64,7 +71,7 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.DESCRIBE_CONFIGS, admin.handle_describe_configs),
     Route(ApiKey.ALTER_CONFIGS, admin.handle_alter_configs),
     Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, admin.handle_incremental_alter_configs),
-    Route(ApiKey.DELETE_RECORDS, admin.handle_delete_records),
+    Route(ApiKey.DELETE_RECORDS, admin.handle_delete_records, prepare=log_opening.open_delete_records_partitions),
     # Log dirs and paged topic descriptions
     Route(ApiKey.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs),
     Route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, log_dirs.handle_describe_topic_partitions),
@@ -131,6 +138,7 @@ class Dispatcher:
         self.handlers: dict[int, Handler] = {}
         self.advertised: dict[int, tuple[int, int]] = {}
         self.pipelined: dict[int, Begin] = {}
+        self.prepare: dict[int, Prepare] = {}
         #: ApiVersions response bodies per (version, error): the table is fixed once built.
         self.api_versions_bodies: dict[tuple[int, int], bytes] = {}
         for route in routes:
@@ -144,6 +152,8 @@ class Dispatcher:
             self.advertised[key] = served
             if route.begin is not None:
                 self.pipelined[key] = route.begin
+            if route.prepare is not None:
+                self.prepare[key] = route.prepare
 
     def api_versions_table(self) -> list[dict]:
         return [{"api_key": k, "min_version": lo, "max_version": hi}

@@ -21,6 +21,14 @@ an error in one partition of a Produce, Fetch or ListOffsets never fails the res
   v0 "offsets before" answer. "Not found" is offset -1, timestamp -1.
 * **Retention**: one pass over every log, with the consumed-log input from the group
   coordinator (seed 004).
+
+The event loop never waits on the disk for these (with a ``scheduler``,
+:mod:`broker.scheduler`): a partition is opened (and its leftovers recovered) on a
+scheduler thread before the first request that needs it is served (:meth:`open_logs`);
+a Fetch answer whose bytes are not all in the page cache is read into it on a
+scheduler thread before ``sendfile`` sends it (:mod:`broker.page_cache`); retention
+renames and unlinks on the scheduler, after the log start offsets are checkpointed
+(:meth:`ReplicaManager.delete_dropped_segments`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ from sundial.records.timestamps import (
     MAX_TIMESTAMP,
 )
 
+from sundial.storage.files import FileSlice
+
+from . import page_cache
 from .errors import NO_LOG_START_OFFSET, error_code_for
 from .flusher import PartitionFlusher, flush_threads
 
@@ -185,13 +196,16 @@ class ReplicaManager:
     coordinator) is the consumed-retention input, None for none.
     """
 
-    def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None) -> None:
+    def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
+                 scheduler=None) -> None:
         self.config = config
         self.logs = logs
         self.purgatory = purgatory
         self.metrics = metrics
         self.now_ms = now_ms
         self.groups = groups
+        self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
+        self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
 
@@ -207,6 +221,41 @@ class ReplicaManager:
             f = PartitionFlusher(log, topic, partition)
             self._flushers[key] = f
         return f
+
+    async def _run(self, fn, *args):
+        if self.scheduler is None:
+            return fn(*args)
+        return await self.scheduler.run(fn, *args)
+
+    def open_logs(self, partitions):
+        """Open the partitions of ``partitions`` (``(topic, partition)`` pairs) not open yet, on the
+        scheduler: an awaitable to await before serving them, or None when there is nothing to open
+        (the common case, no suspension). Unknown partitions are skipped; an open that fails is
+        reported by the request's own look-up, which retries it."""
+        if self.scheduler is None:
+            return None
+        logs = self.logs
+        pending = []
+        for tp in partitions:
+            if not logs.is_open(*tp):
+                fut = logs.start_open(*tp)
+                if fut is not None:
+                    pending.append((tp, fut))
+        return self._wait_opens(pending) if pending else None
+
+    async def _wait_opens(self, pending) -> None:
+        for tp, fut in pending:
+            try:
+                # shielded: a request that goes away leaves the open to finish and be installed later
+                await asyncio.shield(asyncio.wrap_future(fut))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - reported by the request's look-up
+                pass
+            try:
+                self.logs.finish_open(*tp)
+            except Exception as exc:  # noqa: BLE001 - reported by the request's look-up, which retries
+                logger.warning("partition_open_failed", topic=tp[0], partition=tp[1], error=str(exc))
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._flushers if k[0] == topic]:
@@ -306,6 +355,10 @@ class ReplicaManager:
         (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
         Storage work runs on the event loop thread, like Produce appends.
         """
+        partitions = list(partitions)
+        waiting = self.open_logs(partitions)
+        if waiting is not None:
+            await waiting
         now = self.now_ms()
         ts = now if timestamp_ms is None else timestamp_ms
         control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
@@ -429,11 +482,18 @@ class ReplicaManager:
             max_bytes = 2**31 - 1
         else:
             max_bytes = min(max_bytes, self.config["fetch.max.bytes"])
-        results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                                   client_max_magic=client_max_magic, api_version=api_version,
-                                                   read_committed=read_committed)
+        waiting = self.open_logs((p.topic, p.partition) for p in parts)
+        if waiting is not None:
+            await waiting
+
+        def read_now():
+            return self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
+                                  client_max_magic=client_max_magic, api_version=api_version,
+                                  read_committed=read_committed)
+
+        results, total, any_error = read_now()
         if total >= min_bytes or max_wait_ms <= 0 or any_error or not parts:
-            return results
+            return await self._in_page_cache(results, read_now)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         purgatory = self.purgatory
@@ -446,19 +506,34 @@ class ReplicaManager:
                 woken = await waiter.wait(remaining)
                 if not woken:
                     break
-                results, total, any_error = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                                           client_max_magic=client_max_magic,
-                                                           api_version=api_version, read_committed=read_committed)
+                results, total, any_error = read_now()
                 if total >= min_bytes or any_error:
-                    return results
+                    return await self._in_page_cache(results, read_now)
                 purgatory.unpark(waiter)
                 waiter = purgatory.park((p.topic, p.partition) for p in parts)
         finally:
             purgatory.unpark(waiter)
         # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
-        results, _, _ = self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
-                                       client_max_magic=client_max_magic, api_version=api_version,
-                                                   read_committed=read_committed)
+        results, _, _ = read_now()
+        return await self._in_page_cache(results, read_now)
+
+    async def _in_page_cache(self, results: list[FetchOutcome], read_now, attempts: int = 1) -> list[FetchOutcome]:
+        """Make sure the file slices of ``results`` are in the page cache, so that ``sendfile`` and
+        ``pread`` on the loop do not wait on the disk: slices not all cached are read on the
+        scheduler, then the answer is read again (slices never outlive an ``await``). After
+        ``attempts`` rounds the answer goes as it is."""
+        if self.scheduler is None:
+            return results
+        for _ in range(attempts):
+            cold = [(out.records.fd, out.records.position, out.records.size) for out in results
+                    if isinstance(out.records, FileSlice) and not page_cache.cached(
+                        out.records.fd, out.records.position, out.records.size)]
+            if not cold:
+                return results
+            owned = page_cache.own(cold)
+            await self.scheduler.run(page_cache.warm, owned)
+            self.page_cache_warms += 1
+            results, _, _ = read_now()
         return results
 
     # -- list offsets ------------------------------------------------------------------------
@@ -507,8 +582,41 @@ class ReplicaManager:
         return OffsetAnswer(timestamp=found.timestamp_ms, offset=found.offset, leader_epoch=epoch)
 
     # -- periodic --------------------------------------------------------------------------------
+    async def write_checkpoints(self, **which) -> None:
+        """Checkpoint files (``recovery_points``/``log_start_offsets``): read on the loop, written on
+        the scheduler."""
+        logs = self.logs
+        for path, entries in logs.checkpoint_contents(**which):
+            await self._run(logs.write_checkpoint, path, entries)
+
+    async def delete_dropped_segments(self) -> int:
+        """Rename the segments retention dropped to ``.deleted``, on the scheduler, once the log
+        start offsets they follow are checkpointed; their unlinks come after
+        ``file.delete.delay.ms`` (the server's housekeeping). Number of segments renamed."""
+        logs = self.logs
+        jobs = logs.take_rename_jobs()
+        if not jobs:
+            return 0
+        try:
+            await self.write_checkpoints(recovery_points=False, log_start_offsets=True)
+        except OSError as exc:
+            logger.error("log_start_offset_checkpoint_failed", error=str(exc))
+            for _tp, job in jobs:
+                job.handed_over = False   # taken again by the next pass, after a checkpoint that succeeds
+            return 0
+        if self.scheduler is None:
+            _run_renames(jobs)
+        else:
+            await self.scheduler.run_all(_run_renames, jobs)
+        for tp, job in jobs:
+            logs.renamed(tp, job)
+        return sum(len(job.segments) for _tp, job in jobs)
+
     async def run_retention(self) -> None:
         logs = self.logs
+        waiting = self.open_logs(logs.all_partitions())
+        if waiting is not None:
+            await waiting
         groups = self.groups
         now = self.now_ms()
         holders: dict[tuple[str, int], tuple[str | None, int | None]] = {}
@@ -528,6 +636,7 @@ class ReplicaManager:
             return answer.offset
 
         outcomes = logs.run_retention(now, consumed_upto)
+        await self.delete_dropped_segments()
         held_now: set[tuple[str, int]] = set()
         for outcome in outcomes:
             self._report_retention(outcome, holders, held_now)
@@ -567,3 +676,9 @@ class ReplicaManager:
 
     async def close(self) -> None:
         self._flushers.clear()
+
+
+def _run_renames(jobs) -> None:
+    """Scheduler thread: the renames of a slice of ``(partition, SegmentRename)`` jobs."""
+    for _tp, job in jobs:
+        job.run()

@@ -21,6 +21,11 @@ retention every ``log.retention.check.interval.ms`` (after
 ``log.flush.offset.checkpoint.interval.ms``, the ``flush.ms`` policy, the
 ``connections.max.idle.ms`` sweep, and the log cleaner (``log.cleaner.enable``;
 its long work runs on its own thread, :mod:`broker.log_cleaner`).
+
+The loop never waits on the disk: the blocking file work these tasks and the requests
+start runs on the scheduler's ``background.threads`` threads (:mod:`broker.scheduler`);
+the protocol schemas are compiled on a worker thread before the listeners open; logs
+are recovered on ``num.recovery.threads.per.data.dir`` threads per data dir.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from prometheus_client import start_http_server
 from sundial.config import BrokerConfig
 from sundial.config.broker import BROKER_CONFIGS, unknown_key_warnings
 from sundial.records.timestamps import wall_clock_ms
-from sundial.storage import LogManager
+from sundial.protocol.schema_codec import warm_up as warm_up_schemas
+from sundial.storage import LogManager, disk
 from sundial.storage.log_manager import remove_expired
 from sundial.storage.files import write_file_atomically
 
@@ -55,6 +61,7 @@ from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, o
 from .node import Broker, build_broker
 from .share.metrics import ShareCollector, share_rows
 from .purgatory import FetchPurgatory
+from .scheduler import Scheduler
 from .security import build_server_ssl_context
 
 logger = structlog.get_logger(__name__)
@@ -151,6 +158,14 @@ def bind_sockets(host: str, port: int, what: str = "") -> list[socket.socket]:
     return socks
 
 
+def _remove_files(paths: list[str]) -> int:
+    return remove_expired(paths, [])
+
+
+def _remove_dirs(paths: list[str]) -> int:
+    return remove_expired([], paths)
+
+
 class BrokerServer:
     """Owns the listeners, the connections and the periodic tasks of one Broker."""
 
@@ -164,6 +179,7 @@ class BrokerServer:
         #: The daemon's parts (:mod:`broker.node`), built once by :meth:`start` when the logs
         #: are loaded. Until then None: a start that fails before it releases what it took.
         self.broker: Broker | None = None
+        self.scheduler: Scheduler | None = None   # blocking file work, off the loop (built by start)
         self.unknown_keys = unknown_keys or {}
         self.connections: set[Connection] = set()
         self._per_ip: dict[str, int] = {}
@@ -262,9 +278,16 @@ class BrokerServer:
                 logger.warning("config_key_ignored", key=key)
         for key, reason in BROKER_CONFIGS.without_effect(cfg.explicit):
             logger.warning("config_key_without_effect", key=key, reason=reason)
+        disk.install_from_environment()
+        # Compiled while the logs load; awaited before the listeners open.
+        schemas = loop.run_in_executor(None, warm_up_schemas, dict(self.dispatcher.advertised))
+        self.scheduler = scheduler = Scheduler(cfg["background.threads"])
+        self._release.callback(scheduler.close)   # released last: the logs' shutdown may still use it
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
-                          producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
+                          producer_id_expiration_ms=cfg["producer.id.expiration.ms"],
+                          recovery_threads_per_data_dir=cfg["num.recovery.threads.per.data.dir"],
+                          executor=scheduler.executor)
         try:
             await asyncio.to_thread(logs.startup)
         except OSError as exc:
@@ -275,7 +298,7 @@ class BrokerServer:
                     seconds=round(time.monotonic() - t0, 3))
         self.broker = broker = build_broker(cfg, now_ms=self.now_ms, cluster_id=cluster_id, advertised=advertised,
                                             logs=logs, metrics=self.metrics, purgatory=self.purgatory,
-                                            dispatcher=self.dispatcher)
+                                            dispatcher=self.dispatcher, scheduler=scheduler)
         self._release.push_async_callback(broker.replica_manager.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()
@@ -291,6 +314,10 @@ class BrokerServer:
         self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         self.metrics.install_group_collector(on_loop(loop, lambda: group_rows(broker.groups)))
+        t_schemas = time.monotonic()
+        compiled = await schemas
+        logger.info("protocol_schemas_loaded", versions=compiled,
+                    waited_seconds=round(time.monotonic() - t_schemas, 3))
         while self._bound:
             listener, socks = self._bound.pop(0)
             for sock in socks:
@@ -429,15 +456,15 @@ class BrokerServer:
 
     async def _housekeeping(self) -> None:
         # Unlinking a large segment can take long on a slow disk: only the bookkeeping
-        # runs on the event loop, the unlinks on a worker thread.
+        # runs on the event loop, the unlinks on the scheduler's threads, in parallel.
         due_files, due_dirs = self.broker.logs.take_expired_files(self.broker.now_ms())
-        if due_files or due_dirs:
-            await asyncio.to_thread(remove_expired, due_files, due_dirs)
+        if due_files:
+            await self.scheduler.run_all(_remove_files, due_files)
+        if due_dirs:
+            await self.scheduler.run_all(_remove_dirs, due_dirs)
 
     async def _checkpoint(self, **which) -> None:
-        logs = self.broker.logs
-        for path, entries in logs.checkpoint_contents(**which):     # read on the loop, written off it
-            await asyncio.to_thread(logs.write_checkpoint, path, entries)
+        await self.broker.replica_manager.write_checkpoints(**which)   # read on the loop, written off it
 
     async def _flush_due(self, *, time_check: bool) -> None:
         await self.broker.replica_manager.flush_due(time_check=time_check)

@@ -76,9 +76,11 @@ _def(compatibility_only(ConfigDef("default.replication.factor", I, 1,
                        "Sundial is a single node: every partition has exactly one replica"))
 _def(ConfigDef("auto.create.topics.enable", B, True, "Create unknown topics on Metadata and Produce."))
 _def(ConfigDef("delete.topic.enable", B, True, "Allow DeleteTopics."))
-_def(compatibility_only(ConfigDef("num.recovery.threads.per.data.dir", I, 1,
-                                 "Threads used to recover logs at start-up.", at_least(1)),
-                       "the logs of a data directory are recovered by one thread"))
+_def(ConfigDef("num.recovery.threads.per.data.dir", I, 1,
+               "Threads per data directory that open and recover its logs at start-up (all directories at once).",
+               at_least(1)))
+_def(ConfigDef("background.threads", I, 10, "Threads of the scheduler that does the broker's blocking file work "
+               "(deleting segments, opening partitions, checkpoints, warming Fetch reads).", at_least(1)))
 _def(ConfigDef("log.initial.task.delay.ms", L, 30_000, "Delay before the first retention pass.", at_least(0)))
 
 # --- log defaults (topic synonyms) -------------------------------------------------

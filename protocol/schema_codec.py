@@ -326,6 +326,26 @@ def decode_response_body(api_key: int, api_version: int, frame, offset: int = 0)
     return _decode(response_cls, api_version, frame, offset, response_cls.__name__)
 
 
+def warm_up(versions: Mapping[int, tuple[int, int]]) -> int:
+    """Load and compile now, for every API of ``versions`` (key → (min, max)), the request
+    decoder and the response encoder of each version: kafka-python reads a schema and
+    generates its functions on first use, which costs seconds in all. The broker calls this
+    on a worker thread before its listeners open, so no request pays for it on the event
+    loop. Returns the number of (API, version) pairs compiled."""
+    compiled = 0
+    for api_key, (lo, hi) in versions.items():
+        classes = SCHEMA_CLASSES.get(api_key)
+        if classes is None:
+            continue
+        request_cls, response_cls = classes
+        for version in range(lo, hi + 1):
+            _decoder(request_cls, version)
+            flexible = is_flexible(response_cls, version)
+            response_cls._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)
+            compiled += 1
+    return compiled
+
+
 # -- building data objects from dicts ---------------------------------------------------
 
 def _coerce_uuid(value):

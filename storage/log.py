@@ -134,6 +134,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         self._dir_dirty = False
         self._last_flush_ms: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
+        self._renames_owed: list = []   # LogRetention's SegmentRename jobs not yet given back
         self._future_hold_logged: int | None = None   # base offset of the future-timestamp hold last warned
         self._closed = False
         self._cleaning_job = None        # the pass in progress (LogCleaning), aborted by close
@@ -317,6 +318,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         """Start a new active segment at ``max(expected_next_offset, LEO)`` (§5.4)."""
         self._check_open()
         new_base = max(expected_next_offset or 0, self._leo)
+        self._finish_renames(new_base)
         active = self._segments[-1]
         if new_base in self._bases:
             if active.base_offset == new_base and active.size_bytes == 0:
@@ -470,6 +472,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         self._cache_token = next_cache_token()
         doomed = list(self._segments)
         cfg = self.config
+        self._finish_renames(offset)
         for seg in doomed:
             if seg.base_offset == offset:
                 seg.rename_suffix(files.DELETED_SUFFIX)
@@ -520,6 +523,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
             return
         if flush:
             self.flush()
+        self._finish_renames()
         if self._producers_loaded:
             try:
                 self._producers.map_end_offset = self._leo

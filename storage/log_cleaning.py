@@ -109,6 +109,7 @@ class LogCleaning:
                         base_offset=cleaned.base_offset, reason="the log was truncated or lost the segments "
                         "the cleaned one replaces since the pass began")
             return False
+        self._finish_renames(cleaned.base_offset)   # renames before the reopen below
         try:
             rename_all(self.dir, cleaned.base_offset, files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
             # the producer snapshots of the segments merged away go with them (Kafka deletes them

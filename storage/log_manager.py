@@ -16,7 +16,17 @@ checked and repaired if needed; :mod:`storage.recovery`). 10,000 partitions ther
 start in the time it takes to list the directories. After an unclean shutdown every
 partition of that dir is loaded (and recovered from its recovery point) during
 start-up, with progress logged, as Kafka does — a later clean shutdown must be able
-to vouch for all of them.
+to vouch for all of them. Each data dir recovers its partitions on
+``num.recovery.threads.per.data.dir`` threads (``recovery_threads_per_data_dir``), all
+dirs at once, as Kafka's ``loadLogs`` does.
+
+Opening off the owner thread: with an ``executor`` (the broker's scheduler),
+:meth:`start_open` hands the file work of opening a partition (creating its directory
+if missing, loading and recovering its segments, ``partition.metadata``) to the
+executor and returns its future; :meth:`finish_open`, on the owner thread, installs
+the opened log (or drops it when its topic was deleted meanwhile). A :meth:`get_log`
+for a partition whose open is under way waits for it, so a partition is never opened
+twice at once.
 
 Layout decisions: a new partition goes to the log dir holding the fewest partitions.
 Topic deletion writes the metadata first, then renames each partition directory to
@@ -33,6 +43,7 @@ Not thread-safe, like the logs it holds.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import random
 import shutil
@@ -44,7 +55,7 @@ import structlog
 from sundial.config.topic import TopicConfig, format_overrides, resolve_topic_config
 from sundial.config.topic_names import collision_key
 
-from . import files
+from . import disk, files
 from .checkpoints import (
     consume_clean_shutdown_marker,
     read_offset_checkpoint,
@@ -82,7 +93,8 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str] | str, broker_explicit: Mapping[str, Any] | None = None, *,
                  producer_id_expiration_ms: int = 86_400_000, now_ms: Callable[[], int] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, recovery_threads_per_data_dir: int = 1,
+                 executor: concurrent.futures.Executor | None = None) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [log_dirs]
         if not log_dirs:
@@ -92,6 +104,11 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._now_ms = now_ms
         self._rng = rng or random.Random()
+        if recovery_threads_per_data_dir < 1:
+            raise ValueError("recovery_threads_per_data_dir must be at least 1")
+        self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
+        self._executor = executor
+        self._opening: dict[TopicPartition, concurrent.futures.Future] = {}   # opens under way
         self._topics: dict[str, TopicMetadata] = {}
         self._generation = 0
         self._locations: dict[TopicPartition, str] = {}       # partition -> log dir holding it
@@ -150,13 +167,39 @@ class LogManager:
         unclean = [d for d in self.log_dirs if not self._clean[d]]
         to_load = [tp for tp, d in self._locations.items() if d in unclean]
         logger.info("log_manager_starting", log_dirs=self.log_dirs, topics=len(self._topics),
-                    partitions=len(self._locations), unclean_log_dirs=unclean)
-        for i, tp in enumerate(sorted(to_load)):
-            self.get_log(*tp)
-            if (i + 1) % PROGRESS_EVERY_PARTITIONS == 0:
-                logger.info("log_loading_progress", loaded=i + 1, total=len(to_load))
+                    partitions=len(self._locations), unclean_log_dirs=unclean,
+                    recovery_threads_per_data_dir=self.recovery_threads_per_data_dir)
         if to_load:
+            self._recover(sorted(to_load))
             logger.info("logs_recovered", partitions=len(to_load))
+
+    def _recover(self, to_load: list[TopicPartition]) -> None:
+        """Open (and recover) ``to_load``: ``recovery_threads_per_data_dir`` threads per data dir,
+        every dir at once; the logs are installed here, on the calling thread, as they finish."""
+        pools = {d: concurrent.futures.ThreadPoolExecutor(self.recovery_threads_per_data_dir,
+                                                          thread_name_prefix="sundial-recovery")
+                 for d in {self._locations[tp] for tp in to_load}}
+        try:
+            futures = {}
+            for tp in to_load:
+                job = self._open_job(tp)
+                if job is not None:
+                    futures[pools[self._locations[tp]].submit(job)] = tp
+            done = 0
+            first_error: BaseException | None = None
+            for fut in concurrent.futures.as_completed(futures):
+                try:
+                    self._install(futures[fut], *fut.result())
+                except BaseException as exc:  # noqa: BLE001 - re-raised once every other open has ended
+                    first_error = first_error or exc
+                done += 1
+                if done % PROGRESS_EVERY_PARTITIONS == 0:
+                    logger.info("log_loading_progress", loaded=done, total=len(futures))
+            if first_error is not None:
+                raise first_error
+        finally:
+            for pool in pools.values():
+                pool.shutdown(wait=True)
 
     def _adopt_topics(self, found: dict[TopicPartition, str]) -> None:
         """No metadata file: rebuild the topic list from partition directories (logged)."""
@@ -269,6 +312,7 @@ class LogManager:
         self._persist_metadata()
         for p in range(meta.partitions):
             tp = (name, p)
+            self._drop_open_under_way(tp)
             log = self._logs.pop(tp, None)
             if log is not None:
                 log.close_handles()
@@ -280,6 +324,18 @@ class LogManager:
                 self._schedule_dir_delete(tp, os.path.join(d, files.partition_dir_name(name, p)),
                                           meta.config.file_delete_delay_ms)
         logger.info("topic_deleted", topic=name, partitions=meta.partitions)
+
+    def _drop_open_under_way(self, tp: TopicPartition) -> None:
+        """Wait for an open of ``tp`` under way and close what it opened (its directory is about to
+        be renamed; rare: a topic deleted while one of its partitions is being opened)."""
+        fut = self._opening.pop(tp, None)
+        if fut is None:
+            return
+        try:
+            log = fut.result()[0]
+        except Exception:  # noqa: BLE001 - the partition is going away; its open's error does not matter
+            return
+        log.close_handles()
 
     def _schedule_dir_delete(self, tp: TopicPartition, path: str, delay_ms: int) -> None:
         target = os.path.join(os.path.dirname(path), files.delete_dir_name(*tp))
@@ -304,15 +360,7 @@ class LogManager:
     def _create_partition_dir(self, meta: TopicMetadata, partition: int) -> str:
         tp = (meta.name, partition)
         d = self._pick_log_dir()
-        pdir = os.path.join(d, files.partition_dir_name(*tp))
-        try:
-            os.makedirs(pdir, exist_ok=True)
-            write_partition_metadata(pdir, meta.topic_id, sync=False)
-            log_path = files.log_file(pdir, 0)
-            if not os.path.exists(log_path):
-                open(log_path, "ab").close()
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot create partition directory {pdir}") from exc
+        _make_partition_dir(os.path.join(d, files.partition_dir_name(*tp)), meta.topic_id)
         self._locations[tp] = d
         self._clean[d] = self._clean.get(d, True)
         return d
@@ -321,28 +369,91 @@ class LogManager:
         return (topic, partition) in self._logs
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        """The partition's log, opened (and if needed recovered) on first use; None if unknown."""
+        """The partition's log, opened (and if needed recovered) on first use; None if unknown.
+
+        Opening here runs on the calling thread; callers on the event loop first await
+        :meth:`start_open` (the broker's ``ReplicaManager.open_logs``). When an open is
+        already under way on the executor, this waits for it."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is not None:
             return log
-        meta = self._topics.get(topic)
-        if meta is None or not 0 <= partition < meta.partitions:
+        if tp in self._opening:
+            log = self.finish_open(topic, partition)
+            if log is not None:
+                return log
+        job = self._open_job(tp)
+        if job is None:
+            return None
+        return self._install(tp, *job())
+
+    def start_open(self, topic: str, partition: int) -> concurrent.futures.Future | None:
+        """Open the partition on the executor; its future (already under way: the same one), or
+        None when it is open, unknown, or there is no executor. Owner thread only; the result is
+        installed by :meth:`finish_open` (or by the next :meth:`get_log`)."""
+        tp = (topic, partition)
+        if tp in self._logs:
+            return None
+        fut = self._opening.get(tp)
+        if fut is not None or self._executor is None:
+            return fut
+        job = self._open_job(tp)
+        if job is None:
+            return None
+        fut = self._opening[tp] = self._executor.submit(job)
+        return fut
+
+    def finish_open(self, topic: str, partition: int) -> PartitionLog | None:
+        """Install the log :meth:`start_open` opened (waiting for it if it is still under way);
+        the log now open, or None. Raises what the open raised."""
+        tp = (topic, partition)
+        fut = self._opening.pop(tp, None)
+        if fut is None:
+            return self._logs.get(tp)
+        return self._install(tp, *fut.result())
+
+    def _open_job(self, tp: TopicPartition) -> Callable[[], tuple] | None:
+        """Bookkeeping on the owner thread (the dir is chosen and recorded now); the returned job
+        does the file work on any thread and returns ``(log, topic_id, log_dir)``."""
+        meta = self._topics.get(tp[0])
+        if meta is None or not 0 <= tp[1] < meta.partitions:
             return None
         self._check_started()
         d = self._locations.get(tp)
         if d is None:
-            d = self._create_partition_dir(meta, partition)
+            d = self._locations[tp] = self._pick_log_dir()
+        self._clean[d] = clean = self._clean.get(d, True)
         pdir = os.path.join(d, files.partition_dir_name(*tp))
-        if not os.path.isdir(pdir):
-            d = self._create_partition_dir(meta, partition)
-            pdir = os.path.join(d, files.partition_dir_name(*tp))
-        log = PartitionLog.open(pdir, meta.config, topic=topic, partition=partition, clean=self._clean.get(d, True),
-                                log_start_offset=self._log_start_offsets.get(d, {}).get(tp),
-                                recovery_point=self._recovery_points.get(d, {}).get(tp),
-                                producer_id_expiration_ms=self.producer_id_expiration_ms, rng=self._rng)
-        if read_partition_metadata(pdir) != meta.topic_id:
-            write_partition_metadata(pdir, meta.topic_id)
+        log_start_offset = self._log_start_offsets.get(d, {}).get(tp)
+        recovery_point = self._recovery_points.get(d, {}).get(tp)
+        expiration_ms, rng = self.producer_id_expiration_ms, self._rng
+
+        def job() -> tuple[PartitionLog, bytes, str]:
+            disk.current().pause("open")
+            if not os.path.isdir(pdir):
+                _make_partition_dir(pdir, meta.topic_id)
+            log = PartitionLog.open(pdir, meta.config, topic=tp[0], partition=tp[1], clean=clean,
+                                    log_start_offset=log_start_offset, recovery_point=recovery_point,
+                                    producer_id_expiration_ms=expiration_ms, rng=rng)
+            try:
+                if read_partition_metadata(pdir) != meta.topic_id:
+                    write_partition_metadata(pdir, meta.topic_id)
+            except BaseException:
+                log.close_handles()
+                raise
+            return log, meta.topic_id, d
+
+        return job
+
+    def _install(self, tp: TopicPartition, log: PartitionLog, topic_id: bytes, log_dir: str) -> PartitionLog | None:
+        """Make an opened log the partition's, unless its topic went away (or was re-created) meanwhile."""
+        meta = self._topics.get(tp[0])
+        current = self._logs.get(tp)
+        if (current is not None or meta is None or meta.topic_id != topic_id or tp[1] >= meta.partitions
+                or self._locations.get(tp) != log_dir):
+            log.close_handles()
+            return current
+        log.defer_renames = self._executor is not None   # the broker runs retention's renames
         self._logs[tp] = log
         return log
 
@@ -416,6 +527,17 @@ class LogManager:
         self._pending_dirs = keep
         return due_files, due_dirs
 
+    def take_rename_jobs(self) -> list[tuple[TopicPartition, Any]]:
+        """Retention's renames to ``.deleted`` owed by the open logs (``storage.log_retention``):
+        ``(partition, SegmentRename)`` to run on any thread, then give back to :meth:`renamed`."""
+        return [((t, p), job) for t, p, log in self.open_logs() for job in log.take_rename_jobs()]
+
+    def renamed(self, tp: TopicPartition, job) -> None:
+        """Owner thread, once ``job.run()`` returned: its files wait for their unlink."""
+        log = self._logs.get(tp)
+        if log is not None and not log.closed:
+            log.renamed(job)
+
     def delete_expired_files(self, now_ms: int) -> int:
         """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
         return remove_expired(*self.take_expired_files(now_ms))
@@ -428,6 +550,7 @@ class LogManager:
 
     def write_checkpoint(self, path: str, entries: dict) -> None:
         """Write one checkpoint file; safe on a worker thread (one write at a time per manager)."""
+        disk.current().pause("checkpoint")
         with self._checkpoint_lock:
             write_offset_checkpoint(path, entries)
 
@@ -466,6 +589,12 @@ class LogManager:
             return
         self._check_started()
         failed = False
+        for topic, partition in list(self._opening):   # opens under way are finished and closed too
+            try:
+                self.finish_open(topic, partition)
+            except (KafkaStorageError, OSError) as exc:
+                failed = True
+                logger.error("log_open_failed", topic=topic, partition=partition, error=str(exc))
         for (topic, partition), log in list(self._logs.items()):
             try:
                 log.close(flush=True)
@@ -482,6 +611,8 @@ class LogManager:
 
     def close_without_marker(self) -> None:
         """Release every descriptor without flushing or marking clean (tests simulating a crash)."""
+        for tp in list(self._opening):
+            self._drop_open_under_way(tp)
         for log in self._logs.values():
             log.close_handles()
         self._logs.clear()
@@ -493,11 +624,28 @@ def remove_expired(due_files: list[str], due_dirs: list[str]) -> int:
 
     Safe on any thread: nothing opens a ``.deleted`` file or a ``-delete`` directory.
     """
-    removed = sum(files.remove_quietly(p) for p in due_files)
+    slow = disk.current()
+    removed = 0
+    for path in due_files:
+        slow.pause("unlink")
+        removed += files.remove_quietly(path)
     for path in due_dirs:
+        slow.pause("unlink")
         shutil.rmtree(path, ignore_errors=True)
         removed += 1
     return removed
+
+
+def _make_partition_dir(pdir: str, topic_id: bytes) -> None:
+    """A new partition directory: ``partition.metadata`` and an empty first segment (any thread)."""
+    try:
+        os.makedirs(pdir, exist_ok=True)
+        write_partition_metadata(pdir, topic_id, sync=False)
+        log_path = files.log_file(pdir, 0)
+        if not os.path.exists(log_path):
+            open(log_path, "ab").close()
+    except OSError as exc:
+        raise KafkaStorageError.from_os_error(exc, f"cannot create partition directory {pdir}") from exc
 
 
 __all__ = ["LogManager", "remove_expired"]

@@ -7,16 +7,27 @@ of seed 004); this module applies the decisions: rules run in order (log start o
 consumed, size, time), each on the facts left by the previous one; the active segment
 is rolled first when every segment goes; deleted segments are renamed ``.deleted`` at
 once and removed after ``file.delete.delay.ms`` (:meth:`delete_expired_files`).
+
+Renames off the owner thread (``defer_renames``, set by the log manager of a broker
+that has a scheduler): the segments a retention pass drops leave the log at once (the
+log start offset moves, their descriptors are closed), but their renames to
+``.deleted`` become :class:`SegmentRename` jobs the broker takes
+(:meth:`take_rename_jobs`), runs on its scheduler after the log start offsets are
+checkpointed, and hands back (:meth:`renamed`); only then does the delay before the
+unlinks start. Renames come before any segment file is created or reopened in the
+log: rolling, truncating and swapping in a cleaned segment first finish every rename
+still owed (:meth:`_finish_renames`), waiting for one under way.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Callable
 
 import structlog
 
-from . import files
+from . import disk, files
 from .retention import (
     HOLD_FUTURE_TIMESTAMP,
     REASON_CONSUMED,
@@ -36,8 +47,52 @@ from .segment import LogSegment
 logger = structlog.get_logger(__name__)
 
 
+class SegmentRename:
+    """The renames to ``.deleted`` of segments a retention pass dropped; :meth:`run` does them
+    once, on any thread (a second caller waits for the first and gets the same paths)."""
+
+    def __init__(self, segments: list[LogSegment], also: list[str], due_ms: int) -> None:
+        self.segments = segments
+        self.also = list(also)       # files already renamed (the producer snapshots of those segments)
+        self.due_ms = due_ms         # when the unlinks may happen (file.delete.delay.ms after the pass)
+        self.bases = frozenset(seg.base_offset for seg in segments)
+        self.handed_over = False
+        self._lock = threading.Lock()
+        self._paths: list[str] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._paths is not None
+
+    def run(self) -> list[str]:
+        """Rename every file of the segments; the ``.deleted`` paths to unlink later."""
+        with self._lock:
+            if self._paths is None:
+                slow = disk.current()
+                paths = list(self.also)
+                for seg in self.segments:
+                    slow.pause("rename")
+                    try:
+                        paths.extend(_rename_to_deleted(seg))
+                    except OSError as exc:  # KafkaStorageError included: the files stay, logged
+                        logger.error("segment_rename_failed", dir=seg.dir, base_offset=seg.base_offset,
+                                     error=str(exc))
+                self._paths = paths
+            return self._paths
+
+
+def _rename_to_deleted(seg: LogSegment) -> list[str]:
+    if not seg.log_path.endswith(files.DELETED_SUFFIX):
+        return seg.rename_suffix(files.DELETED_SUFFIX)
+    return [p for p in (seg.log_path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path)
+            if os.path.exists(p)]
+
+
 class LogRetention:
     """Retention of a :class:`~storage.log.PartitionLog` (see module doc)."""
+
+    #: Retention's renames become :class:`SegmentRename` jobs for the broker's scheduler.
+    defer_renames = False
 
     def _facts(self) -> list[SegmentFacts]:
         segs = self._segments
@@ -116,27 +171,53 @@ class LogRetention:
                         last_offset=f.upper_offset - 1, size_bytes=f.size_bytes,
                         largest_timestamp_ms=f.largest_timestamp_ms, reason=reason)
         self._schedule_delete(doomed, now_ms,
-                              self._producers.mark_snapshots_deleted(seg.base_offset for seg in doomed))
+                              self._producers.mark_snapshots_deleted(seg.base_offset for seg in doomed),
+                              defer=self.defer_renames)
         if self._producers_loaded:
             self._producers.truncate_head(self.log_start_offset)
 
-    def _schedule_delete(self, segments: list[LogSegment], now_ms: int, also: list[str] = ()) -> None:
-        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (with ``also``: files
-        already renamed, such as the producer snapshots of those segments)."""
-        paths: list[str] = list(also)
+    def _schedule_delete(self, segments: list[LogSegment], now_ms: int, also: list[str] = (), *,
+                         defer: bool = False) -> None:
+        """Rename to ``.deleted`` now (``defer``: a :class:`SegmentRename` job for the broker's
+        scheduler); remove after ``file.delete.delay.ms`` (with ``also``: files already renamed,
+        such as the producer snapshots of those segments)."""
         for seg in segments:
             seg.close_handles()
-            if not seg.log_path.endswith(files.DELETED_SUFFIX):
-                paths.extend(seg.rename_suffix(files.DELETED_SUFFIX))
-            else:
-                paths.extend(p for p in (seg.log_path, seg.offset_index.path, seg.time_index.path,
-                                         seg.txn_index.path) if os.path.exists(p))
-        if not paths:
+        due_ms = now_ms + max(self.config.file_delete_delay_ms, 0)
+        if defer and segments:
+            # one job per segment, so that the scheduler's threads share a long list
+            self._renames_owed.extend(SegmentRename([seg], list(also) if i == 0 else [], due_ms)
+                                      for i, seg in enumerate(segments))
             return
-        # Like Kafka's asyncDeleteSegment, even a zero delay hands the unlinks to the next
-        # housekeeping run (the broker does them off the event loop): unlinking a large
-        # segment can take long on a slow disk.
-        self._pending_deletes.append((now_ms + max(self.config.file_delete_delay_ms, 0), paths))
+        self._add_pending_delete(SegmentRename(segments, list(also), due_ms).run(), due_ms)
+
+    def _add_pending_delete(self, paths: list[str], due_ms: int) -> None:
+        if paths:
+            # Like Kafka's asyncDeleteSegment, even a zero delay hands the unlinks to the next
+            # housekeeping run (the broker does them off the event loop): unlinking a large
+            # segment can take long on a slow disk.
+            self._pending_deletes.append((due_ms, paths))
+
+    def take_rename_jobs(self) -> list[SegmentRename]:
+        """The renames owed, handed over to be run on any thread and given back to :meth:`renamed`."""
+        jobs = [j for j in self._renames_owed if not j.handed_over]
+        for job in jobs:
+            job.handed_over = True
+        return jobs
+
+    def renamed(self, job: SegmentRename) -> None:
+        """Owner thread, after ``job.run()``: its files now wait for their unlink."""
+        if job in self._renames_owed:
+            self._renames_owed.remove(job)
+            self._add_pending_delete(job.run(), job.due_ms)
+
+    def _finish_renames(self, base_offset: int | None = None) -> None:
+        """Do the renames still owed now, on this thread (waiting for one under way): those of a
+        segment at ``base_offset`` before a segment file with that base is created or reopened
+        (rare: retention's segments lie below the log start), every one when the log closes."""
+        for job in list(self._renames_owed):
+            if base_offset is None or base_offset in job.bases:
+                self.renamed(job)
 
     def take_expired_files(self, now_ms: int) -> list[str]:
         """Hand over the ``.deleted`` files whose delay has passed and forget them.

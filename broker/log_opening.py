@@ -1,0 +1,36 @@
+"""Open the partitions a request names before it is served, off the event loop.
+
+Opening a partition on first use reads its directory and, after a crash, recovers or
+cleans its leftovers: disk work that took 100 ms to over a second on a busy disk when
+it ran on the loop. These ``prepare`` steps (:mod:`broker.dispatch`) hand the opens to
+the scheduler (``ReplicaManager.open_logs``) and the connection awaits them before the
+request's handler runs; requests on other connections go on meanwhile. They return
+None, without suspending, when every partition named is open already.
+
+Fetch opens its partitions inside ``ReplicaManager.fetch``, and transaction markers
+inside ``ReplicaManager.write_txn_markers``.
+"""
+
+from __future__ import annotations
+
+
+def _partitions(groups, name_attr: str, partitions_attr: str, index_attr: str):
+    for topic in groups or ():
+        name = getattr(topic, name_attr)
+        for p in getattr(topic, partitions_attr) or ():
+            yield name, getattr(p, index_attr)
+
+
+def open_produce_partitions(ctx, request):
+    return ctx.broker.replica_manager.open_logs(_partitions(request.topic_data, "name", "partition_data", "index"))
+
+
+def open_list_offsets_partitions(ctx, request):
+    return ctx.broker.replica_manager.open_logs(_partitions(request.topics, "name", "partitions", "partition_index"))
+
+
+def open_delete_records_partitions(ctx, request):
+    return ctx.broker.replica_manager.open_logs(_partitions(request.topics, "name", "partitions", "partition_index"))
+
+
+__all__ = ["open_produce_partitions", "open_list_offsets_partitions", "open_delete_records_partitions"]
