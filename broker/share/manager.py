@@ -643,6 +643,9 @@ class SharePartitionManager:
         entry.timer_deadline_ms = None
         if self._entries.get(entry.key) is not entry:
             return
+        if self._topic_id(entry.key[1]) != entry.topic_id:
+            self.forget(*entry.key)       # the topic is gone (or made again): nothing to release or write
+            return
         result = entry.engine.poll(self._now_ms())
         if result.expired_records:
             stats = self.group_stats(entry.key[0])
@@ -663,6 +666,12 @@ class SharePartitionManager:
 
     async def _write(self, entry: _Entry, change: StateChange) -> None:
         async with entry.write_lock:
+            if self._topic_id(entry.key[1]) != entry.topic_id:
+                # The store finds a share-partition by topic name: a topic deleted and made again
+                # must not receive the old one's state.
+                if self._entries.get(entry.key) is entry:
+                    self.forget(*entry.key)
+                raise ShareStateWriteError(f"{entry.key[1]} was deleted")
             try:
                 await self._store.write(*entry.key, change)
             except Exception as exc:

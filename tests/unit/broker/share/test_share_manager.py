@@ -415,3 +415,20 @@ async def test_departure_before_the_closing_acknowledgement_keeps_them(env_facto
     assert out["error_code"] == E.NONE and out["responses"][0]["partitions"][0]["error_code"] == E.NONE
     assert env.manager.start_offset(G, "t", 0) == 2
     assert ranges((await env.fetch("B"))[("t", 0)]) == [(2, 2, 1)]     # the rest released by the close
+
+
+@pytest.mark.asyncio
+async def test_lock_expiry_of_a_deleted_topic_writes_nothing_for_its_successor(env_factory):
+    """A topic deleted while records were acquired, then made again: the old locks run out but
+    their state must not be written for the new topic (the store finds state by topic name)."""
+    env = env_factory(lock_ms=200)
+    env.produce(3)
+    assert ranges((await env.fetch("A"))[("t", 0)]) == [(0, 2, 1)]
+    env.logs.delete_topic("t")
+    await env.store.delete(G, "t", 0)
+    env.logs.create_topic("t", 1)
+    writes = env.store.writes
+    await asyncio.sleep(0.5)                       # the old locks' deadline passes
+    assert env.store.writes == writes and (G, "t", 0) not in env.store.states
+    env.produce(2)
+    assert ranges((await env.fetch("B"))[("t", 0)]) == [(0, 1, 1)]
