@@ -14,6 +14,9 @@ While retention deletes the thousand segments of one topic (after DeleteRecords 
 its log start offset) and a new topic's partition opens, ApiVersions and Produce to
 another topic must be answered during those operations; the renames come after the
 log start offset checkpoint and the unlinks after the renames.
+
+After a crash, ``num.recovery.threads.per.data.dir`` partitions recover at once, never more
+(seen the same way, through the slow opens' log lines).
 """
 
 from __future__ import annotations
@@ -201,4 +204,54 @@ def test_the_loop_serves_while_a_slow_disk_deletes_segments_and_opens_a_partitio
         assert f"{big} 0 {SEGMENTS}" in fh.read().splitlines()
     started_at = [e for e in log.other if e.get("event") in ("protocol_schemas_loaded", "broker_started")]
     assert [e["event"] for e in started_at][:2] == ["protocol_schemas_loaded", "broker_started"]
+    assert d.stop() == 0
+
+
+def _most_at_once(events: list[tuple[str, str]], op: str) -> int:
+    running = most = 0
+    for kind, name in events:
+        if name == op:
+            running += 1 if kind == "started" else -1
+            most = max(most, running)
+    return most
+
+
+def test_recovery_after_a_crash_runs_on_num_recovery_threads_per_data_dir(broker_factory):
+    """Six partitions recovered after kill -9 with three recovery threads: three opens at once, never
+    more (each open waits 300 ms on the slow disk, so the three of a round overlap)."""
+    d = broker_factory(**{"num.recovery.threads.per.data.dir": "3"})
+    d.start()
+    topic = unique_topic("recover")
+    create_topic(d.bootstrap, topic, partitions=6)
+    p = producer(d.bootstrap, acks=1, linger_ms=0)
+    try:
+        for i in range(60):
+            p.send(topic, value=b"%d" % i, partition=i % 6).get(timeout=60)
+    finally:
+        p.close()
+    d.kill()                      # unclean: the next start recovers every partition of the data dir
+    d.env[SLOW_DISK_ENV] = "open:300"
+    log = DaemonLog(d.log_path)
+    log.read()                    # the first run's lines
+    log.events.clear()
+    d.start(timeout_s=120)
+    log.read()
+    opens_at_start = log.started.get("open", 0)
+    assert opens_at_start >= 6 + 2   # the topic's six partitions and the internal topics
+    assert _most_at_once(log.events, "open") == 3
+    recovered = [e for e in log.other if e.get("event") == "log_recovery_finished" and e.get("topic") == topic]
+    assert sorted(e["partition"] for e in recovered) == list(range(6))
+    # the records are all there
+    c_offsets = {}
+    sock = connect_raw(d.host, d.port)
+    try:
+        for partition in range(6):
+            sock.sendall(encode_request(ApiKey.LIST_OFFSETS, 1, partition + 1, "offloop", {
+                "replica_id": -1, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": partition, "timestamp": -1}]}]}))
+            body = decode_response(ApiKey.LIST_OFFSETS, 1, read_frame(sock))[1]
+            c_offsets[partition] = body.topics[0].partitions[0].offset
+    finally:
+        sock.close()
+    assert c_offsets == {p: 10 for p in range(6)}
     assert d.stop() == 0
