@@ -414,3 +414,41 @@ def test_kill_and_restart_keeps_acknowledged_state(broker_factory):
         assert not extra["b"]
     finally:
         close_all(b, a)
+
+
+def test_share_metrics_count_what_the_consumers_did(broker_factory):
+    from .conftest import free_port
+    from .test_metrics import scrape, value
+    port = free_port()
+    proc = broker_factory(**FAST_SHARE_GROUPS, **{"sundial.metrics.listener": f"127.0.0.1:{port}"})
+    proc.start()
+    if not _share_routed(proc.bootstrap):
+        pytest.skip("share-group APIs are not served by this build")
+    topic, group = unique("share"), unique("sg")
+    create_topic(proc.bootstrap, topic)
+    set_group_configs(proc.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(proc.bootstrap, topic, 4)
+    c = share_consumer(proc.bootstrap, group, topic, explicit=True)
+    kinds = {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.REJECT, 2: AcknowledgeType.ACCEPT}
+    try:
+        # offset 3 is released once, then accepted: 5 deliveries, 1 redelivery
+        collect({"c": c}, 5, explicit_ack=lambda _n, m: kinds.get(m.offset(), AcknowledgeType.RELEASE
+                                                                 if m.delivery_count() == 1
+                                                                 else AcknowledgeType.ACCEPT))
+        c.commit_sync()
+    finally:
+        close_all(c)
+
+    def counted():
+        s = scrape(port)
+        return (value(s, "sundial_share_acquired_records_total", group=group),
+                value(s, "sundial_share_redelivered_records_total", group=group),
+                value(s, "sundial_share_acknowledged_records_total", group=group),
+                value(s, "sundial_share_archived_records_total", group=group),
+                value(s, "sundial_share_released_records_total", group=group),
+                value(s, "sundial_share_lag", group=group, topic=topic, partition=0))
+
+    end = time.monotonic() + TIMEOUT_S
+    while counted() != (5, 1, 3, 1, 1, 0) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert counted() == (5, 1, 3, 1, 1, 0)
