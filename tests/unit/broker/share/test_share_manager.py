@@ -432,3 +432,46 @@ async def test_lock_expiry_of_a_deleted_topic_writes_nothing_for_its_successor(e
     assert env.store.writes == writes and (G, "t", 0) not in env.store.states
     env.produce(2)
     assert ranges((await env.fetch("B"))[("t", 0)]) == [(0, 1, 1)]
+
+
+@pytest.mark.asyncio
+async def test_v2_record_limit_mode_is_strict(env_factory):
+    env = env_factory()
+    env.produce(5)                                   # one batch of 5
+    out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 2), fetch_request(
+        env, "A", 0, version=2, max_records=2, share_acquire_mode=1))
+    assert out["responses"][0]["partitions"][0]["acquired_records"] == [(0, 1, 1)]
+    out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), fetch_request(env, "B", 0, max_records=2))
+    got = out["responses"][0]["partitions"][0]["acquired_records"]
+    assert [o for f, l, _ in got for o in range(f, l + 1)] == [2, 3, 4]   # batch-optimized: may exceed 2
+
+
+class _Deny:
+    def __init__(self, denied):
+        self.denied = denied
+
+    def authorize(self, principal, host, operation, resource_type, name, *, log_denied=True):
+        return (resource_type.name, name) not in self.denied
+
+
+@pytest.mark.asyncio
+async def test_acls_group_and_topic_read(env_factory):
+    env = env_factory()
+    env.produce(2)
+    env.broker.authorizer = _Deny({("GROUP", G)})
+    out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), fetch_request(env, "A", 0))
+    assert out["error_code"] == E.GROUP_AUTHORIZATION_FAILED
+    out = await h.handle_share_acknowledge(env.ctx(ApiKey.SHARE_ACKNOWLEDGE, 1), ack_request(env, "A", 1, {}))
+    assert out["error_code"] == E.GROUP_AUTHORIZATION_FAILED
+    env.broker.authorizer = _Deny({("TOPIC", "t")})
+    out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), fetch_request(env, "A", 0))
+    part = out["responses"][0]["partitions"][0]
+    assert (out["error_code"], part["error_code"], part["acquired_records"]) == \
+        (E.NONE, E.TOPIC_AUTHORIZATION_FAILED, ())
+    assert env.manager.start_offset(G, "t", 0) is None            # nothing was read or loaded
+    # an unknown topic id answers UNKNOWN_TOPIC_ID
+    env.broker.authorizer = None
+    req = fetch_request(env, "B", 0)
+    req.topics[0].topic_id = uuid.uuid4()
+    out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), req)
+    assert out["responses"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_ID
