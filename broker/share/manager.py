@@ -56,6 +56,7 @@ from sundial.records.framing import walk_headers
 from sundial.records.layout import MAGIC_V2
 from sundial.storage.files import FileSlice
 
+from .. import page_cache
 from ..errors import error_code_for
 from .acknowledgement import AcknowledgementBatch
 from .acquisition import AcquiredRecords, AcquireMode, FetchedBatch
@@ -411,6 +412,7 @@ class SharePartitionManager:
         await self._open_logs(partitions)
         max_records = max_records if max_records > 0 else 500
         batch_size = batch_size if batch_size > 0 else max_records
+        warmed = False
         while True:
             out: dict[TopicPartition, PartitionFetch] = {}
             entries: list[_Entry] = []
@@ -432,6 +434,9 @@ class SharePartitionManager:
             # From here to the answer nothing awaits: the file slices stay valid.
             settings = self._settings(group_id)
             reads, readable = self._read_all(entries, settings, max_bytes, out)
+            if reads and not warmed and await self._warm(reads):
+                warmed = True
+                continue      # read again: the slices read before the await may be stale
             last_try = loop.time() >= deadline or self._closed
             if reads and (readable >= min_bytes or last_try):
                 acquired = self._acquire_all(member_id, reads, settings, max_records, batch_size, mode, out)
@@ -471,6 +476,20 @@ class SharePartitionManager:
             total += read.slice.size
             budget -= read.slice.size
         return reads, total
+
+    async def _warm(self, reads: list[_Read]) -> bool:
+        """Before anything is acquired: when the bytes read are not all in the page cache, read
+        them in on the replica manager's scheduler, so that ``sendfile`` on the loop does not wait
+        on the disk (as a Fetch does, :mod:`broker.page_cache`). True when it awaited."""
+        scheduler = getattr(self._rm, "scheduler", None)
+        if scheduler is None:
+            return False
+        cold = [(r.slice.fd, r.slice.position, r.slice.size) for r in reads
+                if not page_cache.cached(r.slice.fd, r.slice.position, r.slice.size)]
+        if not cold:
+            return False
+        await scheduler.run(page_cache.warm, page_cache.own(cold))
+        return True
 
     def _read(self, entry: _Entry, max_bytes: int, min_one: bool, read_committed: bool) -> _Read | None:
         _, topic, partition = entry.key

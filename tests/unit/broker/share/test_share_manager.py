@@ -475,3 +475,22 @@ async def test_acls_group_and_topic_read(env_factory):
     req.topics[0].topic_id = uuid.uuid4()
     out = await h.handle_share_fetch(env.ctx(ApiKey.SHARE_FETCH, 1), req)
     assert out["responses"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_ID
+
+
+@pytest.mark.asyncio
+async def test_cold_pages_are_read_in_off_the_loop_before_acquiring(env_factory, monkeypatch):
+    from sundial.broker import page_cache
+    env = env_factory()
+    env.produce(3)
+    warmed = []
+
+    class Scheduler:
+        async def run(self, fn, *args):
+            warmed.append(args)
+            return await asyncio.to_thread(fn, *args)
+
+    env.rm.scheduler = Scheduler()
+    monkeypatch.setattr(page_cache, "cached", lambda fd, position, size: False)   # every page cold
+    got = (await env.fetch("A"))[("t", 0)]
+    assert ranges(got) == [(0, 2, 1)] and offsets_in(got) == [0, 1, 2]
+    assert len(warmed) == 1                          # once per fetch, then read again and acquired
