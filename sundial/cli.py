@@ -61,7 +61,8 @@ error (one line on stderr), 130 forced exit by a second Ctrl-C."""
 TOP_EPILOG = """Every command documents its options and examples: sundial COMMAND --help.
 exit codes: 0 done; 1 an error you can fix, printed as one line on stderr; 2 bad command
 line or configuration; 3 the command ran and found problems (dump-log); 130 interrupted.
-Documentation: README.md, docs/tools.md, docs/retention.md."""
+Documentation: README.md; in docs/: tools.md, console.md, configuration.md, retention.md,
+groups.md, share-groups.md, transactions.md, compaction.md, durability.md, log-dirs.md, docker.md."""
 
 
 def _add_serve(subparsers) -> None:
