@@ -176,6 +176,12 @@ class SecurityManager:
         if any(l.security_protocol in SASL_PROTOCOLS for l in cfg.listeners):
             logger.info("sasl_enabled", mechanisms=mechanisms, credentials_file=path,
                         users=len(self.credentials.users()))
+        clear_text = [l.name for l in cfg.listeners if l.security_protocol == "SASL_PLAINTEXT"]
+        if "PLAIN" in mechanisms and clear_text:
+            # PLAIN sends the password itself; without TLS anyone on the path reads it.
+            logger.warning("sasl_plain_without_tls", listeners=clear_text,
+                           hint="PLAIN sends passwords in clear text on these listeners: use SASL_SSL, "
+                                "or narrow sasl.enabled.mechanisms to SCRAM-SHA-256,SCRAM-SHA-512")
 
     # -- connection hooks ----------------------------------------------------------------------
     def on_connect(self, conn) -> None:

@@ -246,3 +246,27 @@ def test_delete_one_mechanism(store):
     store.delete_user("alice", [SCRAM_SHA_512])
     assert store.users()["alice"] == [(SCRAM_SHA_256, 4096)]
     assert not store.delete_user("nobody")
+
+
+# -- the start-up warning for PLAIN without TLS ---------------------------------------------------
+
+@pytest.mark.parametrize("listeners, mechanisms, warned", [
+    ("SASL_PLAINTEXT://127.0.0.1:9093", "PLAIN,SCRAM-SHA-256", ["SASL_PLAINTEXT"]),
+    ("SASL_PLAINTEXT://127.0.0.1:9093", "SCRAM-SHA-256,SCRAM-SHA-512", None),
+    ("PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "PLAIN", ["SASL_PLAINTEXT"]),
+])
+def test_plain_on_a_clear_text_sasl_listener_is_warned_at_start(tmp_path, listeners, mechanisms, warned):
+    from structlog.testing import capture_logs
+
+    from sundial.broker.security import SecurityManager
+    from sundial.config.broker import BrokerConfig
+
+    cfg = BrokerConfig({"listeners": listeners, "sasl.enabled.mechanisms": mechanisms})
+    with capture_logs() as logs:
+        SecurityManager(cfg, str(tmp_path))
+    found = [e for e in logs if e["event"] == "sasl_plain_without_tls"]
+    if warned is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0]["log_level"] == "warning"
+        assert found[0]["listeners"] == warned
