@@ -72,6 +72,13 @@ def _segment_bases(data_dir, topic) -> list[int]:
     return sorted(int(name[:-4]) for name in os.listdir(d) if name.endswith(".log"))
 
 
+def _wait_segment_bases(data_dir, topic, expected: list[int]) -> None:
+    """Wait for the partition's segment files to be ``expected``: the log start offset moves
+    first, and the files of the segments it passed are renamed afterwards, off the loop."""
+    wait_until(lambda: _segment_bases(data_dir, topic) == expected, 60,
+               f"the segment files of {topic} to be {expected}")
+
+
 def _earliest(bootstrap, topic) -> int:
     c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
     try:
@@ -140,7 +147,7 @@ def test_a_two_groups_one_lagging(retention_broker):
     # The slow group holds every segment from the one that holds its offset on.
     hold = _segment_of(bases, 3)
     assert _earliest(broker.bootstrap, topic) == hold
-    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= hold]
+    _wait_segment_bases(broker.data_dir, topic, [b for b in bases if b >= hold])
     held = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
     assert held and held[-1].get("group") == "slow" and held[-1].get("committed_offset") == 3
 
@@ -156,7 +163,7 @@ def test_a_two_groups_one_lagging(retention_broker):
                    and e.get("topic") == topic and e.get("committed_offset") == target
                    and e.get("base_offset") < expected]
     assert stale_holds == []
-    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
+    _wait_segment_bases(broker.data_dir, topic, [b for b in bases if b >= expected])
     _passes(broker, 2)
     assert _earliest(broker.bootstrap, topic) == expected  # nothing more: the slow group holds the rest
     deleted = _deleted(broker, topic)
@@ -174,7 +181,7 @@ def test_b_no_group_deletes_nothing_before_retention_ms(retention_broker):
     assert _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": str(20 * MINUTE)}) is None
     # Every segment is deletable, so the log rolls first and keeps one empty segment at the end.
     wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "forced retention")
-    assert _segment_bases(broker.data_dir, topic) == [60]
+    _wait_segment_bases(broker.data_dir, topic, [60])
 
 
 def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
@@ -195,7 +202,7 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
     finally:
         member.close()  # LeaveGroup: the group is empty and never committed, so it no longer counts
     wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
-    assert _segment_bases(broker.data_dir, topic) == [60]  # fully consumed: rolled, one empty segment left
+    _wait_segment_bases(broker.data_dir, topic, [60])  # fully consumed: rolled, one empty segment left
 
 
 def test_c2_a_consumer_protocol_group_without_commit_holds_everything(broker_factory):
@@ -233,7 +240,7 @@ def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
     assert _alter(broker, topic, TOPIC_CONFIGS) is None
     expected = _segment_of(bases, 40)
     wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "forced retention")
-    assert _segment_bases(broker.data_dir, topic) == [b for b in bases if b >= expected]
+    _wait_segment_bases(broker.data_dir, topic, [b for b in bases if b >= expected])
     _passes(broker)
     assert _earliest(broker.bootstrap, topic) == expected  # the young half stays: "stuck" has not consumed it
     deleted = _deleted(broker, topic)
@@ -299,7 +306,7 @@ def test_f_holds_are_logged_on_change_and_a_full_roll_raises_no_false_warning(br
     # Everything consumed: every segment goes, the log rolls and keeps one empty segment.
     _commit(broker.bootstrap, "slow", topic, 60)
     wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention of everything")
-    assert _segment_bases(broker.data_dir, topic) == [60]
+    _wait_segment_bases(broker.data_dir, topic, [60])
     assert events("retention_held_by_future_timestamp") == []   # the fresh empty segment holds nothing
     assert len(events("consumed_retention_released")) == 1
     assert len(events("consumed_retention_held")) == 1
