@@ -45,10 +45,11 @@ from dataclasses import dataclass, fields
 from typing import Mapping, Union
 
 from sundial.protocol.errors import ProtocolError
-from sundial.protocol.primitives import INT8, INT16, INT32, INT64, Reader, write_array_len, write_string, \
-    write_tagged_fields
+from sundial.protocol.primitives import INT8, INT16, INT32, INT64, Reader, write_array_len, write_tagged_fields
 
 from ...coordinator_schema import SchemaError
+from ..modern.records import (  # the byte rules of the group records, one home
+    _assignment, _count, _nullable_str, _put_assignment, _put_str, _str, record_type_of)
 
 SHARE_GROUP_PARTITION_METADATA = 9
 SHARE_GROUP_MEMBER_METADATA = 10
@@ -59,7 +60,6 @@ SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
 SHARE_GROUP_STATE_PARTITION_METADATA = 15
 
 VALUE_VERSION = 0
-MAX_STRING_BYTES = 0x7FFF
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
@@ -179,23 +179,6 @@ RECORD_TYPES = frozenset(_TYPES)
 
 # --- writer -------------------------------------------------------------------------------------
 
-def _put_str(out: bytearray, value: str | None, compact: bool = True) -> None:
-    if value is not None and len(value) * 4 > MAX_STRING_BYTES and len(value.encode("utf-8")) > MAX_STRING_BYTES:
-        raise SchemaError(f"string of {len(value.encode('utf-8'))} bytes is longer than {MAX_STRING_BYTES}")
-    write_string(out, value, compact)
-
-
-def _put_assignment(out: bytearray, assignment: Assignment) -> None:
-    write_array_len(out, len(assignment), True)
-    for topic_id in sorted(assignment):
-        partitions = sorted(assignment[topic_id])
-        out += topic_id.bytes
-        write_array_len(out, len(partitions), True)
-        for p in partitions:
-            out += INT32.pack(p)
-        write_tagged_fields(out, None)
-
-
 def _encode_value(value) -> bytes:
     out = bytearray(INT16.pack(VALUE_VERSION))
     if isinstance(value, OpaqueValue):
@@ -250,36 +233,6 @@ def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
 
 # --- reader -------------------------------------------------------------------------------------
 
-def _str(r: Reader, compact: bool = True) -> str:
-    s = r.string(compact)
-    if len(s) * 4 > MAX_STRING_BYTES and len(s.encode("utf-8")) > MAX_STRING_BYTES:
-        raise SchemaError(f"string longer than {MAX_STRING_BYTES} bytes")
-    return s
-
-
-def _nullable_str(r: Reader) -> str | None:
-    s = r.nullable_string(True)
-    if s is not None and len(s) * 4 > MAX_STRING_BYTES and len(s.encode("utf-8")) > MAX_STRING_BYTES:
-        raise SchemaError(f"string longer than {MAX_STRING_BYTES} bytes")
-    return s
-
-
-def _count(r: Reader, min_item_bytes: int) -> int:
-    return r.array_count(True, min_item_bytes, nullable=False)
-
-
-def _assignment(r: Reader) -> dict[uuid.UUID, frozenset[int]]:
-    out: dict[uuid.UUID, frozenset[int]] = {}
-    for _ in range(_count(r, 18)):
-        topic_id = uuid.UUID(bytes=r.uuid())
-        partitions = frozenset(r.int32() for _ in range(_count(r, 4)))
-        r.tagged_fields()
-        if topic_id in out:
-            raise SchemaError(f"topic id {topic_id} appears twice in one assignment")
-        out[topic_id] = partitions
-    return out
-
-
 def _decode_value(record_type: int, r: Reader):
     version = r.int16()
     if version != VALUE_VERSION:
@@ -312,12 +265,6 @@ def _decode_value(record_type: int, r: Reader):
     assigned = _assignment(r)
     r.tagged_fields()
     return ShareGroupCurrentMemberAssignmentValue(member_epoch, previous_epoch, state, assigned)
-
-
-def record_type_of(key_bytes) -> int | None:
-    if key_bytes is None or len(key_bytes) < 2:
-        return None
-    return INT16.unpack_from(key_bytes, 0)[0]
 
 
 def is_share_group_key(key_bytes) -> bool:
