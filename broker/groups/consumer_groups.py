@@ -46,6 +46,7 @@ from .modern.requests import HeartbeatRequest, HeartbeatResult
 from .modern.settings import ConsumerGroupSettings
 from .modern.views import GroupDescription, ListedGroup
 from .offset_manager import GroupMetadataManager
+from .timer_loop import run_deadline_loop
 
 logger = structlog.get_logger(__name__)
 
@@ -235,17 +236,5 @@ class ConsumerGroups:
         return records
 
     async def _timer_loop(self) -> None:
-        while True:
-            try:
-                self.fire_timers()
-            except Exception:
-                logger.exception("consumer_group_timer_failed")
-            deadline = self.manager.next_deadline_ms()
-            timeout_s = 1.0
-            if deadline is not None:
-                timeout_s = min(max(deadline - self.now_ms(), 0) / 1000, 1.0)
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
-            except asyncio.TimeoutError:
-                pass
+        await run_deadline_loop(self.fire_timers, self.manager.next_deadline_ms, self.now_ms, self._wake,
+                                "consumer_group_timer_failed")

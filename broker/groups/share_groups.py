@@ -40,6 +40,7 @@ from .share.manager import ListedShareGroup, ShareGroupDescription, ShareGroupMa
     ShareHeartbeatResult
 from .share.records import ShareGroupMemberMetadataKey, ShareGroupMetadataKey, ShareRecord, encode_record
 from .offset_manager import GroupMetadataManager
+from .timer_loop import run_deadline_loop
 
 logger = structlog.get_logger(__name__)
 
@@ -257,17 +258,5 @@ class ShareGroups:
         return records
 
     async def _timer_loop(self) -> None:
-        while True:
-            try:
-                self.fire_timers()
-            except Exception:
-                logger.exception("share_group_timer_failed")
-            deadline = self.manager.next_deadline_ms()
-            timeout_s = 1.0
-            if deadline is not None:
-                timeout_s = min(max(deadline - self.now_ms(), 0) / 1000, 1.0)
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
-            except asyncio.TimeoutError:
-                pass
+        await run_deadline_loop(self.fire_timers, self.manager.next_deadline_ms, self.now_ms, self._wake,
+                                "share_group_timer_failed")
