@@ -136,7 +136,8 @@ def _collect(request_topics) -> tuple[dict, dict]:
     return partitions, acks
 
 
-def _fetch_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict:
+def _request_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict:
+    """A ShareFetch or ShareAcknowledge answer refused whole (the two share this shape)."""
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
             "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
 
@@ -147,13 +148,13 @@ async def handle_share_fetch(ctx, request):
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _fetch_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return _request_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     lock_ms = _lock_duration_ms(manager, group_id)
     if not member_id:
-        return _fetch_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
+        return _request_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
     renew = version >= 2 and bool(getattr(request, "is_renew_ack", False))
     if renew and (request.max_wait_ms or request.min_bytes or request.max_bytes or request.max_records):
-        return _fetch_error(ErrorCode.INVALID_REQUEST, "A renewing ShareFetch must not fetch", lock_ms)
+        return _request_error(ErrorCode.INVALID_REQUEST, "A renewing ShareFetch must not fetch", lock_ms)
     epoch = request.share_session_epoch
     partitions, acks = _collect(request.topics)
     forgotten = [(_uuid(f.topic_id), p) for f in request.forgotten_topics_data or () for p in f.partitions or ()]
@@ -175,7 +176,7 @@ async def handle_share_fetch(ctx, request):
     except ShareSessionError as exc:
         logger.info("share_fetch_session_refused", group=group_id, member=member_id, epoch=epoch,
                     error=exc.error_code.name, reason=exc.message)
-        return _fetch_error(exc.error_code, exc.message, lock_ms)
+        return _request_error(exc.error_code, exc.message, lock_ms)
 
     topics = _Topics(ctx)
     ack_codes = await _acknowledge_all(ctx, manager, group_id, member_id, topics, acks, renew)
@@ -241,21 +242,16 @@ async def handle_share_fetch(ctx, request):
             "node_endpoints": []}
 
 
-def _ack_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
-
-
 async def handle_share_acknowledge(ctx, request):
     manager = ctx.broker.share_partitions
     version = ctx.api_version
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _ack_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return _request_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     lock_ms = _lock_duration_ms(manager, group_id)
     if not member_id:
-        return _ack_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
+        return _request_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
     renew = version >= 2 and bool(getattr(request, "is_renew_ack", False))
     epoch = request.share_session_epoch
     sessions: ShareSessionCache = manager.sessions
@@ -269,7 +265,7 @@ async def handle_share_acknowledge(ctx, request):
     except ShareSessionError as exc:
         logger.info("share_acknowledge_session_refused", group=group_id, member=member_id, epoch=epoch,
                     error=exc.error_code.name, reason=exc.message)
-        return _ack_error(exc.error_code, exc.message, lock_ms)
+        return _request_error(exc.error_code, exc.message, lock_ms)
     _, acks = _collect(request.topics)
     codes = await _acknowledge_all(ctx, manager, group_id, member_id, _Topics(ctx), acks, renew)
     if epoch == FINAL_EPOCH:
