@@ -171,7 +171,8 @@ async def handle_describe_share_group_offsets(ctx, request):
 
 # --- AlterShareGroupOffsets -----------------------------------------------------------------------
 
-def _alter_error(code: ErrorCode, message: str | None = None) -> dict:
+def _group_error(code: ErrorCode, message: str | None = None) -> dict:
+    """An Alter or Delete of share-group offsets refused whole (the two answers share this shape)."""
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
 
 
@@ -179,26 +180,32 @@ def _alter_partition(partition: int, code: ErrorCode = ErrorCode.NONE, message: 
     return {"partition_index": partition, "error_code": code, "error_message": message}
 
 
+def _refusal(ctx, group_id, operation, *, must_exist: bool) -> tuple | None:
+    """(code, message) when an Alter or Delete of share-group offsets is refused before it looks
+    at its topics, in Kafka's order: feature off, group ACL, no coordinator, empty id, the group."""
+    if not share_groups_enabled(ctx.broker):
+        return ErrorCode.UNSUPPORTED_VERSION, DISABLED
+    if not is_authorized(ctx, operation, ResourceType.GROUP, group_id or ""):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if _store(ctx) is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, None
+    return _group_problem(ctx, group_id, must_exist=must_exist)
+
+
 async def handle_alter_share_group_offsets(ctx, request):
     group_id = request.group_id
-    if not share_groups_enabled(ctx.broker):
-        return _alter_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
-    if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id or ""):
-        return _alter_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refusal = _refusal(ctx, group_id, AclOperation.READ, must_exist=False)
+    if refusal is not None:
+        return _group_error(*refusal)
     store = _store(ctx)
-    if store is None:
-        return _alter_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if not group_id:
-        return _alter_error(ErrorCode.INVALID_GROUP_ID)
-    problem = _group_problem(ctx, group_id, must_exist=False)
-    if problem is not None:
-        return _alter_error(*problem)
     share = _share_groups(ctx)
     if share is not None and not share.is_share_group(group_id):
         try:  # offsets set before the first member: the group is created empty (Kafka 4.2)
             await share.ensure_group(group_id)
         except GroupError as exc:
-            return _alter_error(exc.error_code, exc.message)
+            return _group_error(exc.error_code, exc.message)
     responses = []
     for topic in request.topics or []:
         name = topic.topic_name
@@ -240,28 +247,16 @@ async def handle_alter_share_group_offsets(ctx, request):
 
 # --- DeleteShareGroupOffsets ------------------------------------------------------------------------
 
-def _delete_error(code: ErrorCode, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
-
-
 def _delete_topic(name: str, topic_id, code: ErrorCode = ErrorCode.NONE, message: str | None = None) -> dict:
     return {"topic_name": name, "topic_id": topic_id or ZERO_UUID, "error_code": code, "error_message": message}
 
 
 async def handle_delete_share_group_offsets(ctx, request):
     group_id = request.group_id
-    if not share_groups_enabled(ctx.broker):
-        return _delete_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
-    if not is_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id or ""):
-        return _delete_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refusal = _refusal(ctx, group_id, AclOperation.DELETE, must_exist=True)
+    if refusal is not None:
+        return _group_error(*refusal)
     store = _store(ctx)
-    if store is None:
-        return _delete_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if not group_id:
-        return _delete_error(ErrorCode.INVALID_GROUP_ID)
-    problem = _group_problem(ctx, group_id, must_exist=True)
-    if problem is not None:
-        return _delete_error(*problem)
     responses = []
     for topic in request.topics or []:
         name = topic.topic_name
