@@ -34,6 +34,7 @@ from .handlers import log_dirs
 from . import log_opening
 from .handlers import share_groups
 from .handlers import share_fetch, share_offsets
+from .handlers import write_txn_markers
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 Begin = Callable[[Any, Any], Awaitable[Any]]
@@ -113,6 +114,7 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.DESCRIBE_TRANSACTIONS, transactions.handle_describe_transactions),
     Route(ApiKey.LIST_TRANSACTIONS, transactions.handle_list_transactions),
     Route(ApiKey.DESCRIBE_PRODUCERS, transactions.handle_describe_producers),
+    Route(ApiKey.WRITE_TXN_MARKERS, write_txn_markers.handle_write_txn_markers),
     # Share groups (KIP-932): the share-group offsets admin APIs
     Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets),
     Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, share_offsets.handle_alter_share_group_offsets),

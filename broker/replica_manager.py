@@ -72,6 +72,16 @@ class _DurabilityTimeout(Exception):
     """Set on a flusher's future whose waiter's ``timeout_ms`` passed (REQUEST_TIMED_OUT)."""
 
 
+def _tv2_marker_is_stale(log, producer_id: int, producer_epoch: int) -> bool:
+    """A transaction-version-2 marker (KIP-1228) carries the epoch its coordinator bumped, so it
+    must be above the partition's epoch for the producer; one at that epoch is accepted only as
+    the retry of a marker whose transaction is already closed (Kafka ``checkProducerEpoch``)."""
+    entry = log.producer_state.producers.get(producer_id)
+    if entry is None or producer_epoch > entry.producer_epoch:
+        return False
+    return not (producer_epoch == entry.producer_epoch and entry.current_txn_first_offset < 0)
+
+
 def _expire(futures) -> None:
     for fut in futures:
         if not fut.done():
@@ -333,7 +343,8 @@ class ReplicaManager:
     # -- transaction markers ----------------------------------------------------------------
     async def write_txn_markers(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                                 commit: bool, partitions, timestamp_ms: int | None = None,
-                                timeout_ms: int = 30_000) -> dict[tuple[str, int], int]:
+                                timeout_ms: int = 30_000, transaction_version: int = 0
+                                ) -> dict[tuple[str, int], int]:
         """Write one COMMIT (``commit=True``) or ABORT marker to each of ``partitions`` and wait
         until every successful one is fsynced; ``{(topic, partition): error code}``.
 
@@ -350,7 +361,9 @@ class ReplicaManager:
 
         Error codes per partition: NONE (0); UNKNOWN_TOPIC_OR_PARTITION (3);
         INVALID_PRODUCER_EPOCH (47) when ``producer_epoch`` is older than the partition's
-        epoch for the producer; TRANSACTION_COORDINATOR_FENCED (52) when
+        epoch for the producer (with ``transaction_version`` 2 or more, KIP-1228, also when it
+        is not above it, unless it repeats the marker of a transaction already closed at that
+        epoch); TRANSACTION_COORDINATOR_FENCED (52) when
         ``coordinator_epoch`` is older than the last marker's; UNSUPPORTED_FOR_MESSAGE_FORMAT
         (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
         Storage work runs on the event loop thread, like Produce appends.
@@ -370,6 +383,10 @@ class ReplicaManager:
                 codes[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
+                if transaction_version >= 2 and _tv2_marker_is_stale(log, producer_id, producer_epoch):
+                    raise se.InvalidProducerEpochError(
+                        f"transaction version {transaction_version} marker epoch {producer_epoch} is not above "
+                        f"the partition's epoch for producer {producer_id}")
                 result = log.append_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
                                                coordinator_epoch=coordinator_epoch, control_type=control_type,
                                                timestamp_ms=ts, now_ms=now, leader_epoch=LEADER_EPOCH)

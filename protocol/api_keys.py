@@ -186,6 +186,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # WriteTxnMarkers: v0 was removed by Kafka 4.0; v2 (KIP-1228, Kafka 4.2) adds the marker's
+    # transaction version (TV2 markers must carry an epoch above the partition's).
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),
     # Log dirs and topic partitions (operators). DescribeLogDirs v1-v4 are what Kafka 4.0-4.2 serve;
     # v0 (removed by Kafka 4.0, KIP-896) is the same on the wire as v1 and still served for old
     # clients; v5 (Kafka 4.3, IsCordoned) is not. DescribeTopicPartitions (KIP-966) has only v0.

@@ -142,6 +142,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -223,6 +225,7 @@ SCHEMA_CLASSES: dict[int, tuple[type, type]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
