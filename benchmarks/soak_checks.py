@@ -351,19 +351,25 @@ def _rule(name, m2, m4, limit, text):
     return (name, m2, m4, f"{text} = {limit(m2):.1f}", m4 <= limit(m2))
 
 
-def loop_stalls(log_paths: list[str]) -> list[tuple[float, float, float, str, str]]:
-    """(stall ms, loop thread's ms on a CPU, ms waiting for one, kernel state, stack) of every LOOP_STALL
-    line (``--loop-watchdog``)."""
+def loop_stalls(log_paths: list[str]) -> list[dict]:
+    """Every LOOP_STALL line (``--loop-watchdog``) as a dict: ``ms``, the loop thread's ``cpu_ms`` and
+    ``runq_ms``, ``kernel``, ``stack``, and the busiest other thread's ``holder``, ``holder_cpu_ms``,
+    ``holder_runq_ms`` and ``holder_stack`` (absent in lines of older watchdogs: ``-`` and 0)."""
     out = []
     for path in log_paths:
         try:
             with open(path, errors="replace") as fh:
                 for line in fh:
                     if line.startswith("LOOP_STALL "):
-                        head, _, stack = line.rstrip("\n").partition(" stack=")
+                        head, _, stacks = line.rstrip("\n").partition(" stack=")
+                        stack, _, holder_stack = stacks.partition(" holder_stack=")
                         kv = dict(x.split("=", 1) for x in head.split()[1:])
-                        out.append((float(kv["ms"]), float(kv["cpu_ms"]), float(kv.get("runq_ms", 0)),
-                                    kv.get("kernel", "?"), stack))
+                        out.append({"ms": float(kv["ms"]), "cpu_ms": float(kv["cpu_ms"]),
+                                    "runq_ms": float(kv.get("runq_ms", 0)), "kernel": kv.get("kernel", "?"),
+                                    "stack": stack, "holder": kv.get("holder", "-"),
+                                    "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),
+                                    "holder_runq_ms": float(kv.get("holder_runq_ms", 0)),
+                                    "holder_stack": holder_stack or "-"})
         except OSError:
             pass
     return out

@@ -121,11 +121,24 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else round(v * 1000, 1)
 
 
-def stall_class(ms: float, cpu_ms: float, runq_ms: float) -> str:
-    if runq_ms >= ms / 2:
+#: System calls the loop thread is seen in while it waits for the GIL or a lock another thread holds.
+_LOCK_WAITS = ("running", "futex", "?")
+
+
+def stall_class(st: dict) -> str:
+    """Who caused a stall: the host (the loop thread, or the thread holding the GIL or lock it waited
+    for, kept waiting for a CPU) or the daemon (computing on the loop, another thread computing with
+    the GIL, or blocked in a system call)."""
+    ms = st["ms"]
+    if st["runq_ms"] >= ms / 2:
         return "waiting for a CPU (host)"
-    if cpu_ms >= ms / 2:
+    if st["cpu_ms"] >= ms / 2:
         return "computing"
+    if st["kernel"].split("/")[0] in _LOCK_WAITS:
+        if st["runq_ms"] + st["holder_runq_ms"] >= ms / 2:
+            return "waiting for a CPU (host): the GIL or lock holder"
+        if st["holder_cpu_ms"] >= ms / 2:
+            return "GIL held by a computing thread"
     return "blocked"
 
 
@@ -134,22 +147,30 @@ def print_stalls(daemon, run_s: float) -> None:
     if not stalls:
         print("  event-loop stalls >= 50 ms (--loop-watchdog): none")
         return
-    total = sum(s[0] for s in stalls)
+    total = sum(s["ms"] for s in stalls)
     by_class: dict[str, list[float]] = {}
-    for ms, cpu, runq, _, _ in stalls:
-        by_class.setdefault(stall_class(ms, cpu, runq), []).append(ms)
+    for st in stalls:
+        by_class.setdefault(stall_class(st), []).append(st["ms"])
+    host = [ms for k, v in by_class.items() if k.startswith("waiting") for ms in v]
+    own = [ms for k, v in by_class.items() if not k.startswith("waiting") for ms in v]
     print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
-          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s[0] for s in stalls):.0f} ms; "
-          + ", ".join(f"{k}: {len(v)} ({sum(v) / 1000:.1f} s)" for k, v in sorted(by_class.items())))
-    by_cause: dict[tuple[str, str, str], list] = {}
-    for ms, cpu, runq, kernel, stack in stalls:
-        by_cause.setdefault((stall_class(ms, cpu, runq), kernel, stack), []).append(ms)
-    print("  the daemon's own stalls (not waiting for a CPU) by cause:")
-    own = [(k, v) for k, v in by_cause.items() if not k[0].startswith("waiting")]
-    for (cls, kernel, stack), items in sorted(own, key=lambda kv: -sum(kv[1]))[:6]:
-        items.sort()
-        print(f"    {len(items)} x {cls}, median {items[len(items) // 2]:.0f} ms, max {items[-1]:.0f} ms, "
-              f"in {kernel}: {stack}")
+          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s['ms'] for s in stalls):.0f} ms")
+    print(f"    caused by the host: {len(host)}, max {max(host, default=0):.0f} ms; "
+          f"caused by the daemon: {len(own)}, max {max(own, default=0):.0f} ms")
+    print("    " + "; ".join(f"{k}: {len(v)} ({sum(v) / 1000:.1f} s)" for k, v in sorted(by_class.items())))
+    by_cause: dict[tuple, list] = {}
+    for st in stalls:
+        cls = stall_class(st)
+        if cls.startswith("waiting"):
+            continue
+        holder = st["holder_stack"] if cls.startswith("GIL") else ""
+        by_cause.setdefault((cls, st["kernel"], st["stack"], holder), []).append(st)
+    print("  the daemon's own stalls by cause:" + ("" if by_cause else " none"))
+    for (cls, kernel, stack, holder), items in sorted(by_cause.items(), key=lambda kv: -sum(s["ms"] for s in kv[1]))[:8]:
+        ms = sorted(s["ms"] for s in items)
+        names = sorted({s["holder"] for s in items})
+        print(f"    {len(items)} x {cls}, median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms, "
+              f"in {kernel}: {stack}" + (f"; held by {','.join(names)} in {holder}" if holder else ""))
 
 
 def write_csv(path: str, rows: list[dict]) -> None:

@@ -402,7 +402,8 @@ class BrokerServer:
         except OSError as exc:
             raise StartupError(f"cannot listen on {_address(host, port)} (sundial.metrics.listener): "
                                f"{os_reason(exc)}") from None
-        self._release.callback(server.shutdown)
+        # shutdown() waits for the serving thread's next poll (up to 0.5 s): not on the event loop
+        self._release.push_async_callback(asyncio.to_thread, server.shutdown)
         self.metrics_port = server.server_address[1]
         logger.info("metrics_listening", address=f"{host}:{self.metrics_port}")
 

@@ -18,6 +18,8 @@ import structlog
 from sundial.config import ConfigError
 from sundial.config.topic_names import collision_key, topic_name_problem
 from sundial.protocol.errors import ErrorCode
+from sundial.storage.errors import KafkaStorageError
+from sundial.storage.topics import InvalidTopicError, TopicAlreadyExistsError
 
 logger = structlog.get_logger(__name__)
 
@@ -46,14 +48,10 @@ class CreatedTopic:
     replication_factor: int
 
 
-def create_topic(broker, name: str, num_partitions: int, replication_factor: int = -1,
-                 configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-                 assignments: dict[int, list[int]] | None = None, via: str = "CreateTopics",
-                 client_id: str | None = None) -> CreatedTopic:
-    """Create a topic (or only validate the request); raises TopicError with Kafka's code.
-
-    A created topic is logged once (``topic_created``: name, id, partitions, the configs
-    set on it, ``via`` CreateTopics or auto-creation, and the asking client's id)."""
+def _check_create(broker, name: str, num_partitions: int, replication_factor: int,
+                  configs: dict[str, str | None] | None, assignments: dict[int, list[int]] | None
+                  ) -> tuple[int, dict[str, str]]:
+    """Kafka's refusals of a creation (TopicError); the partition count and the overrides."""
     logs = broker.logs
     validate_topic_name(name)
     if logs.topic(name) is not None:
@@ -81,14 +79,82 @@ def create_topic(broker, name: str, num_partitions: int, replication_factor: int
         broker.config.topic_config(overrides)
     except ConfigError as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-    if validate_only:
-        return CreatedTopic(name, b"\0" * 16, num_partitions, 1)
-    meta = logs.create_topic(name, num_partitions, overrides)
-    logger.info("topic_created", topic=name, topic_id=str(uuid.UUID(bytes=bytes(meta.topic_id))),
-                partitions=num_partitions, configs=overrides, via=via, client_id=client_id)
+    return num_partitions, overrides
+
+
+def _created(broker, meta, overrides: dict[str, str], via: str, client_id: str | None) -> CreatedTopic:
+    logger.info("topic_created", topic=meta.name, topic_id=str(uuid.UUID(bytes=bytes(meta.topic_id))),
+                partitions=meta.partitions, configs=overrides, via=via, client_id=client_id)
     if getattr(broker, "groups", None) is not None:
         broker.groups.topics_changed()     # consumer groups' regexes and subscriptions
-    return CreatedTopic(name, meta.topic_id, num_partitions, 1)
+    return CreatedTopic(meta.name, meta.topic_id, meta.partitions, 1)
+
+
+def create_topic(broker, name: str, num_partitions: int, replication_factor: int = -1,
+                 configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                 assignments: dict[int, list[int]] | None = None, via: str = "CreateTopics",
+                 client_id: str | None = None) -> CreatedTopic:
+    """Create a topic (or only validate the request) with its file work on this thread (start-up,
+    tools, tests); raises TopicError with Kafka's code. Requests use :func:`create_topic_durably`.
+
+    A created topic is logged once (``topic_created``: name, id, partitions, the configs
+    set on it, ``via`` CreateTopics or auto-creation, and the asking client's id)."""
+    num_partitions, overrides = _check_create(broker, name, num_partitions, replication_factor, configs,
+                                              assignments)
+    if validate_only:
+        return CreatedTopic(name, b"\0" * 16, num_partitions, 1)
+    meta = broker.logs.create_topic(name, num_partitions, overrides)
+    return _created(broker, meta, overrides, via, client_id)
+
+
+async def create_topic_durably(broker, name: str, num_partitions: int, replication_factor: int = -1,
+                               configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                               assignments: dict[int, list[int]] | None = None, via: str = "CreateTopics",
+                               client_id: str | None = None) -> CreatedTopic:
+    """:func:`create_topic` with the file work (the topic list written and fsynced, then the
+    partition directories) on the scheduler's ordered thread: the event loop serves other
+    requests meanwhile, and the topic is served, and reported created, only once the topic
+    list holding it is durable. A failed write is KAFKA_STORAGE_ERROR and creates nothing."""
+    num_partitions, overrides = _check_create(broker, name, num_partitions, replication_factor, configs,
+                                              assignments)
+    if validate_only:
+        return CreatedTopic(name, b"\0" * 16, num_partitions, 1)
+    logs = broker.logs
+    try:
+        pending = logs.prepare_create_topic(name, num_partitions, overrides)
+    except TopicAlreadyExistsError as exc:   # its creation is under way
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from None
+    except InvalidTopicError as exc:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+    try:
+        await _run_ordered(broker, pending.run)
+    except BaseException as exc:
+        logs.abandon_create_topic(pending)
+        if isinstance(exc, (KafkaStorageError, OSError)):
+            logger.error("topic_create_failed", topic=name, error=str(exc))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic '{name}': {exc}") from None
+        raise
+    return _created(broker, logs.finish_create_topic(pending), overrides, via, client_id)
+
+
+async def delete_topic_durably(broker, name: str):
+    """Delete a topic: gone at once for every request (the caller drops what else refers to it);
+    returns once the topic list without it is durable and its directories are renamed for
+    deletion, on the scheduler's ordered thread (so before any later creation of the name makes
+    its directories). Raises ``storage`` UnknownTopicOrPartitionError, or KafkaStorageError."""
+    logs = broker.logs
+    pending = logs.prepare_delete_topic(name)
+    await _run_ordered(broker, pending.run)
+    logs.finish_delete_topic(pending)
+    return pending.meta
+
+
+async def _run_ordered(broker, fn) -> None:
+    scheduler = getattr(getattr(broker, "replica_manager", None), "scheduler", None)
+    if scheduler is None:
+        fn()
+    else:
+        await scheduler.run_ordered(fn)
 
 
 def auto_create_allowed(broker, name: str) -> bool:

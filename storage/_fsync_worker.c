@@ -25,12 +25,17 @@
  *     synced and no descriptor leaks; their results appear in completed()), and joins them.
  *     The eventfd stays open until the object is freed, so completed() still works.
  *
- * Locking: `qlock` + `qcond` guard the queue and the thread accounting; `clock` guards the
- * completed list (taken inside qlock by the workers, alone by completed() and submit()).
- * submit() grows the completed list to hold every job not yet collected, so a worker never
- * allocates. A worker signals the eventfd only when it makes the completed list non-empty:
- * completed() reads the eventfd before it takes the list, so every entry is either taken
- * by that call or announced by a later signal.
+ * Hand-offs: the thread that submits and collects (the event loop, holding the GIL) never
+ * takes a lock a worker holds, so a worker preempted at any point cannot make it wait (on a
+ * busy host a worker preempted while holding a shared queue lock kept the event loop waiting
+ * 100-300 ms). submit() pushes the job on the lock-free stack `inbox` and posts the
+ * semaphore `jobs` (sem_post never blocks); a worker waits on `jobs`, then, under `wlock`
+ * (taken by workers only), moves the whole inbox to its FIFO `head`/`tail` in submission
+ * order and takes the first job. A finished job node itself is pushed on the lock-free
+ * stack `done`, so a worker never allocates; it signals the eventfd only when it made that
+ * stack non-empty, and completed() reads the eventfd before it takes the whole stack, so
+ * every entry is either taken by that call or announced by a later signal. `started` and
+ * `stopping` are written only by submit() and close(), which hold the GIL.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -38,6 +43,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,33 +55,50 @@
 typedef struct job {
     struct job *next;
     long long token;
+    int err;
     Py_ssize_t nfds;
     int fds[];
 } job_t;
 
 typedef struct {
-    long long token;
-    int err;
-} done_t;
-
-typedef struct {
     PyObject_HEAD
-    pthread_mutex_t qlock;
-    pthread_cond_t qcond;
-    job_t *head, *tail;
+    job_t *inbox;         /* lock-free stack: submitted, not yet taken by a worker (newest first) */
+    sem_t jobs;           /* one post per job, and one per thread at close() */
+    pthread_mutex_t wlock;   /* workers only: guards head/tail */
+    job_t *head, *tail;   /* taken from the inbox, in submission order, not yet started */
+    job_t *done;          /* lock-free stack: finished, not yet collected (newest first) */
     int max_threads;
-    int started;
-    int free_threads;     /* started threads not running a job, minus jobs queued */
-    int stopping;
+    int started;          /* GIL */
+    int free_threads;     /* atomic: started threads not running a job, minus jobs queued */
+    int stopping;         /* atomic; set under the GIL */
     int closed;           /* close() finished: threads joined */
     pthread_t *threads;
-    pthread_mutex_t clock;
-    done_t *done;
-    Py_ssize_t ndone, cap_done;
-    Py_ssize_t uncollected;   /* jobs queued, running or done but not yet returned by completed() */
     int efd;
-    int ready;            /* mutexes/cond initialised */
+    int ready;            /* semaphore and mutex initialised */
 } Worker;
+
+static void push(job_t **stack, job_t *job, int *was_empty)
+{
+    job_t *top = __atomic_load_n(stack, __ATOMIC_RELAXED);
+    do {
+        job->next = top;
+    } while (!__atomic_compare_exchange_n(stack, &top, job, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    if (was_empty)
+        *was_empty = top == NULL;
+}
+
+/* The whole stack, oldest first. */
+static job_t *take_all(job_t **stack)
+{
+    job_t *newest = __atomic_exchange_n(stack, NULL, __ATOMIC_ACQUIRE), *oldest = NULL;
+    while (newest != NULL) {
+        job_t *next = newest->next;
+        newest->next = oldest;
+        oldest = newest;
+        newest = next;
+    }
+    return oldest;
+}
 
 static int run_job(job_t *job)
 {
@@ -93,50 +116,58 @@ static int run_job(job_t *job)
     return err;
 }
 
-/* With qlock held. Never allocates: submit() made room for every job not yet collected. */
-static void report(Worker *w, long long token, int err)
+static void report(Worker *w, job_t *job)
 {
     uint64_t one = 1;
-    int signal_it;
-    pthread_mutex_lock(&w->clock);
-    signal_it = w->ndone == 0;
-    w->done[w->ndone].token = token;
-    w->done[w->ndone].err = err;
-    w->ndone++;
-    pthread_mutex_unlock(&w->clock);
-    if (signal_it) {
+    int was_empty;
+    push(&w->done, job, &was_empty);
+    if (was_empty) {
         while (write(w->efd, &one, sizeof one) < 0 && errno == EINTR)
             ;
     }
 }
 
-static void *work(void *arg)
+/* The next job in submission order, or NULL (then the post was close()'s). */
+static job_t *next_job(Worker *w)
 {
-    Worker *w = (Worker *)arg;
-    pthread_mutex_lock(&w->qlock);
-    for (;;) {
-        while (w->head == NULL && !w->stopping)
-            pthread_cond_wait(&w->qcond, &w->qlock);
-        job_t *job = w->head;
-        if (job == NULL)
-            break;                /* stopping and nothing queued */
+    pthread_mutex_lock(&w->wlock);
+    if (w->head == NULL) {
+        w->head = take_all(&w->inbox);
+        w->tail = w->head;
+        while (w->tail != NULL && w->tail->next != NULL)
+            w->tail = w->tail->next;
+    }
+    job_t *job = w->head;
+    if (job != NULL) {
         w->head = job->next;
         if (w->head == NULL)
             w->tail = NULL;
-        pthread_mutex_unlock(&w->qlock);
-        int err = run_job(job);
-        pthread_mutex_lock(&w->qlock);
-        /* Free before the report, which is made under qlock too (one lock round per job):
-         * a submit prompted by this report finds this thread instead of starting one. */
-        w->free_threads++;
-        report(w, job->token, err);
-        free(job);
     }
-    pthread_mutex_unlock(&w->qlock);
+    pthread_mutex_unlock(&w->wlock);
+    return job;
+}
+
+static void *work(void *arg)
+{
+    Worker *w = (Worker *)arg;
+    for (;;) {
+        while (sem_wait(&w->jobs) != 0 && errno == EINTR)
+            ;
+        job_t *job = next_job(w);
+        if (job == NULL) {
+            if (__atomic_load_n(&w->stopping, __ATOMIC_ACQUIRE))
+                break;            /* stopping and nothing queued */
+            continue;
+        }
+        job->err = run_job(job);
+        /* Free before the report: a submit prompted by it finds this thread instead of starting one. */
+        __atomic_add_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
+        report(w, job);
+    }
     return NULL;
 }
 
-/* With qlock held. 0 on success. */
+/* Under the GIL. 0 on success. */
 static int start_thread(Worker *w)
 {
     sigset_t all, old;
@@ -184,9 +215,12 @@ static PyObject *Worker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(w);
         return NULL;
     }
-    pthread_mutex_init(&w->qlock, NULL);
-    pthread_cond_init(&w->qcond, NULL);
-    pthread_mutex_init(&w->clock, NULL);
+    if (sem_init(&w->jobs, 0, 0) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->wlock, NULL);
     w->ready = 1;
     w->max_threads = threads;
     return (PyObject *)w;
@@ -194,11 +228,10 @@ static PyObject *Worker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 static void stop_and_join(Worker *w)
 {
-    pthread_mutex_lock(&w->qlock);
-    w->stopping = 1;
+    __atomic_store_n(&w->stopping, 1, __ATOMIC_RELEASE);
     int started = w->started;
-    pthread_cond_broadcast(&w->qcond);
-    pthread_mutex_unlock(&w->qlock);
+    for (int i = 0; i < started; i++)
+        sem_post(&w->jobs);       /* one wake-up per thread: each exits once nothing is queued */
     for (int i = 0; i < started; i++)
         pthread_join(w->threads[i], NULL);
 }
@@ -219,13 +252,16 @@ static void Worker_dealloc(Worker *w)
     if (w->ready) {
         if (!w->closed)
             stop_and_join(w);     /* the threads never take the GIL: no deadlock */
-        pthread_mutex_destroy(&w->qlock);
-        pthread_cond_destroy(&w->qcond);
-        pthread_mutex_destroy(&w->clock);
+        sem_destroy(&w->jobs);
+        pthread_mutex_destroy(&w->wlock);
+        for (job_t *job = take_all(&w->done); job != NULL;) {
+            job_t *next = job->next;
+            free(job);
+            job = next;
+        }
     }
     if (w->efd >= 0)
         close(w->efd);
-    free(w->done);
     PyMem_RawFree(w->threads);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
@@ -257,53 +293,24 @@ static PyObject *Worker_submit(Worker *w, PyObject *args)
         }
         job->fds[i] = (int)fd;
     }
-    /* Room in the completed list for this job, so a worker never allocates (nor fails to). */
-    pthread_mutex_lock(&w->clock);
-    if (w->cap_done < w->uncollected + 1) {
-        Py_ssize_t cap = w->cap_done ? w->cap_done * 2 : 64;
-        done_t *grown = realloc(w->done, (size_t)cap * sizeof(done_t));
-        if (grown == NULL) {
-            pthread_mutex_unlock(&w->clock);
-            free(job);
-            return PyErr_NoMemory();
-        }
-        w->done = grown;
-        w->cap_done = cap;
-    }
-    w->uncollected++;
-    pthread_mutex_unlock(&w->clock);
-    const char *refused = NULL;
-    pthread_mutex_lock(&w->qlock);
     if (w->stopping) {
-        refused = "fsync worker is closed";
-    } else {
-        if (w->free_threads <= 0 && w->started < w->max_threads) {
-            if (start_thread(w) == 0) {
-                w->started++;
-                w->free_threads++;
-            } else if (w->started == 0) {
-                refused = "can't start an fsync thread";
-            }   /* else: the running threads take the job */
-        }
-        if (refused == NULL) {
-            w->free_threads--;
-            if (w->tail)
-                w->tail->next = job;
-            else
-                w->head = job;
-            w->tail = job;
-            pthread_cond_signal(&w->qcond);
-        }
-    }
-    pthread_mutex_unlock(&w->qlock);
-    if (refused != NULL) {
-        pthread_mutex_lock(&w->clock);
-        w->uncollected--;
-        pthread_mutex_unlock(&w->clock);
         free(job);
-        PyErr_SetString(PyExc_RuntimeError, refused);
+        PyErr_SetString(PyExc_RuntimeError, "fsync worker is closed");
         return NULL;
     }
+    if (__atomic_load_n(&w->free_threads, __ATOMIC_RELAXED) <= 0 && w->started < w->max_threads) {
+        if (start_thread(w) == 0) {
+            w->started++;
+            __atomic_add_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
+        } else if (w->started == 0) {
+            free(job);
+            PyErr_SetString(PyExc_RuntimeError, "can't start an fsync thread");
+            return NULL;
+        }   /* else: the running threads take the job */
+    }
+    __atomic_sub_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
+    push(&w->inbox, job, NULL);
+    sem_post(&w->jobs);
     Py_RETURN_NONE;
 }
 
@@ -316,38 +323,38 @@ static PyObject *Worker_completed(Worker *w, PyObject *Py_UNUSED(ignored))
 {
     uint64_t count, one = 1;
     while (read(w->efd, &count, sizeof count) < 0 && errno == EINTR)
-        ;                         /* EAGAIN: nothing signalled, the list may still hold entries */
-    pthread_mutex_lock(&w->clock);
-    Py_ssize_t n = w->ndone;
-    done_t *taken = n ? malloc((size_t)n * sizeof(done_t)) : NULL;
-    if (n && taken == NULL) {     /* the entries stay; signal again so a later call takes them */
-        pthread_mutex_unlock(&w->clock);
-        (void)!write(w->efd, &one, sizeof one);
-        return PyErr_NoMemory();
-    }
-    if (n)
-        memcpy(taken, w->done, (size_t)n * sizeof(done_t));
-    w->ndone = 0;
-    w->uncollected -= n;
-    pthread_mutex_unlock(&w->clock);
+        ;                         /* EAGAIN: nothing signalled, the stack may still hold entries */
+    job_t *taken = take_all(&w->done);
+    Py_ssize_t n = 0;
+    for (job_t *job = taken; job != NULL; job = job->next)
+        n++;
     PyObject *out = PyList_New(n);
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        PyObject *item = Py_BuildValue("(Li)", taken[i].token, taken[i].err);
+    if (out == NULL) {            /* the entries go back; signal so a later call takes them */
+        while (taken != NULL) {
+            job_t *next = taken->next;
+            push(&w->done, taken, NULL);
+            taken = next;
+        }
+        (void)!write(w->efd, &one, sizeof one);
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (taken != NULL) {
+        job_t *next = taken->next;
+        PyObject *item = out == NULL ? NULL : Py_BuildValue("(Li)", taken->token, taken->err);
         if (item == NULL)
             Py_CLEAR(out);        /* these results are lost: only under MemoryError */
         else
-            PyList_SET_ITEM(out, i, item);
+            PyList_SET_ITEM(out, i++, item);
+        free(taken);
+        taken = next;
     }
-    free(taken);
     return out;
 }
 
 static PyObject *Worker_threads_started(Worker *w, void *Py_UNUSED(closure))
 {
-    pthread_mutex_lock(&w->qlock);
-    int started = w->started;
-    pthread_mutex_unlock(&w->qlock);
-    return PyLong_FromLong(started);
+    return PyLong_FromLong(w->started);
 }
 
 static PyMethodDef Worker_methods[] = {

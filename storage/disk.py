@@ -15,6 +15,8 @@ stall on a slow or busy disk and that the broker runs off the event loop call
     warming the page cache behind a Fetch answer before ``sendfile``
 ``checkpoint``
     writing a checkpoint file
+``metadata``
+    writing the topic list (``sundial-topics.json``) when a topic is created or deleted
 
 The default :class:`Disk` does nothing. :class:`SlowDisk` sleeps, counts, and logs
 ``slow_disk_wait_started``/``slow_disk_wait_ended`` around each sleep; the
@@ -35,7 +37,7 @@ import structlog
 
 logger = structlog.get_logger(__name__)
 
-OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint")
+OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint", "metadata")
 
 #: Environment variable that installs a :class:`SlowDisk` (tests only).
 SLOW_DISK_ENV = "SUNDIAL_TEST_SLOW_DISK"

@@ -29,10 +29,14 @@ for a partition whose open is under way waits for it, so a partition is never op
 twice at once.
 
 Layout decisions: a new partition goes to the log dir holding the fewest partitions.
-Topic deletion writes the metadata first, then renames each partition directory to
-``<topic>-<p>.<uuid>-delete`` and removes it after ``file.delete.delay.ms``
-(:meth:`delete_expired_files`, which the broker calls periodically), so a crash in
-between never resurrects the topic.
+Topic creation writes the topic list first, then the partition directories (a directory
+of a topic the list lacks is deleted at start). Topic deletion writes the list first,
+then renames each partition directory to ``<topic>-<p>.<uuid>-delete`` and removes it
+after ``file.delete.delay.ms`` (:meth:`delete_expired_files`, which the broker calls
+periodically), so a crash in between never resurrects the topic. Both split in a
+decision on the owner thread and file work that runs on any thread
+(:meth:`prepare_create_topic`, :meth:`prepare_delete_topic`): the broker runs the file
+work off the event loop, on one ordered thread, and answers once it is done.
 
 Shutdown: every open log is flushed and closed (final time-index entries, trimmed
 indexes, producer snapshots), both checkpoint files are written for every dir, then
@@ -72,11 +76,12 @@ from .topics import (
     TopicAlreadyExistsError,
     TopicMetadata,
     UnknownTopicOrPartitionError,
+    encode_metadata,
     new_topic_id,
     read_metadata,
     read_partition_metadata,
     validate_topic_name,
-    write_metadata,
+    write_encoded_metadata,
     write_partition_metadata,
 )
 
@@ -110,7 +115,10 @@ class LogManager:
         self._executor = executor
         self._opening: dict[TopicPartition, concurrent.futures.Future] = {}   # opens under way
         self._topics: dict[str, TopicMetadata] = {}
+        self._creating: dict[str, TopicMetadata] = {}          # topics whose creation is being made durable
         self._generation = 0
+        self._metadata_lock = threading.Lock()                 # one metadata write at a time
+        self._written_generation = -1                          # newest generation written (under the lock)
         self._locations: dict[TopicPartition, str] = {}       # partition -> log dir holding it
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._clean: dict[str, bool] = {}
@@ -241,34 +249,94 @@ class LogManager:
         return None
 
     def _persist_metadata(self) -> None:
-        self._generation += 1
-        write_metadata(self.log_dirs, self._topics, self._generation)
+        """Write the topic list now, on this thread (start-up, tools, tests, the rarely used admin
+        paths); the broker makes creations and deletions durable off the event loop instead
+        (:meth:`prepare_create_topic`, :meth:`prepare_delete_topic`)."""
+        self._metadata_job()()
 
-    def create_topic(self, name: str, partitions: int, overrides: Mapping[str, Any] | None = None,
-                     validate_only: bool = False) -> TopicMetadata:
-        """Create a topic; raises InvalidTopicError, TopicAlreadyExistsError, InvalidPartitionsError,
-        or ``config.ConfigError`` for bad overrides."""
+    def _metadata_job(self) -> Callable[[], None]:
+        """Owner thread: the next generation of the topic list (topics being created included),
+        encoded now; the returned job writes it to every log dir (tmp + fsync + rename + directory
+        fsync) on any thread. Jobs may run in any order: one that finds a newer generation
+        written already does nothing, since each holds the whole list."""
+        self._generation += 1
+        generation = self._generation
+        data = encode_metadata({**self._topics, **self._creating}, generation)
+        log_dirs = list(self.log_dirs)
+
+        def job() -> None:
+            disk.current().pause("metadata")
+            with self._metadata_lock:
+                if generation <= self._written_generation:
+                    return
+                write_encoded_metadata(log_dirs, data)
+                self._written_generation = generation
+
+        return job
+
+    def _check_new_topic(self, name: str, partitions: int, overrides: Mapping[str, Any] | None) -> TopicMetadata:
         self._check_started()
         validate_topic_name(name)
-        if name in self._topics:
+        if name in self._topics or name in self._creating:
             raise TopicAlreadyExistsError(f"topic '{name}' already exists")
         collision = collision_key(name)
-        for other in self._topics:
+        for other in (*self._topics, *self._creating):
             if collision_key(other) == collision:
                 raise InvalidTopicError(f"topic '{name}' collides with existing topic '{other}'")
         if partitions <= 0:
             raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions}")
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         config = resolve_topic_config(overrides, self.broker_explicit)
-        stored = format_overrides(overrides)
-        meta = TopicMetadata(name, new_topic_id(), partitions, stored, config)
+        return TopicMetadata(name, new_topic_id(), partitions, format_overrides(overrides), config)
+
+    def create_topic(self, name: str, partitions: int, overrides: Mapping[str, Any] | None = None,
+                     validate_only: bool = False) -> TopicMetadata:
+        """Create a topic on this thread; raises InvalidTopicError, TopicAlreadyExistsError,
+        InvalidPartitionsError, or ``config.ConfigError`` for bad overrides."""
         if validate_only:
-            return meta
-        self._topics[name] = meta
-        self._persist_metadata()
-        for p in range(partitions):
-            self._create_partition_dir(meta, p)
+            return self._check_new_topic(name, partitions, overrides)
+        pending = self.prepare_create_topic(name, partitions, overrides)
+        try:
+            pending.run()
+        except BaseException:
+            self.abandon_create_topic(pending)
+            raise
+        return self.finish_create_topic(pending)
+
+    def prepare_create_topic(self, name: str, partitions: int,
+                             overrides: Mapping[str, Any] | None = None) -> "PendingTopicChange":
+        """Owner thread: check and reserve a new topic (raises as :meth:`create_topic`); the
+        returned change's ``run`` (any thread) writes the topic list and then the partition
+        directories; :meth:`finish_create_topic` (owner thread, after ``run`` returned) makes the
+        topic visible, or :meth:`abandon_create_topic` when ``run`` failed. Until then nothing
+        serves the topic, and another creation of the name is refused as existing."""
+        meta = self._check_new_topic(name, partitions, overrides)
+        self._creating[name] = meta
+        write = self._metadata_job()
+        dirs = []
+        for p in range(partitions):   # recorded now, so that each partition counts in the next choice
+            d = self._locations[(name, p)] = self._pick_log_dir()
+            dirs.append((p, d))
+
+        def run() -> None:
+            write()   # durable first: a partition directory of a topic the list lacks is deleted at start
+            for p, d in dirs:
+                _make_partition_dir(os.path.join(d, files.partition_dir_name(name, p)), meta.topic_id)
+
+        return PendingTopicChange(name, meta, run, dirs)
+
+    def finish_create_topic(self, pending: "PendingTopicChange") -> TopicMetadata:
+        meta = self._creating.pop(pending.name)
+        self._topics[pending.name] = meta
+        for _p, d in pending.dirs:
+            self._clean[d] = self._clean.get(d, True)
         return meta  # the broker logs the creation once, with who asked for it
+
+    def abandon_create_topic(self, pending: "PendingTopicChange") -> None:
+        """The creation failed: forget the reservation (the next topic-list write drops it)."""
+        self._creating.pop(pending.name, None)
+        for p, _d in pending.dirs:
+            self._locations.pop((pending.name, p), None)
 
     def create_partitions(self, name: str, total: int) -> TopicMetadata:
         self._check_started()
@@ -305,11 +373,24 @@ class LogManager:
         return new
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic on this thread (raises UnknownTopicOrPartitionError)."""
+        pending = self.prepare_delete_topic(name)
+        pending.run()
+        self.finish_delete_topic(pending)
+
+    def prepare_delete_topic(self, name: str) -> "PendingTopicChange":
+        """Owner thread: the topic is gone at once (its logs closed, nothing serves it); the
+        returned change's ``run`` (any thread) writes the topic list without it and then renames
+        each partition directory to ``-delete`` (removing it at once when ``file.delete.delay.ms``
+        is 0); :meth:`finish_delete_topic` (owner thread, after ``run``) schedules the delayed
+        removals. A creation of the same name must run its file work after this ``run`` (the
+        broker runs both on one ordered lane), or its new directories would be renamed."""
         self._check_started()
         meta = self._topics.pop(name, None)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
-        self._persist_metadata()
+        write = self._metadata_job()
+        dirs = []
         for p in range(meta.partitions):
             tp = (name, p)
             self._drop_open_under_way(tp)
@@ -321,9 +402,28 @@ class LogManager:
                 for per_dir in cp.values():
                     per_dir.pop(tp, None)
             if d is not None:
-                self._schedule_dir_delete(tp, os.path.join(d, files.partition_dir_name(name, p)),
-                                          meta.config.file_delete_delay_ms)
-        logger.info("topic_deleted", topic=name, partitions=meta.partitions)
+                dirs.append((p, d))
+        delay_ms = meta.config.file_delete_delay_ms
+        renamed: list[str] = []
+
+        def run() -> None:
+            write()   # durable first, so a crash during the renames never resurrects the topic
+            for p, d in dirs:
+                target = _rename_for_delete((name, p), os.path.join(d, files.partition_dir_name(name, p)))
+                if target is None:
+                    continue
+                if delay_ms <= 0:
+                    disk.current().pause("unlink")
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    renamed.append(target)
+
+        return PendingTopicChange(name, meta, run, dirs, renamed, delay_ms)
+
+    def finish_delete_topic(self, pending: "PendingTopicChange") -> None:
+        for target in pending.renamed:
+            self._pending_dirs.append([target, None, pending.delay_ms])
+        logger.info("topic_deleted", topic=pending.name, partitions=pending.meta.partitions)
 
     def _drop_open_under_way(self, tp: TopicPartition) -> None:
         """Wait for an open of ``tp`` under way and close what it opened (its directory is about to
@@ -338,13 +438,9 @@ class LogManager:
         log.close_handles()
 
     def _schedule_dir_delete(self, tp: TopicPartition, path: str, delay_ms: int) -> None:
-        target = os.path.join(os.path.dirname(path), files.delete_dir_name(*tp))
-        try:
-            os.rename(path, target)
-        except FileNotFoundError:
+        target = _rename_for_delete(tp, path)
+        if target is None:
             return
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(exc, f"cannot rename {path} for deletion") from exc
         if delay_ms <= 0:
             shutil.rmtree(target, ignore_errors=True)
         else:
@@ -636,6 +732,35 @@ def remove_expired(due_files: list[str], due_dirs: list[str]) -> int:
     return removed
 
 
+class PendingTopicChange:
+    """A topic creation or deletion decided on the owner thread whose file work, :meth:`run`, is
+    still to do on any thread (:meth:`LogManager.prepare_create_topic`,
+    :meth:`LogManager.prepare_delete_topic`)."""
+
+    __slots__ = ("name", "meta", "run", "dirs", "renamed", "delay_ms")
+
+    def __init__(self, name: str, meta: TopicMetadata, run: Callable[[], None],
+                 dirs: list[tuple[int, str]], renamed: list[str] | None = None, delay_ms: int = 0) -> None:
+        self.name = name
+        self.meta = meta
+        self.run = run
+        self.dirs = dirs            # (partition, log dir)
+        self.renamed = renamed if renamed is not None else []   # deletion: ``-delete`` dirs left to remove
+        self.delay_ms = delay_ms
+
+
+def _rename_for_delete(tp: TopicPartition, path: str) -> str | None:
+    """Rename a partition directory to ``<topic>-<p>.<uuid>-delete``; the new path (None: gone already)."""
+    target = os.path.join(os.path.dirname(path), files.delete_dir_name(*tp))
+    try:
+        os.rename(path, target)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KafkaStorageError.from_os_error(exc, f"cannot rename {path} for deletion") from exc
+    return target
+
+
 def _make_partition_dir(pdir: str, topic_id: bytes) -> None:
     """A new partition directory: ``partition.metadata`` and an empty first segment (any thread)."""
     try:
@@ -648,7 +773,7 @@ def _make_partition_dir(pdir: str, topic_id: bytes) -> None:
         raise KafkaStorageError.from_os_error(exc, f"cannot create partition directory {pdir}") from exc
 
 
-__all__ = ["LogManager", "remove_expired"]
+__all__ = ["LogManager", "PendingTopicChange", "remove_expired"]
 
 
 def _is_fresh_log_dir(log_dir: str) -> bool:

@@ -154,7 +154,11 @@ def read_metadata(log_dirs: list[str]) -> tuple[int, list[StoredTopic]] | None:
 
 
 def write_metadata(log_dirs: list[str], topics: Mapping[str, TopicMetadata], generation: int) -> None:
-    data = encode_metadata(topics, generation)
+    write_encoded_metadata(log_dirs, encode_metadata(topics, generation))
+
+
+def write_encoded_metadata(log_dirs: list[str], data: bytes) -> None:
+    """Write :func:`encode_metadata`'s bytes to every log dir (tmp + fsync + rename + dir fsync)."""
     for d in log_dirs:
         files.write_file_atomically(os.path.join(d, METADATA_FILE), data)
 
@@ -186,5 +190,6 @@ def read_partition_metadata(partition_dir: str) -> bytes | None:
 __all__ = [
     "TopicMetadata", "TopicAlreadyExistsError", "InvalidTopicError", "InvalidPartitionsError",
     "UnknownTopicOrPartitionError", "validate_topic_name", "topic_id_to_str", "topic_id_from_str", "new_topic_id",
-    "read_metadata", "write_metadata", "write_partition_metadata", "read_partition_metadata", "METADATA_FILE",
+    "read_metadata", "write_metadata", "write_encoded_metadata", "encode_metadata", "write_partition_metadata",
+    "read_partition_metadata", "METADATA_FILE",
 ]

@@ -8,17 +8,25 @@ Python imports this module at start-up. It wraps ``uvloop.new_event_loop`` and
 thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then writes
 one line to stderr (the daemon's log)::
 
-    LOOP_STALL ms=<stall> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan> stack=<frames>
+    LOOP_STALL ms=<stall> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan>
+        holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> stack=<frames> holder_stack=<frames>
 
-``cpu_ms`` and ``runq_ms`` are the loop thread's time on a CPU and waiting in the run queue
-during the stall (/proc/self/task/<tid>/schedstat): the rest it was blocked (a system
-call, a lock). ``runq_ms`` close to ``ms`` means the host starved the daemon; ``cpu_ms``
-close to it means the daemon was computing. ``kernel`` is the most common system call
-the thread was in (``running`` when on a CPU; from /proc/self/task/<tid>/syscall, x86-64
+(on one line). ``cpu_ms`` and ``runq_ms`` are the loop thread's time on a CPU and waiting in
+the run queue over the whole stall: the watchdog reads every thread's
+/proc/self/task/<tid>/schedstat on each tick (descriptors kept open) and takes the
+difference from the last reading before the late heartbeat was due, because it may itself
+only notice the stall at its end (it needs the GIL to run). The rest of the stall the loop
+thread was blocked: in a system call, or waiting for the GIL or a lock another thread held.
+``holder`` is the other thread that was busiest meanwhile (on a CPU or waiting for one),
+with its times and its most common Python stack: when the loop waited for the GIL or a lock,
+that thread held it, and its ``holder_runq_ms`` tells whether it was itself kept off the CPU
+by the host. ``runq_ms`` close to ``ms`` means the host starved the daemon; ``cpu_ms`` close
+to it means the daemon was computing. ``kernel`` is the most common system call the loop
+thread was in (``running`` when on a CPU; from /proc/self/task/<tid>/syscall, x86-64
 numbers) with the kernel function it waited in (``wchan``). The stack is the most common
 Python stack, innermost frames, oldest first, separated by " > " (the import machinery's
 frozen frames left out); a stack ending in the event loop's own frame means the time went
-inside the loop's C code (a callback of its own, or a system call it made).
+inside the loop's C code (a callback of its own, a system call it made, or waiting for the GIL).
 """
 
 import asyncio
@@ -35,19 +43,16 @@ _beat = [0.0]
 _started = [False]
 
 
+_late: collections.deque = collections.deque()   # (previous beat, late beat) found by the heartbeat
+
+
 def _heartbeat(loop) -> None:
-    _beat[0] = time.monotonic()
+    now = time.monotonic()
+    previous = _beat[0]
+    if previous and now - previous - HEARTBEAT_S >= STALL_S:
+        _late.append((previous, now))   # the watchdog may not have seen it: it needs the GIL too
+    _beat[0] = now
     loop.call_later(HEARTBEAT_S, _heartbeat, loop)
-
-
-def _schedstat_ms(tid: int) -> tuple[float, float]:
-    """(ms on a CPU, ms waiting for a CPU) of thread ``tid`` so far."""
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as fh:
-            on_cpu, runq = fh.read().split()[:2]
-        return int(on_cpu) / 1e6, int(runq) / 1e6
-    except (OSError, ValueError):
-        return 0.0, 0.0
 
 
 _SYSCALLS = {0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 7: "poll", 8: "lseek",
@@ -80,29 +85,127 @@ def _stack(frame) -> str:
     return " > ".join(f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}" for f in frames)
 
 
+class _Threads:
+    """The process's threads' schedstat, read through descriptors kept open (one ``pread`` each)."""
+
+    def __init__(self, skip: int) -> None:
+        self.skip = skip          # the watchdog's own thread
+        self.fds: dict[int, int] = {}
+        self.names: dict[int, str] = {}
+
+    def refresh(self) -> None:
+        try:
+            tids = {int(t) for t in os.listdir("/proc/self/task")} - {self.skip}
+        except OSError:
+            return
+        for tid in set(self.fds) - tids:
+            os.close(self.fds.pop(tid))
+            self.names.pop(tid, None)
+        for tid in tids - set(self.fds):
+            try:
+                self.fds[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            except OSError:
+                continue
+        python_names = {t.native_id: t.name for t in threading.enumerate()}
+        for tid in self.fds:
+            name = python_names.get(tid)
+            if name is None:
+                try:
+                    with open(f"/proc/self/task/{tid}/comm") as fh:
+                        name = fh.read().strip()
+                except OSError:
+                    name = str(tid)
+            self.names[tid] = name
+
+    def snap(self) -> dict[int, bytes]:
+        out = {}
+        for tid, fd in self.fds.items():
+            try:
+                out[tid] = os.pread(fd, 64, 0)
+            except OSError:
+                pass
+        return out
+
+
+def _ms_pair(raw: bytes) -> tuple[float, float]:
+    on_cpu, runq = raw.split()[:2]
+    return int(on_cpu) / 1e6, int(runq) / 1e6
+
+
+def _deltas(before: dict[int, bytes], after: dict[int, bytes]) -> dict[int, tuple[float, float]]:
+    """tid -> (ms on a CPU, ms waiting for one) between two snapshots."""
+    out = {}
+    for tid, raw in after.items():
+        if tid in before:
+            (c0, r0), (c1, r1) = _ms_pair(before[tid]), _ms_pair(raw)
+            out[tid] = (c1 - c0, r1 - r0)
+    return out
+
+
 def _watch(ident: int, tid: int) -> None:
+    me = threading.get_ident()
+    threads = _Threads(threading.get_native_id())
+    threads.refresh()
+    history: collections.deque = collections.deque(maxlen=64)   # (monotonic time, snapshot)
+    ticks = 0
+    sampled_beat = None
+    stacks = kernel = others = None
     while True:
         time.sleep(HEARTBEAT_S)
+        ticks += 1
+        if ticks % 50 == 0:   # threads come and go (executors start theirs lazily)
+            threads.refresh()
         beat = _beat[0]
-        if not beat or time.monotonic() - beat < STALL_S:
-            continue
-        cpu0, runq0 = _schedstat_ms(tid)
-        stacks = collections.Counter()
-        kernel = collections.Counter()
-        while _beat[0] == beat:
-            frame = sys._current_frames().get(ident)
+        if beat and time.monotonic() - beat >= STALL_S:
+            # a stall under way: sample the loop thread (and the others) until the heartbeat is back
+            if sampled_beat != beat:
+                sampled_beat = beat
+                stacks, kernel = collections.Counter(), collections.Counter()
+                others = collections.defaultdict(collections.Counter)
+            frames = sys._current_frames()
+            frame = frames.get(ident)
             if frame is None:
                 return
             stacks[_stack(frame)] += 1
             kernel[_kernel_state(tid)] += 1
-            time.sleep(HEARTBEAT_S)
-        stall_ms = (_beat[0] - beat - HEARTBEAT_S) * 1000
-        top = stacks.most_common(1)[0][0] if stacks else "?"
-        state = kernel.most_common(1)[0][0] if kernel else "?"
-        cpu1, runq1 = _schedstat_ms(tid)
-        sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={cpu1 - cpu0:.0f} runq_ms={runq1 - runq0:.0f} "
-                         f"samples={sum(stacks.values())} kernel={state} stack={top}\n")
-        sys.stderr.flush()
+            for thread_ident, other in frames.items():
+                if thread_ident not in (ident, me):
+                    others[thread_ident][_stack(other)] += 1
+            continue
+        while _late:
+            previous, late = _late.popleft()
+            if sampled_beat == previous:
+                _report(threads, history, tid, previous, late, stacks, kernel, others)
+            else:   # over before the watchdog could look (it waited for the GIL too)
+                _report(threads, history, tid, previous, late, collections.Counter(), collections.Counter(), {})
+        sampled_beat = None
+        history.append((time.monotonic(), threads.snap()))
+
+
+def _report(threads, history, tid, previous, late, stacks, kernel, others) -> None:
+    # the last snapshot taken before the heartbeat that came late was due: the whole stall
+    before = next((snap for at, snap in reversed(history) if at <= previous), history[0][1] if history else {})
+    after = threads.snap()
+    stall_ms = (late - previous - HEARTBEAT_S) * 1000
+    top = stacks.most_common(1)[0][0] if stacks else "?"
+    state = kernel.most_common(1)[0][0] if kernel else "?"
+    deltas = _deltas(before, after)
+    cpu, runq = deltas.get(tid, (0.0, 0.0))
+    # the other thread busiest during the stall (on a CPU or waiting for one): the one that held the
+    # GIL, or a lock the loop waited for, when the loop itself was neither running nor runnable
+    holder, (h_cpu, h_runq) = max(((t, d) for t, d in deltas.items() if t != tid),
+                                  key=lambda td: td[1][0] + td[1][1], default=(0, (0.0, 0.0)))
+    native_to_ident = {t.native_id: t.ident for t in threading.enumerate()}
+    h_stacks = others.get(native_to_ident.get(holder, -1))
+    h_stack = h_stacks.most_common(1)[0][0] if h_stacks else "-"
+    if holder and holder not in threads.names:
+        threads.refresh()   # a thread started since the last refresh
+    name = str(threads.names.get(holder, holder)).replace(" ", "_")
+    sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
+                     f"samples={sum(stacks.values())} kernel={state} holder={name} "
+                     f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} "
+                     f"stack={top} holder_stack={h_stack}\n")
+    sys.stderr.flush()
 
 
 def _wrap(factory):

@@ -48,7 +48,7 @@ from sundial.protocol.errors import ErrorCode
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
 from ..errors import error_code_for
 from ..refusals import refuse
-from ..topics import INTERNAL_TOPICS, TopicError, create_topic
+from ..topics import INTERNAL_TOPICS, TopicError, create_topic_durably, delete_topic_durably
 from .metadata import ZERO_UUID, _uuid
 
 logger = structlog.get_logger(__name__)
@@ -91,9 +91,9 @@ async def handle_create_topics(ctx, request):
             if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "give either assignments or partitions/replication factor, not both")
-            created = create_topic(broker, t.name, t.num_partitions, t.replication_factor, configs,
-                                   validate_only=validate_only, assignments=assignments or None,
-                                   client_id=ctx.client_id)
+            created = await create_topic_durably(broker, t.name, t.num_partitions, t.replication_factor,
+                                                 configs, validate_only=validate_only,
+                                                 assignments=assignments or None, client_id=ctx.client_id)
         except TopicError as exc:
             entry["error_code"] = exc.error_code
             entry["error_message"] = exc.message
@@ -147,7 +147,7 @@ async def handle_delete_topics(ctx, request):
             entry["error_message"] = f"internal topic '{name}' cannot be deleted"
         else:
             entry["topic_id"] = _uuid(meta.topic_id)
-            logs.delete_topic(name)
+            await delete_topic_durably(broker, name)   # the file work off the event loop
             broker.replica_manager.forget_topic(name)
             if broker.groups is not None:
                 broker.groups.remove_offsets_of_topic(name)  # as Kafka: no stale commits for a new namesake

@@ -29,7 +29,7 @@ from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, \
     is_authorized
-from ..topics import INTERNAL_TOPICS, TopicError, auto_create_allowed, create_topic, validate_topic_name
+from ..topics import INTERNAL_TOPICS, TopicError, auto_create_allowed, create_topic_durably, validate_topic_name
 
 logger = structlog.get_logger(__name__)
 
@@ -110,7 +110,8 @@ async def handle_metadata(ctx, request):
                         is_authorized(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
                         or is_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
                     try:
-                        create_topic(broker, name, -1, via="auto-create (Metadata)", client_id=ctx.client_id)
+                        await create_topic_durably(broker, name, -1, via="auto-create (Metadata)",
+                                                   client_id=ctx.client_id)
                         meta = logs.topic(name)
                     except TopicError as exc:
                         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
