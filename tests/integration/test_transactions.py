@@ -375,20 +375,20 @@ def test_transactions_tool_lists_and_describes(broker):
         assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
         return out.stdout.decode()
 
-    listed = [line.split() for line in tool("--list", "--state", "Ongoing").splitlines()]
+    listed = [line.split() for line in tool("list", "--state", "Ongoing").splitlines()]
     assert ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"] == listed[0]
     assert [row for row in listed if row[0] == txn_id][0][3] == "Ongoing"
-    described = tool("--describe", "--transactional-id", txn_id).splitlines()
+    described = tool("describe", "--transactional-id", txn_id).splitlines()
     row = described[1].split()
     assert row[1] == txn_id and row[4] == "Ongoing" and row[-1] == f"{topic}-1"
-    producers = tool("--describe-producers", "--topic", topic, "--partition", "1").splitlines()
+    producers = tool("describe-producers", "--topic", topic, "--partition", "1").splitlines()
     pid = int(row[2])
     prow = [line.split() for line in producers[1:] if line.split()[0] == str(pid)][0]
     assert prow[-1] == "0"  # CurrentTransactionStartOffset: the open transaction starts at offset 0
     p.commit_transaction(30)
 
     def state():  # EndTxn is answered at PrepareCommit; the markers and CompleteCommit follow
-        return [r for r in (line.split() for line in tool("--list").splitlines()) if r[0] == txn_id][0][3]
+        return [r for r in (line.split() for line in tool("list").splitlines()) if r[0] == txn_id][0][3]
 
     deadline = time.monotonic() + DEADLINE_S
     while state() != "CompleteCommit" and time.monotonic() < deadline:
