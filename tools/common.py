@@ -4,8 +4,9 @@ argument helpers, aligned tables and progress lines.
 Exit codes (every tool):
 
 * ``0`` – done;
-* ``1`` – an error the user can fix (unreachable broker, unknown topic or group,
-  bad time format, missing file, a group that must be inactive first): **one line**
+* ``1`` – an error the user can fix (unreachable broker, failed authentication, an ACL
+  refusal, unknown topic or group, bad time format, missing file, a group that must be
+  inactive first): **one line**
   on stderr, ``sundial <command>: error: <what and how to fix it>``, never a traceback;
 * ``2`` – bad command line (argparse's usage message);
 * ``3`` – the command ran and found problems (dump-log: index entries that do not
@@ -14,10 +15,20 @@ Exit codes (every tool):
 
 Wire tools use kafka-python 3.0.12 (``KafkaAdminClient``, ``KafkaConsumer``,
 ``KafkaProducer``) and therefore work against any Kafka-compatible broker. Bootstrap
-addresses must be ``HOST:PORT`` (:func:`parse_bootstrap`, a usage error otherwise);
-before the first client is built, :func:`probe_bootstrap` connects to all of them at once
-and fails at once when every one refuses, instead of kafka-python retrying until the
-timeout. Security
+addresses must be ``HOST:PORT`` (:func:`parse_bootstrap`, a usage error otherwise).
+Before the first client is built, :mod:`tools.preflight` makes one short connection with
+the tool's security settings (TCP to every address at once, TLS, ApiVersions, SASL) and
+stops with one of these lines (exit 1) instead of kafka-python retrying its bootstrap
+until the timeout::
+
+    cannot connect to HOST:PORT (reason)
+    connected but authentication failed (mechanism M, user U): <the broker's message>
+    not authorized (<operation> on <resource>)
+    unsupported version (<api>: ...)
+    timed out after N s (...)
+
+The last three also come from the tool's own requests (:func:`refusal` for an error code
+in a response, :func:`kafka_error_line` for a kafka-python error). Security
 settings come from ``--command-config FILE`` (Kafka's properties names, see
 :data:`CLIENT_PROPERTY_NAMES`). The tools never print kafka-python's log lines unless
 ``SUNDIAL_TOOLS_DEBUG=1``; structlog (used by ``storage/``) is routed to stderr so
@@ -26,22 +37,22 @@ stdout carries only the tool's output.
 
 from __future__ import annotations
 
-import errno
 import functools
 import logging
 import os
 import re
-import selectors
-import socket
 import sys
 import time
 from typing import Callable, Iterable, Sequence
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import errors as kafka_errors
 from kafka.errors import KafkaConfigurationError, KafkaError
 import structlog
 
 from sundial.records.timestamps import wall_clock_ms
+
+from .preflight import PreflightError, preflight, seconds_text
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -110,8 +121,13 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-def run_tool(command: str, body: Callable[[], int | None]) -> int:
-    """Run ``body``; turn the errors a user can fix into one line on stderr and an exit code."""
+def run_tool(command: str, body: Callable[[], int | None], *, timeout_ms: int | None = None) -> int:
+    """Run ``body``; turn the errors a user can fix into one line on stderr and an exit code.
+
+    A kafka-python error that escapes the tool is worded by :func:`kafka_error_line` (one of
+    the five connection lines when it is one of those); ``timeout_ms`` is the tool's
+    ``--timeout-ms``, named in a "timed out" line.
+    """
     prepare_tool()
     try:
         code = body()
@@ -132,7 +148,7 @@ def run_tool(command: str, body: Callable[[], int | None]) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
 
         if isinstance(exc, KafkaError):
-            _print_error(command, f"{type(exc).__name__}: {describe_error(exc)}")
+            _print_error(command, kafka_error_line(exc, timeout_ms=timeout_ms))
             return EXIT_ERROR
         if isinstance(exc, OSError):
             _print_error(command, describe_error(exc))
@@ -142,6 +158,63 @@ def run_tool(command: str, body: Callable[[], int | None]) -> int:
         _print_error(command, f"unexpected {type(exc).__name__}: {describe_error(exc)} "
                               f"(set SUNDIAL_TOOLS_DEBUG=1 for a traceback)")
         return EXIT_ERROR
+
+
+# -- the five connection lines -------------------------------------------------------------------
+#
+# cannot connect to HOST:PORT (reason)          no TCP/TLS/Kafka connection (tools/preflight.py)
+# connected but authentication failed (...)     SASL or the TLS client certificate refused
+# not authorized (operation on resource)        an ACL refused a request (an authorization error code)
+# unsupported version (api ...)                 the broker does not serve an API or version the tool needs
+# timed out after N s (...)                     connected, but no answer in time
+#
+# Every one is a ToolError with exit code 1.
+
+#: Kafka's authorization error codes → the resource type they are about.
+AUTHORIZATION_RESOURCES = {
+    kafka_errors.TopicAuthorizationFailedError.errno: "topic",
+    kafka_errors.GroupAuthorizationFailedError.errno: "group",
+    kafka_errors.ClusterAuthorizationFailedError.errno: "cluster",
+    kafka_errors.TransactionalIdAuthorizationFailedError.errno: "transactional id",
+    kafka_errors.DelegationTokenAuthorizationFailedError.errno: "delegation token",
+}
+
+
+def kafka_error_line(exc: BaseException, *, timeout_ms: int | None = None, where: str | None = None) -> str:
+    """The one line for a kafka-python error: one of the five connection lines when it is one of
+    those kinds, else ``ErrorName: message``."""
+    text = describe_error(exc)
+    if isinstance(exc, kafka_errors.AuthorizationError):
+        resource = AUTHORIZATION_RESOURCES.get(getattr(exc, "errno", None), "resource")
+        return f"not authorized ({resource}: {text})"
+    if isinstance(exc, kafka_errors.SaslAuthenticationFailedError):
+        return f"connected but authentication failed: {text}"
+    if isinstance(exc, kafka_errors.UnsupportedVersionError):
+        return f"unsupported version ({text})"
+    if isinstance(exc, (kafka_errors.KafkaTimeoutError, kafka_errors.RequestTimedOutError)):
+        after = f" after {seconds_text(timeout_ms)}" if timeout_ms else ""
+        return f"timed out{after} ({text})"
+    if isinstance(exc, (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError)):
+        return f"cannot connect to {where or 'the broker'} ({text})"
+    return f"{type(exc).__name__}: {text}"
+
+
+def refusal(error, *, operation: str, resource: str, doing: str, message: str | None = None) -> ToolError:
+    """A ToolError for an error the broker answered (a code or a kafka-python error) to a request.
+
+    An authorization code gives ``not authorized (<operation> on <resource>)``, UNSUPPORTED_VERSION
+    ``unsupported version (<doing>)``, anything else ``cannot <doing>: <ErrorName>[: message]``.
+    """
+    if isinstance(error, int):
+        code, name = error, kafka_errors.for_code(error).__name__
+    else:
+        code, name = getattr(error, "errno", None), type(error).__name__
+        message = message or (describe_error(error) if describe_error(error) != name else None)
+    if code in AUTHORIZATION_RESOURCES or isinstance(error, kafka_errors.AuthorizationError):
+        return ToolError(f"not authorized ({operation} on {resource})")
+    if code == kafka_errors.UnsupportedVersionError.errno or isinstance(error, kafka_errors.UnsupportedVersionError):
+        return ToolError(f"unsupported version ({doing}: {message or name})")
+    return ToolError(f"cannot {doing}: {name}" + (f": {message}" if message and message != name else ""))
 
 
 def _print_error(command: str, message: str) -> None:
@@ -154,7 +227,9 @@ def tool_command(command: str):
     def wrap(fn: Callable[..., int | None]) -> Callable[..., int]:
         @functools.wraps(fn)
         def runner(args) -> int:
-            return run_tool(command, lambda: fn(args))
+            timeout_ms = getattr(args, "timeout_ms", None) or getattr(args, "request_timeout_ms", None)
+            return run_tool(command, lambda: fn(args),
+                            timeout_ms=timeout_ms if isinstance(timeout_ms, int) else None)
 
         return runner
 
@@ -361,67 +436,6 @@ def _parse_address(server: str) -> tuple[str, int, str]:
     return host, port, ""
 
 
-def probe_bootstrap(servers: Sequence[tuple[str, int]], timeout_ms: int, shown: str) -> None:
-    """Open a TCP connection to every bootstrap address at once; return as soon as one connects.
-
-    Raises a ToolError as soon as **every** address has failed (refused, unresolvable,
-    unreachable) instead of letting the client retry until its timeout, and after
-    ``timeout_ms`` when none answered. kafka-python would only find out the same thing
-    slowly: its bootstrap loop retries refused addresses until the timeout.
-    """
-    deadline = time.monotonic() + timeout_ms / 1000
-    failures: dict[str, str] = {}
-    selector = selectors.DefaultSelector()
-    sockets: list[socket.socket] = []
-    try:
-        for host, port in servers:
-            name = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            try:
-                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            except socket.gaierror as exc:
-                failures[name] = _reason(exc)
-                continue
-            for family, type_, proto, _canon, addr in infos:
-                try:
-                    sock = socket.socket(family, type_, proto)
-                except OSError as exc:
-                    failures.setdefault(name, _reason(exc))
-                    continue
-                sockets.append(sock)
-                sock.setblocking(False)
-                code = sock.connect_ex(addr)
-                if code == 0:
-                    return
-                if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-                    selector.register(sock, selectors.EVENT_WRITE, name)
-                else:
-                    failures.setdefault(name, _reason(OSError(code, os.strerror(code))))
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ToolError(f"cannot reach a broker at {shown} within {timeout_ms} ms (no answer to connect)")
-            for key, _events in selector.select(remaining):
-                sock = key.fileobj
-                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                selector.unregister(sock)
-                if code == 0:
-                    return
-                failures.setdefault(key.data, _reason(OSError(code, os.strerror(code))))
-    finally:
-        selector.close()
-        for sock in sockets:
-            sock.close()
-    if len(failures) == 1:
-        raise ToolError(f"cannot reach a broker at {shown}: {next(iter(failures.values()))}")
-    raise ToolError(f"cannot reach a broker at {shown} ("
-                    + "; ".join(f"{name}: {why}" for name, why in failures.items()) + ")")
-
-
-def _reason(exc: OSError) -> str:
-    text = exc.strerror or str(exc) or type(exc).__name__
-    return text[:1].lower() + text[1:]
-
-
 class ClientSettings:
     """Where and how to connect: bootstrap servers, timeout and security settings."""
 
@@ -444,15 +458,20 @@ class ClientSettings:
 
     def _common(self) -> dict:
         if not self._reachable:
-            probe_bootstrap(self.servers, self.timeout_ms, self.bootstrap)
+            try:
+                preflight(self.servers, self.timeout_ms, self.extra)
+            except PreflightError as exc:
+                raise ToolError(str(exc)) from None
             self._reachable = True
         request_timeout = max(self.timeout_ms, 1000)
         return {"bootstrap_servers": self.bootstrap, "request_timeout_ms": request_timeout,
                 "bootstrap_timeout_ms": self.timeout_ms, **self.extra}
 
     def _unreachable(self, exc: BaseException) -> ToolError:
-        return ToolError(f"cannot reach a broker at {self.bootstrap} within {self.timeout_ms} ms "
-                         f"({describe_error(exc)})")
+        if isinstance(exc, kafka_errors.KafkaTimeoutError) and "bootstrap" in str(exc):
+            return ToolError(f"timed out after {seconds_text(self.timeout_ms)} (no metadata from {self.bootstrap}: "
+                             f"{describe_error(exc)})")
+        return ToolError(kafka_error_line(exc, timeout_ms=self.timeout_ms, where=self.bootstrap))
 
     def admin(self):
         kwargs = self._common()

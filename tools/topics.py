@@ -24,7 +24,7 @@ from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTo
 import kafka.errors as kafka_errors
 
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
-    describe_error, format_table, parse_key_values, split_names, tool_command
+    format_table, parse_key_values, refusal, split_names, tool_command
 
 SOURCE_NAMES = {
     "DYNAMIC_TOPIC_CONFIG": "topic",
@@ -144,7 +144,8 @@ def _create(admin, args) -> int:
             message = result.get("error_message") or kafka_errors.for_code(code).__name__
             if code == kafka_errors.TopicAlreadyExistsError.errno:
                 raise ToolError(f"topic {args.topic!r} already exists")
-            raise ToolError(f"cannot create topic {args.topic!r}: {kafka_errors.for_code(code).__name__}: {message}")
+            raise refusal(code, operation="Create", resource=f"topic {args.topic!r}",
+                          doing=f"create topic {args.topic!r}", message=message)
     if args.validate_only:
         print(f"Topic {args.topic} can be created (validate only).")
     else:
@@ -213,7 +214,8 @@ def _describe(admin, args) -> int:
         if info is None or info.get("error_code") == kafka_errors.UnknownTopicOrPartitionError.errno:
             raise ToolError(f"unknown topic {name!r}")
         if info.get("error_code"):
-            raise ToolError(f"cannot describe topic {name!r}: {kafka_errors.for_code(info['error_code']).__name__}")
+            raise refusal(info["error_code"], operation="Describe", resource=f"topic {name!r}",
+                          doing=f"describe topic {name!r}")
         partitions = sorted(info.get("partitions") or [], key=lambda p: p["partition_index"])
         configs = topic_configs(admin, name)
         overrides = ",".join(f"{k}={_shown(v)}" for k, v in sorted(configs.items()) if v["source"] == "topic")
@@ -262,7 +264,8 @@ def _alter_config(admin, args) -> int:
     try:
         result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
     except kafka_errors.KafkaError as exc:
-        raise ToolError(f"cannot alter configs of topic {args.topic!r}: {describe_error(exc)}") from None
+        raise refusal(exc, operation="AlterConfigs", resource=f"topic {args.topic!r}",
+                      doing=f"alter configs of topic {args.topic!r}") from None
     outcome = result.get("topic", {}).get(args.topic, "OK")
     if outcome != "OK":
         raise ToolError(f"cannot alter configs of topic {args.topic!r}: {outcome}")
@@ -276,14 +279,15 @@ def _add_partitions(admin, args) -> int:
     try:
         response = admin.create_partitions({args.topic: args.partitions}, raise_errors=False)
     except kafka_errors.KafkaError as exc:
-        raise ToolError(f"cannot add partitions to {args.topic!r}: {describe_error(exc)}") from None
+        raise refusal(exc, operation="Alter", resource=f"topic {args.topic!r}",
+                      doing=f"add partitions to {args.topic!r}") from None
     for result in getattr(response, "results", None) or response.get("results", []):
         get = result.get if isinstance(result, dict) else lambda k, d=None: getattr(result, k, d)
         code = get("error_code", 0)
         if code:
             message = get("error_message") or ""
-            raise ToolError(f"cannot add partitions to {args.topic!r}: {kafka_errors.for_code(code).__name__}"
-                            + (f": {message}" if message else ""))
+            raise refusal(code, operation="Alter", resource=f"topic {args.topic!r}",
+                          doing=f"add partitions to {args.topic!r}", message=message)
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return 0
 
@@ -304,7 +308,8 @@ def _delete(admin, args) -> int:
         if code == kafka_errors.UnknownTopicOrPartitionError.errno and args.if_exists:
             continue
         if code:
-            raise ToolError(f"cannot delete topic {result.get('name')!r}: {kafka_errors.for_code(code).__name__}")
+            raise refusal(code, operation="Delete", resource=f"topic {result.get('name')!r}",
+                          doing=f"delete topic {result.get('name')!r}")
     for name in names:
         print(f"Deleted topic {name}.")
     return 0

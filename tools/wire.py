@@ -29,7 +29,7 @@ from sundial.protocol.errors import ErrorCode
 from sundial.protocol.schema_codec import ConsumerGroupDescribeRequest
 from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
-from .common import ClientSettings, ToolError, close_quietly, describe_error
+from .common import ClientSettings, ToolError, close_quietly, describe_error, refusal
 
 
 class OffsetAt(NamedTuple):
@@ -49,7 +49,7 @@ def topic_partition_counts(admin, topics: Iterable[str]) -> dict[str, int]:
         if code == 3:
             raise ToolError(f"unknown topic {name!r}")
         if code:
-            raise ToolError(f"cannot describe topic {name!r}: {for_code(code).__name__}")
+            raise refusal(code, operation="Describe", resource=f"topic {name!r}", doing=f"describe topic {name!r}")
         result[name] = len(info.get("partitions") or [])
     return result
 
@@ -81,7 +81,9 @@ def list_offsets(admin, specs: Mapping, *, timeout_ms: int | None = None) -> dic
     except UnknownTopicOrPartitionError as exc:
         raise ToolError(f"unknown topic or partition: {describe_error(exc).split(': ', 1)[-1]}") from None
     except KafkaError as exc:
-        raise ToolError(f"ListOffsets failed: {type(exc).__name__}: {describe_error(exc)}") from None
+        topics = ", ".join(sorted({repr(tp.topic) for tp in specs}))
+        raise refusal(exc, operation="Describe", resource=f"topic {topics}", doing="list offsets (ListOffsets)") \
+            from None
     return {tp: OffsetAt(r.offset, r.timestamp) for tp, r in raw.items()}
 
 
@@ -211,7 +213,7 @@ def classic_group_view(group_id: str, info: dict, coordinator_id: int | None = N
 
 
 def _describe_error(group_id: str, exc: BaseException) -> ToolError:
-    return ToolError(f"cannot describe group {group_id!r}: {type(exc).__name__}: {describe_error(exc)}")
+    return refusal(exc, operation="Describe", resource=f"group {group_id!r}", doing=f"describe group {group_id!r}")
 
 
 def describe_group(admin, group_id: str) -> GroupView:
@@ -251,6 +253,8 @@ def describe_group(admin, group_id: str) -> GroupView:
     except KafkaError as exc:
         raise _describe_error(group_id, exc) from None
     error = info.get("error")
+    if error and "AuthorizationFailed" in error:
+        raise ToolError(f"not authorized (Describe on group {group_id!r})")
     if error and "GroupIdNotFoundError" not in error:
         raise ToolError(f"cannot describe group {group_id!r}: {error}")
     if error:
@@ -269,8 +273,8 @@ def committed_offsets(admin, group_id: str) -> dict:
     try:
         raw = admin.list_group_offsets({group_id: None})
     except KafkaError as exc:
-        raise ToolError(f"cannot read committed offsets of group {group_id!r}: {type(exc).__name__}: "
-                        f"{describe_error(exc)}") from None
+        raise refusal(exc, operation="Describe", resource=f"group {group_id!r}",
+                      doing=f"read committed offsets of group {group_id!r}") from None
     offsets = raw.get(group_id, {})
     return {tp: oam.offset for tp, oam in offsets.items() if oam.offset is not None and oam.offset >= 0}
 
@@ -295,8 +299,8 @@ def commit_offsets(admin, group_id: str, offsets: Mapping) -> None:
     try:
         results = admin.alter_group_offsets(group_id, payload)
     except KafkaError as exc:
-        raise ToolError(f"committing offsets for group {group_id!r} failed: {type(exc).__name__}: "
-                        f"{describe_error(exc)}") from None
+        raise refusal(exc, operation="Read", resource=f"group {group_id!r}",
+                      doing=f"commit offsets for group {group_id!r}") from None
     failed = {tp: err for tp, err in results.items() if err is not NoError}
     if failed:
         first_tp, first_err = sorted(failed.items())[0]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import socket
+import time
 
 import pytest
 
 from sundial.tools import common
+from sundial.tools.preflight import PreflightError, connect_any, preflight
 from sundial.tools.common import (
     EXIT_ERROR,
     ClientSettings,
@@ -103,22 +105,34 @@ def _closed_port() -> int:
 
 def test_probe_fails_at_once_when_every_address_refuses():
     first, second = _closed_port(), _closed_port()
-    with pytest.raises(ToolError) as info:
-        common.probe_bootstrap([("127.0.0.1", first)], 600_000, f"127.0.0.1:{first}")
-    assert str(info.value) == f"cannot reach a broker at 127.0.0.1:{first}: connection refused"
-    shown = f"127.0.0.1:{first},127.0.0.1:{second}"
-    with pytest.raises(ToolError) as info:
-        common.probe_bootstrap([("127.0.0.1", first), ("127.0.0.1", second)], 600_000, shown)
-    assert str(info.value) == (f"cannot reach a broker at {shown} (127.0.0.1:{first}: connection refused; "
-                               f"127.0.0.1:{second}: connection refused)")
+    with pytest.raises(PreflightError) as info:
+        preflight([("127.0.0.1", first)], 600_000, {})
+    assert str(info.value) == f"cannot connect to 127.0.0.1:{first} (connection refused)"
+    with pytest.raises(PreflightError) as info:
+        preflight([("127.0.0.1", first), ("127.0.0.1", second)], 600_000, {})
+    assert str(info.value) == (f"cannot connect to 127.0.0.1:{first} (connection refused), "
+                               f"127.0.0.1:{second} (connection refused)")
 
 
-def test_probe_succeeds_when_one_address_listens():
+def test_probe_connects_to_the_address_that_listens():
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         port = listening.getsockname()[1]
-        common.probe_bootstrap([("127.0.0.1", _closed_port()), ("127.0.0.1", port)], 600_000, "both")
+        sock, host, got = connect_any([("127.0.0.1", _closed_port()), ("127.0.0.1", port)], 600_000,
+                                      time.monotonic() + 600)
+        sock.close()
+        assert (host, got) == ("127.0.0.1", port)
+
+
+def test_probe_times_out_when_the_broker_does_not_answer():
+    with socket.socket() as listening:   # accepts the connection (backlog), never answers ApiVersions
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        with pytest.raises(PreflightError) as info:
+            preflight([("127.0.0.1", port)], 300, {})
+    assert str(info.value) == f"timed out after 0.3 s (no answer to ApiVersions from 127.0.0.1:{port})"
 
 
 def test_run_tool_turns_errors_into_one_line(capsys):
@@ -147,6 +161,49 @@ def test_run_tool_turns_errors_into_one_line(capsys):
 
     assert run_tool("demo", lambda: 3) == 3
     assert run_tool("demo", lambda: None) == 0
+
+
+@pytest.mark.parametrize("error, line", [
+    ("TopicAuthorizationFailedError", "not authorized (topic: detail)"),
+    ("GroupAuthorizationFailedError", "not authorized (group: detail)"),
+    ("ClusterAuthorizationFailedError", "not authorized (cluster: detail)"),
+    ("SaslAuthenticationFailedError", "connected but authentication failed: detail"),
+    ("IncompatibleBrokerVersion", "unsupported version (detail)"),
+    ("UnsupportedVersionError", "unsupported version (detail)"),
+    ("KafkaTimeoutError", "timed out after 2.5 s (detail)"),
+    ("RequestTimedOutError", "timed out after 2.5 s (detail)"),
+    ("KafkaConnectionError", "cannot connect to h:1 (detail)"),
+    ("NodeNotReadyError", "cannot connect to h:1 (detail)"),
+    ("UnknownTopicOrPartitionError", "UnknownTopicOrPartitionError: detail"),
+])
+def test_kafka_errors_get_one_of_the_five_lines(error, line):
+    import kafka.errors
+
+    exc = getattr(kafka.errors, error)("detail")
+    assert common.kafka_error_line(exc, timeout_ms=2500, where="h:1") == line
+
+
+def test_run_tool_names_the_timeout(capsys):
+    from kafka.errors import KafkaTimeoutError
+
+    def slow():
+        raise KafkaTimeoutError("no answer")
+
+    assert run_tool("demo", slow, timeout_ms=15_000) == EXIT_ERROR
+    assert capsys.readouterr().err == "sundial demo: error: timed out after 15 s (no answer)\n"
+
+
+def test_refusal_words_authorization_and_version_codes():
+    import kafka.errors as ke
+
+    assert str(common.refusal(29, operation="Describe", resource="topic 't'", doing="describe topic 't'")) == \
+        "not authorized (Describe on topic 't')"
+    assert str(common.refusal(ke.GroupAuthorizationFailedError("x"), operation="Read", resource="group 'g'",
+                              doing="commit")) == "not authorized (Read on group 'g')"
+    assert str(common.refusal(35, operation="Describe", resource="x", doing="describe log dirs")) == \
+        "unsupported version (describe log dirs: UnsupportedVersionError)"
+    assert str(common.refusal(37, operation="Create", resource="topic 't'", doing="create topic 't'",
+                              message="bad count")) == "cannot create topic 't': InvalidPartitionsError: bad count"
 
 
 def test_progress_lines():
