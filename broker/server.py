@@ -60,6 +60,7 @@ from .limits import RequestMemoryPool
 from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop
 from .node import Broker, build_broker
 from .share.metrics import ShareCollector, share_rows
+from .txn.metrics import TransactionCollector, txn_rows
 from .purgatory import FetchPurgatory
 from .scheduler import Scheduler
 from .security import build_server_ssl_context
@@ -310,6 +311,7 @@ class BrokerServer:
             self.metrics.registry.register(ShareCollector(on_loop(loop, lambda: share_rows(broker.share_partitions))))
         self._release.push_async_callback(broker.transactions.stop)
         await broker.transactions.start()
+        self.metrics.registry.register(TransactionCollector(on_loop(loop, lambda: txn_rows(broker.transactions))))
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
         self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))

@@ -49,6 +49,7 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from .log import COORDINATOR_EPOCH
+from .metrics import TxnStats
 from .state import (
     COMPLETED,
     IllegalTransition,
@@ -97,6 +98,8 @@ class TransactionCoordinator:
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self._stopping = False
+        #: Completed, timed-out and expired counts (read by :mod:`broker.txn.metrics`).
+        self.stats = TxnStats()
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -337,6 +340,10 @@ class TransactionCoordinator:
         while not self._stopping:
             error = await self._write(md, complete)
             if error == ErrorCode.NONE:
+                if commit:
+                    self.stats.committed += 1
+                else:
+                    self.stats.aborted += 1
                 logger.info("transaction_completed", transactional_id=md.transactional_id,
                             producer_id=md.producer_id, producer_epoch=md.producer_epoch,
                             result="COMMIT" if commit else "ABORT", partitions=len(partitions))
@@ -365,6 +372,7 @@ class TransactionCoordinator:
             error = await self._end(md, transit.producer_id, transit.producer_epoch, commit=False, from_client=False)
             if error == ErrorCode.NONE:
                 started += 1
+                self.stats.timed_out += 1
             elif md.pending_state == S.PREPARE_EPOCH_FENCE:
                 md.abort_transition()
         return started
@@ -392,6 +400,7 @@ class TransactionCoordinator:
             if self.txns.get(txn_id) is md and md.pending_state == S.DEAD:
                 del self.txns[txn_id]
                 removed += 1
+                self.stats.expired += 1
                 logger.info("transactional_id_expired", transactional_id=txn_id, producer_id=md.producer_id)
         return removed
 

@@ -352,3 +352,46 @@ def test_write_txn_markers_needs_alter_or_cluster_action(acl_node):
     err = tool(acl_node, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0", code=1)
     assert "ClusterAuthorization" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# -- the transaction coordinator's metrics ---------------------------------------------------------
+def test_transaction_coordinator_metrics(broker_factory):
+    from .test_metrics import scrape, value
+
+    port = free_port()
+    daemon = broker_factory(**{"sundial.metrics.listener": f"127.0.0.1:{port}",
+                               "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    daemon.start()
+    topic = _uid("txm")
+    create_topic(daemon.bootstrap, topic, 1)
+    first = scrape(port)
+    assert value(first, "sundial_transactions", state="Ongoing") == 0
+    assert value(first, "sundial_transactions_committed_total") == 0
+
+    a = ck.Producer({"bootstrap.servers": daemon.bootstrap, "transactional.id": _uid("ma")})
+    a.init_transactions(30)
+    for commit in (True, False, True):
+        a.begin_transaction()
+        a.produce(topic, b"v", partition=0)
+        a.flush(30)
+        (a.commit_transaction if commit else a.abort_transaction)(30)
+    stalled = ck.Producer({"bootstrap.servers": daemon.bootstrap, "transactional.id": _uid("mb"),
+                           "transaction.timeout.ms": 1500})
+    stalled.init_transactions(30)
+    stalled.begin_transaction()
+    stalled.produce(topic, b"stalled", partition=0)
+    stalled.flush(30)
+
+    def settled():
+        s = scrape(port)
+        want = {"sundial_transactions_committed_total": 2, "sundial_transactions_aborted_total": 2,
+                "sundial_transactions_timed_out_total": 1}
+        return s if all(value(s, k) == v for k, v in want.items()) else None
+
+    s = wait_for(settled, "two commits, two aborts (one by the timeout)")
+    # a: its last transaction committed; the stalled producer's aborted by the coordinator
+    assert value(s, "sundial_transactions", state="CompleteCommit") == 1
+    assert value(s, "sundial_transactions", state="CompleteAbort") == 1
+    assert value(s, "sundial_transactions", state="Ongoing") == 0
+    assert value(s, "sundial_transactional_ids_expired_total") == 0
+    a.flush(5)
