@@ -122,6 +122,7 @@ class Daemon:
         self.epoch = 0
         self.up = False
         self.started_at = 0.0
+        self.serving: list[list] = []   # per daemon: [wall time it listened, wall time of its SIGTERM or None]
         self.lock = threading.Lock()
 
     def start(self) -> float:
@@ -136,6 +137,7 @@ class Daemon:
             timeout_s=120, port=self.port, env=self.env)
         with self.lock:
             self.proc, self.epoch, self.up, self.started_at = proc, self.epoch + 1, True, time.monotonic()
+            self.serving.append([time.time(), None])   # wall clock: listening since, SIGTERM at
         return time.monotonic() - t0
 
     def stop(self) -> tuple[int | str, float]:
@@ -143,6 +145,7 @@ class Daemon:
             self.up = False
             proc = self.proc
         t0 = time.monotonic()
+        self.serving[-1][1] = time.time()
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(120)

@@ -364,7 +364,7 @@ def loop_stalls(log_paths: list[str]) -> list[dict]:
                         head, _, stacks = line.rstrip("\n").partition(" stack=")
                         stack, _, holder_stack = stacks.partition(" holder_stack=")
                         kv = dict(x.split("=", 1) for x in head.split()[1:])
-                        out.append({"ms": float(kv["ms"]), "cpu_ms": float(kv["cpu_ms"]),
+                        out.append({"ms": float(kv["ms"]), "at": float(kv.get("at", 0)), "cpu_ms": float(kv["cpu_ms"]),
                                     "runq_ms": float(kv.get("runq_ms", 0)), "kernel": kv.get("kernel", "?"),
                                     "stack": stack, "holder": kv.get("holder", "-"),
                                     "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),

@@ -142,34 +142,55 @@ def stall_class(st: dict) -> str:
     return "blocked"
 
 
+def stall_phase(st: dict, serving: list[list], epoch: int) -> str:
+    """``start-up`` (began before daemon ``epoch`` listened), ``shutdown`` (after its SIGTERM) or
+    ``serving``; lines without a time count as serving."""
+    if not st["at"] or epoch > len(serving):
+        return "serving"
+    listened, sigterm = serving[epoch - 1]
+    if st["at"] < listened:
+        return "start-up"
+    if sigterm is not None and st["at"] >= sigterm:
+        return "shutdown"
+    return "serving"
+
+
 def print_stalls(daemon, run_s: float) -> None:
-    stalls = loop_stalls([daemon.log_path(e) for e in range(1, daemon.epoch + 1)])
+    stalls = []
+    for epoch in range(1, daemon.epoch + 1):
+        for st in loop_stalls([daemon.log_path(epoch)]):
+            st["phase"] = stall_phase(st, daemon.serving, epoch)
+            stalls.append(st)
     if not stalls:
         print("  event-loop stalls >= 50 ms (--loop-watchdog): none")
         return
     total = sum(s["ms"] for s in stalls)
+    print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
+          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s['ms'] for s in stalls):.0f} ms")
+    for phase, what in (("serving", "while serving"), ("start-up", "during start-up, before the listeners "
+                         "opened (no request waits; the start takes longer)"), ("shutdown", "after a SIGTERM")):
+        these = [st for st in stalls if st["phase"] == phase]
+        host = [st["ms"] for st in these if stall_class(st).startswith("waiting")]
+        own = [st["ms"] for st in these if not stall_class(st).startswith("waiting")]
+        print(f"    {what}: {len(these)}; caused by the host {len(host)} (max {max(host, default=0):.0f} ms), "
+              f"by the daemon {len(own)} (max {max(own, default=0):.0f} ms)")
     by_class: dict[str, list[float]] = {}
     for st in stalls:
         by_class.setdefault(stall_class(st), []).append(st["ms"])
-    host = [ms for k, v in by_class.items() if k.startswith("waiting") for ms in v]
-    own = [ms for k, v in by_class.items() if not k.startswith("waiting") for ms in v]
-    print(f"  event-loop stalls >= 50 ms (--loop-watchdog): {len(stalls)}, {total / 1000:.1f} s in all "
-          f"({100 * total / 1000 / run_s:.2f}% of the run), max {max(s['ms'] for s in stalls):.0f} ms")
-    print(f"    caused by the host: {len(host)}, max {max(host, default=0):.0f} ms; "
-          f"caused by the daemon: {len(own)}, max {max(own, default=0):.0f} ms")
-    print("    " + "; ".join(f"{k}: {len(v)} ({sum(v) / 1000:.1f} s)" for k, v in sorted(by_class.items())))
+    print("    by kind: " + "; ".join(f"{k}: {len(v)} ({sum(v) / 1000:.1f} s)" for k, v in sorted(by_class.items())))
     by_cause: dict[tuple, list] = {}
     for st in stalls:
         cls = stall_class(st)
         if cls.startswith("waiting"):
             continue
         holder = st["holder_stack"] if cls.startswith("GIL") else ""
-        by_cause.setdefault((cls, st["kernel"], st["stack"], holder), []).append(st)
+        by_cause.setdefault((st["phase"], cls, st["kernel"], st["stack"], holder), []).append(st)
     print("  the daemon's own stalls by cause:" + ("" if by_cause else " none"))
-    for (cls, kernel, stack, holder), items in sorted(by_cause.items(), key=lambda kv: -sum(s["ms"] for s in kv[1]))[:8]:
+    for (phase, cls, kernel, stack, holder), items in sorted(by_cause.items(),
+                                                             key=lambda kv: -sum(s["ms"] for s in kv[1]))[:10]:
         ms = sorted(s["ms"] for s in items)
         names = sorted({s["holder"] for s in items})
-        print(f"    {len(items)} x {cls}, median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms, "
+        print(f"    {len(items)} x {cls} ({phase}), median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms, "
               f"in {kernel}: {stack}" + (f"; held by {','.join(names)} in {holder}" if holder else ""))
 
 

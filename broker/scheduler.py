@@ -25,9 +25,9 @@ cleaner its own (:mod:`broker.log_cleaner`).
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
-import threading
 from typing import Any, Callable
 
 import structlog
@@ -46,24 +46,24 @@ class Scheduler:
         self.ordered = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sundial-scheduler-ordered")
         # Every thread started now, from a helper thread: an executor starts its threads on demand
         # and ``Thread.start`` waits until the new thread runs, which on a busy host kept the
-        # event loop waiting (up to 220 ms seen) on the first jobs after each start.
-        threading.Thread(target=self._start_threads, name="sundial-scheduler-start", daemon=True).start()
+        # event loop waiting (up to 220 ms seen) on the first jobs after each start. The helper
+        # itself is started without that wait.
+        _thread.start_new_thread(self._start_threads, ())
 
     def _start_threads(self) -> None:
-        barrier = threading.Barrier(self.threads, timeout=60)
-
-        def meet() -> None:   # one job per thread: each waits until all are running
-            try:
-                barrier.wait()
-            except threading.BrokenBarrierError:
-                pass
-
-        try:
-            for _ in range(self.threads):
-                self.executor.submit(meet)
-            self.ordered.submit(lambda: None)
-        except RuntimeError:   # closed already
-            barrier.abort()
+        # ``_adjust_thread_count`` is what ``submit`` calls: it starts one more thread while there
+        # are fewer than the maximum and none idle (a new thread only counts as idle after its
+        # first job), so calling it once per thread starts them all without queueing any job a
+        # caller's jobs could wait behind. Not under the executor's lock, which ``submit`` takes:
+        # a submit racing with this at most starts one of the threads itself.
+        for executor, count in ((self.executor, self.threads), (self.ordered, 1)):
+            for _ in range(count):
+                if executor._shutdown:
+                    return
+                try:
+                    executor._adjust_thread_count()
+                except RuntimeError:   # the interpreter is shutting down
+                    return
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on a scheduler thread; the loop goes on meanwhile."""

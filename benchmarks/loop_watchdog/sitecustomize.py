@@ -8,7 +8,7 @@ Python imports this module at start-up. It wraps ``uvloop.new_event_loop`` and
 thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then writes
 one line to stderr (the daemon's log)::
 
-    LOOP_STALL ms=<stall> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan>
+    LOOP_STALL ms=<stall> at=<unix time it began> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan>
         holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> stack=<frames> holder_stack=<frames>
 
 (on one line). ``cpu_ms`` and ``runq_ms`` are the loop thread's time on a CPU and waiting in
@@ -201,7 +201,8 @@ def _report(threads, history, tid, previous, late, stacks, kernel, others) -> No
     if holder and holder not in threads.names:
         threads.refresh()   # a thread started since the last refresh
     name = str(threads.names.get(holder, holder)).replace(" ", "_")
-    sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
+    began = time.time() - (time.monotonic() - previous)   # wall clock, for the harness's phases
+    sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} at={began:.3f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
                      f"samples={sum(stacks.values())} kernel={state} holder={name} "
                      f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} "
                      f"stack={top} holder_stack={h_stack}\n")
