@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from kafka import TopicPartition
+from kafka.admin import AbortTransactionSpec
 from kafka.errors import KafkaError, TransactionalIdNotFoundError
 
 from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
@@ -381,8 +382,6 @@ def _find_hanging(admin, args) -> int:
 
 
 def _abort(admin, args) -> int:
-    from kafka.admin import AbortTransactionSpec
-
     tp = TopicPartition(args.topic, args.partition)
     if args.start_offset is not None:
         try:
