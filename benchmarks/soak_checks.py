@@ -369,6 +369,8 @@ def loop_stalls(log_paths: list[str]) -> list[dict]:
                                     "stack": stack, "holder": kv.get("holder", "-"),
                                     "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),
                                     "holder_runq_ms": float(kv.get("holder_runq_ms", 0)),
+                                    "holder_kernel": kv.get("holder_kernel", "?"),
+                                    "others_in_syscalls": kv.get("others_in_syscalls", "-"),
                                     "holder_stack": holder_stack or "-"})
         except OSError:
             pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import os
 
@@ -185,13 +186,18 @@ def print_stalls(daemon, run_s: float) -> None:
             continue
         holder = st["holder_stack"] if cls.startswith("GIL") else ""
         by_cause.setdefault((st["phase"], cls, st["kernel"], st["stack"], holder), []).append(st)
+    def _holders(items: list[dict]) -> str:
+        seen = collections.Counter(s["others_in_syscalls"] for s in items if s["others_in_syscalls"] != "-")
+        return ", ".join(f"{k} ({n})" for k, n in seen.most_common(2)) or "none seen"
+
     print("  the daemon's own stalls by cause:" + ("" if by_cause else " none"))
     for (phase, cls, kernel, stack, holder), items in sorted(by_cause.items(),
                                                              key=lambda kv: -sum(s["ms"] for s in kv[1]))[:10]:
         ms = sorted(s["ms"] for s in items)
         names = sorted({s["holder"] for s in items})
         print(f"    {len(items)} x {cls} ({phase}), median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms, "
-              f"in {kernel}: {stack}" + (f"; held by {','.join(names)} in {holder}" if holder else ""))
+              f"in {kernel}: {stack}" + (f"; held by {','.join(names)} in {holder}" if holder else "")
+              + f"; other threads in system calls meanwhile: {_holders(items)}")
 
 
 def write_csv(path: str, rows: list[dict]) -> None:

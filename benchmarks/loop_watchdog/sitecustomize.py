@@ -9,7 +9,8 @@ thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then
 one line to stderr (the daemon's log)::
 
     LOOP_STALL ms=<stall> at=<unix time it began> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan>
-        holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> stack=<frames> holder_stack=<frames>
+        holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> holder_kernel=<syscall>/<wchan>
+        others_in_syscalls=<thread>:<syscall>/<wchan>,... stack=<frames> holder_stack=<frames>
 
 (on one line). ``cpu_ms`` and ``runq_ms`` are the loop thread's time on a CPU and waiting in
 the run queue over the whole stall: the watchdog reads every thread's
@@ -18,7 +19,9 @@ difference from the last reading before the late heartbeat was due, because it m
 only notice the stall at its end (it needs the GIL to run). The rest of the stall the loop
 thread was blocked: in a system call, or waiting for the GIL or a lock another thread held.
 ``holder`` is the other thread that was busiest meanwhile (on a CPU or waiting for one),
-with its times and its most common Python stack: when the loop waited for the GIL or a lock,
+with its times, its most common system call and kernel wait (sampled like the loop
+thread's) and its most common Python stack; ``others_in_syscalls`` lists the other threads
+seen mostly in a system call that is not an idle wait (an fsync thread in ``fdatasync``, say): when the loop waited for the GIL or a lock,
 that thread held it, and its ``holder_runq_ms`` tells whether it was itself kept off the CPU
 by the host. ``runq_ms`` close to ``ms`` means the host starved the daemon; ``cpu_ms`` close
 to it means the daemon was computing. ``kernel`` is the most common system call the loop
@@ -62,6 +65,11 @@ _SYSCALLS = {0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat"
              83: "mkdir", 84: "rmdir", 87: "unlink", 202: "futex", 217: "getdents64", 230: "clock_nanosleep",
              232: "epoll_wait", 257: "openat", 262: "newfstatat", 263: "unlinkat", 264: "renameat",
              281: "epoll_pwait", 285: "fallocate", 316: "renameat2", 332: "statx"}
+
+
+#: System calls a thread waits in when it has nothing to do.
+_IDLE_WAITS = ("futex", "epoll_wait", "epoll_pwait", "poll", "select", "clock_nanosleep", "running", "?",
+               "recvfrom", "recvmsg", "read")
 
 
 def _kernel_state(tid: int) -> str:
@@ -149,7 +157,7 @@ def _watch(ident: int, tid: int) -> None:
     history: collections.deque = collections.deque(maxlen=64)   # (monotonic time, snapshot)
     ticks = 0
     sampled_beat = None
-    stacks = kernel = others = None
+    stacks = kernel = others = others_kernel = None
     while True:
         time.sleep(HEARTBEAT_S)
         ticks += 1
@@ -162,6 +170,7 @@ def _watch(ident: int, tid: int) -> None:
                 sampled_beat = beat
                 stacks, kernel = collections.Counter(), collections.Counter()
                 others = collections.defaultdict(collections.Counter)
+                others_kernel = collections.defaultdict(collections.Counter)
             frames = sys._current_frames()
             frame = frames.get(ident)
             if frame is None:
@@ -171,18 +180,21 @@ def _watch(ident: int, tid: int) -> None:
             for thread_ident, other in frames.items():
                 if thread_ident not in (ident, me):
                     others[thread_ident][_stack(other)] += 1
+            for other_tid in threads.fds:   # native threads too (fsync), which have no Python stack
+                if other_tid != tid:
+                    others_kernel[other_tid][_kernel_state(other_tid)] += 1
             continue
         while _late:
             previous, late = _late.popleft()
             if sampled_beat == previous:
-                _report(threads, history, tid, previous, late, stacks, kernel, others)
+                _report(threads, history, tid, previous, late, stacks, kernel, others, others_kernel)
             else:   # over before the watchdog could look (it waited for the GIL too)
-                _report(threads, history, tid, previous, late, collections.Counter(), collections.Counter(), {})
+                _report(threads, history, tid, previous, late, collections.Counter(), collections.Counter(), {}, {})
         sampled_beat = None
         history.append((time.monotonic(), threads.snap()))
 
 
-def _report(threads, history, tid, previous, late, stacks, kernel, others) -> None:
+def _report(threads, history, tid, previous, late, stacks, kernel, others, others_kernel) -> None:
     # the last snapshot taken before the heartbeat that came late was due: the whole stall
     before = next((snap for at, snap in reversed(history) if at <= previous), history[0][1] if history else {})
     after = threads.snap()
@@ -198,13 +210,19 @@ def _report(threads, history, tid, previous, late, stacks, kernel, others) -> No
     native_to_ident = {t.native_id: t.ident for t in threading.enumerate()}
     h_stacks = others.get(native_to_ident.get(holder, -1))
     h_stack = h_stacks.most_common(1)[0][0] if h_stacks else "-"
+    h_kernels = others_kernel.get(holder)
+    h_kernel = h_kernels.most_common(1)[0][0] if h_kernels else "?"
+    # other threads seen in a system call that is not an idle wait: what the loop may wait behind
+    waits = sorted(f"{str(threads.names.get(t, t)).replace(' ', '_')}:{k}" for t, counts in others_kernel.items()
+                   for k in [counts.most_common(1)[0][0]] if k.split("/")[0] not in _IDLE_WAITS)
+    busy = ",".join(waits[:4]) or "-"
     if holder and holder not in threads.names:
         threads.refresh()   # a thread started since the last refresh
     name = str(threads.names.get(holder, holder)).replace(" ", "_")
     began = time.time() - (time.monotonic() - previous)   # wall clock, for the harness's phases
     sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} at={began:.3f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
                      f"samples={sum(stacks.values())} kernel={state} holder={name} "
-                     f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} "
+                     f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} holder_kernel={h_kernel} others_in_syscalls={busy} "
                      f"stack={top} holder_stack={h_stack}\n")
     sys.stderr.flush()
 
