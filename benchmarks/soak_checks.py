@@ -366,6 +366,7 @@ def loop_stalls(log_paths: list[str]) -> list[dict]:
                         kv = dict(x.split("=", 1) for x in head.split()[1:])
                         out.append({"ms": float(kv["ms"]), "at": float(kv.get("at", 0)), "cpu_ms": float(kv["cpu_ms"]),
                                     "runq_ms": float(kv.get("runq_ms", 0)), "kernel": kv.get("kernel", "?"),
+                                    "steal_ms": float(kv.get("steal_ms", 0)),
                                     "stack": stack, "holder": kv.get("holder", "-"),
                                     "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),
                                     "holder_runq_ms": float(kv.get("holder_runq_ms", 0)),

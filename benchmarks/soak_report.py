@@ -128,15 +128,15 @@ _LOCK_WAITS = ("running", "futex", "?")
 
 def stall_class(st: dict) -> str:
     """Who caused a stall: the host (the loop thread, or the thread holding the GIL or lock it waited
-    for, kept waiting for a CPU) or the daemon (computing on the loop, another thread computing with
+    for, kept waiting for a CPU, or the loop's virtual CPU stolen by the hypervisor) or the daemon (computing on the loop, another thread computing with
     the GIL, or blocked in a system call)."""
     ms = st["ms"]
-    if st["runq_ms"] >= ms / 2:
+    if st["runq_ms"] + st["steal_ms"] >= ms / 2:
         return "waiting for a CPU (host)"
     if st["cpu_ms"] >= ms / 2:
         return "computing"
     if st["kernel"].split("/")[0] in _LOCK_WAITS:
-        if st["runq_ms"] + st["holder_runq_ms"] >= ms / 2:
+        if st["runq_ms"] + st["steal_ms"] + st["holder_runq_ms"] >= ms / 2:
             return "waiting for a CPU (host): the GIL or lock holder"
         if st["holder_cpu_ms"] >= ms / 2:
             return "GIL held by a computing thread"

@@ -8,7 +8,8 @@ Python imports this module at start-up. It wraps ``uvloop.new_event_loop`` and
 thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then writes
 one line to stderr (the daemon's log)::
 
-    LOOP_STALL ms=<stall> at=<unix time it began> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU> samples=<n> kernel=<syscall>/<wchan>
+    LOOP_STALL ms=<stall> at=<unix time it began> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU>
+        steal_ms=<the hypervisor's> samples=<n> kernel=<syscall>/<wchan>
         holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> holder_kernel=<syscall>/<wchan>
         others_in_syscalls=<thread>:<syscall>/<wchan>,... stack=<frames> holder_stack=<frames>
 
@@ -18,6 +19,8 @@ the run queue over the whole stall: the watchdog reads every thread's
 difference from the last reading before the late heartbeat was due, because it may itself
 only notice the stall at its end (it needs the GIL to run). The rest of the stall the loop
 thread was blocked: in a system call, or waiting for the GIL or a lock another thread held.
+``steal_ms`` is the steal time (/proc/stat) of the CPU the loop thread last ran on over the
+same window: a virtual machine's CPU taken by the hypervisor shows in no thread's times.
 ``holder`` is the other thread that was busiest meanwhile (on a CPU or waiting for one),
 with its times, its most common system call and kernel wait (sampled like the loop
 thread's) and its most common Python stack; ``others_in_syscalls`` lists the other threads
@@ -135,6 +138,44 @@ class _Threads:
         return out
 
 
+_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+class _Steal:
+    """Per-CPU steal time (/proc/stat): the time the hypervisor ran something else while this
+    virtual CPU had work, which no thread's schedstat shows."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd = os.open("/proc/stat", os.O_RDONLY)
+        except OSError:
+            self.fd = -1
+
+    def snap(self) -> bytes:
+        try:
+            return os.pread(self.fd, 4096, 0) if self.fd >= 0 else b""
+        except OSError:
+            return b""
+
+    @staticmethod
+    def per_cpu_ms(raw: bytes) -> dict[int, float]:
+        out = {}
+        for line in raw.split(b"\n"):
+            if line.startswith(b"cpu") and line[3:4].isdigit():
+                fields = line.split()
+                if len(fields) > 8:
+                    out[int(fields[0][3:])] = int(fields[8]) * _TICK_MS
+        return out
+
+
+def _last_cpu(tid: int) -> int:
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def _ms_pair(raw: bytes) -> tuple[float, float]:
     on_cpu, runq = raw.split()[:2]
     return int(on_cpu) / 1e6, int(runq) / 1e6
@@ -154,6 +195,7 @@ def _watch(ident: int, tid: int) -> None:
     me = threading.get_ident()
     threads = _Threads(threading.get_native_id())
     threads.refresh()
+    steal = _Steal()
     history: collections.deque = collections.deque(maxlen=64)   # (monotonic time, snapshot)
     ticks = 0
     sampled_beat = None
@@ -187,17 +229,23 @@ def _watch(ident: int, tid: int) -> None:
         while _late:
             previous, late = _late.popleft()
             if sampled_beat == previous:
-                _report(threads, history, tid, previous, late, stacks, kernel, others, others_kernel)
+                _report(threads, steal, history, tid, previous, late, stacks, kernel, others, others_kernel)
             else:   # over before the watchdog could look (it waited for the GIL too)
-                _report(threads, history, tid, previous, late, collections.Counter(), collections.Counter(), {}, {})
+                _report(threads, steal, history, tid, previous, late, collections.Counter(), collections.Counter(),
+                        {}, {})
         sampled_beat = None
-        history.append((time.monotonic(), threads.snap()))
+        history.append((time.monotonic(), (threads.snap(), steal.snap())))
 
 
-def _report(threads, history, tid, previous, late, stacks, kernel, others, others_kernel) -> None:
+def _report(threads, steal, history, tid, previous, late, stacks, kernel, others, others_kernel) -> None:
     # the last snapshot taken before the heartbeat that came late was due: the whole stall
-    before = next((snap for at, snap in reversed(history) if at <= previous), history[0][1] if history else {})
-    after = threads.snap()
+    before, steal_before = next((snap for at, snap in reversed(history) if at <= previous),
+                                history[0][1] if history else ({}, b""))
+    after, steal_after = threads.snap(), steal.snap()
+    # steal of the CPU the loop thread last ran on (its timer or its wake-up waited there)
+    cpu_before, cpu_after = _Steal.per_cpu_ms(steal_before), _Steal.per_cpu_ms(steal_after)
+    where = _last_cpu(tid)
+    stolen = cpu_after.get(where, 0.0) - cpu_before.get(where, 0.0)
     stall_ms = (late - previous - HEARTBEAT_S) * 1000
     top = stacks.most_common(1)[0][0] if stacks else "?"
     state = kernel.most_common(1)[0][0] if kernel else "?"
@@ -221,6 +269,7 @@ def _report(threads, history, tid, previous, late, stacks, kernel, others, other
     name = str(threads.names.get(holder, holder)).replace(" ", "_")
     began = time.time() - (time.monotonic() - previous)   # wall clock, for the harness's phases
     sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} at={began:.3f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
+                     f"steal_ms={stolen:.0f} "
                      f"samples={sum(stacks.values())} kernel={state} holder={name} "
                      f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} holder_kernel={h_kernel} others_in_syscalls={busy} "
                      f"stack={top} holder_stack={h_stack}\n")
