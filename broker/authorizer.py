@@ -29,7 +29,11 @@ written atomically by ``sundial acls``::
 The broker re-reads the file when it changes (checked at most once a second), so
 rules added while it runs apply within a second. Denials are logged
 (``authorization_denied``) with principal, host, operation and resource, like
-Kafka's authorizer log.
+Kafka's authorizer log, and counted per resource type and operation
+(:meth:`Authorizer.denial_counts`, the metric ``sundial_authorization_denials_total``).
+Checks that only filter what a response shows (``log_denied=False``: Metadata leaving out
+topics the principal may not describe, authorized-operations fields) are neither logged nor
+counted, as Kafka's ``logIfDenied=false`` checks are not logged.
 """
 
 from __future__ import annotations
@@ -389,6 +393,7 @@ class Authorizer:
         self.store = store
         self.super_users = frozenset(p.strip() for p in (super_users or "").split(";") if p.strip())
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self._denials: dict[tuple[str, str], int] = {}   # (resource type, operation) -> denials
         store.rules(force=True)
 
     @classmethod
@@ -419,9 +424,20 @@ class Authorizer:
         else:
             allowed = self._decide(rules, principal, host, operation)
         if not allowed and log_denied:
-            logger.info("authorization_denied", principal=principal, client=host, operation=operation.name,
-                        resource_type=resource_type.name, resource=name)
+            self.denied(principal, host, operation, resource_type, name)
         return allowed
+
+    def denied(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+               name: str) -> None:
+        """Log and count one refusal (also for a handler that decides from several checks)."""
+        key = (resource_type.name, operation.name)
+        self._denials[key] = self._denials.get(key, 0) + 1
+        logger.info("authorization_denied", principal=principal, client=host, operation=operation.name,
+                    resource_type=resource_type.name, resource=name)
+
+    def denial_counts(self) -> list[tuple[str, str, int]]:
+        """(resource type, operation, denials) for the metrics (call on the loop)."""
+        return [(rt, op, n) for (rt, op), n in sorted(self._denials.items())]
 
     def _decide(self, rules, principal: str, host: str, operation: AclOperation) -> bool:
         for r in rules:
@@ -508,6 +524,14 @@ def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
         if is_authorized(ctx, operation, resource_type, name, log_denied=False):
             bits |= 1 << operation
     return bits
+
+
+def record_denial(ctx, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
+    """A handler refused a request from checks made with ``log_denied=False``: log and count it once."""
+    authorizer = getattr(getattr(ctx, "broker", None), "authorizer", None)
+    if authorizer is not None:
+        authorizer.denied(getattr(ctx, "principal", "User:ANONYMOUS"), getattr(ctx, "client_host", ""), operation,
+                          resource_type, name)
 
 
 def is_authorized_any(ctx, operation: AclOperation, resource_type: ResourceType) -> bool:

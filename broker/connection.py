@@ -402,7 +402,7 @@ class Connection(asyncio.Protocol):
             server.metrics.bad_frame()
             return False
         if not self.authenticated and not broker.security.allowed_before_auth(api_key):
-            logger.warning("request_before_authentication", client=self.peer_host, api_key=api_key)
+            broker.security.request_before_authentication(self, api_key)
             return False
         try:
             request = decode_request(header, frame)

@@ -36,6 +36,18 @@ with older CreateTimes may follow it; -1 when the partition holds no record or i
 record has no timestamp). Reading it costs one batch read, so it is kept per partition
 until the log start offset moves (:class:`PartitionRows`).
 
+Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``: Kafka's
+internal topics, :data:`broker.topics.INTERNAL_TOPICS`) have no per-partition series unless
+``sundial.metrics.internal.topics.enabled=true``: with their 50 partitions each they would
+outnumber a small broker's own topics (:class:`PartitionRows` leaves them out).
+
+Security is counted where it is decided and read at scrape time (:func:`security_rows`):
+``sundial_authentication_successes_total`` and ``sundial_authentication_failures_total`` per
+listener and mechanism (Kafka's ``successful-authentication-total`` and
+``failed-authentication-total``, per listener), from the security manager;
+``sundial_authorization_denials_total`` per resource type and operation, from the authorizer.
+``sundial_build_info{version,python}`` is 1 (Kafka's ``app-info`` version).
+
 Process figures come from ``prometheus_client``'s own collectors: resident and virtual
 memory, CPU seconds, open and maximum file descriptors, start time (``process_*``), the
 garbage collector (``python_gc_*``) and ``python_info``. Counters carry no ``_created``
@@ -54,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import platform
 import time
 from typing import Callable
 
@@ -70,12 +83,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from sundial.protocol.api_keys import ApiKey
 
+from . import __version__
 from .groups.consumer_groups import GROUP_TYPE_CONSUMER
 from .groups.coordinator import GROUP_TYPE_CLASSIC
 from .groups.group import GroupState
 from .groups.modern.group import ConsumerGroupState
 from .groups.share.group import STATES as SHARE_GROUP_STATES
 from .groups.share_groups import GROUP_TYPE_SHARE
+from .topics import INTERNAL_TOPICS
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                     2.5, 5.0, 10.0, 30.0)
@@ -104,6 +119,8 @@ class BrokerMetrics:
         self._in: dict[str, list[int]] = {}                  # topic -> [records, bytes]
         self._time_index_lookups = 0
         r.register(_HotCollector(self))
+        Gauge("sundial_build_info", "Always 1: the broker's version and the Python that runs it",
+              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
         self.connections = Gauge("sundial_connections", "Open client connections", registry=r)
         self._connections_refused = Counter("sundial_connections_refused", "Connections refused by limits",
                                             ["reason"], registry=r)
@@ -201,6 +218,11 @@ class BrokerMetrics:
         self.registry.register(_GroupLagCollector(snapshot))
 
 
+    def install_security_collector(self, snapshot: Callable[[], list[tuple]]) -> None:
+        """Register the authentication and authorization counters read at scrape time from
+        ``snapshot()`` rows (``(family, {label: value}, number)``, :func:`security_rows` makes them)."""
+        self.registry.register(_SecurityCollector(snapshot))
+
     def install_group_collector(self, snapshot: Callable[[], list[tuple]]) -> None:
         """Register the per-type group series read at scrape time from ``snapshot()`` rows
         (``(family, {label: value}, number)``, :func:`group_rows` makes them)."""
@@ -252,9 +274,11 @@ class PartitionRows:
     the oldest open transaction (ms since its first append; 0 when none).
     """
 
-    def __init__(self, logs: Callable[[], object], now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, logs: Callable[[], object], now_ms: Callable[[], int] | None = None, *,
+                 internal_topics: bool = False) -> None:
         self._logs = logs
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._internal_topics = internal_topics   # sundial.metrics.internal.topics.enabled
         self._oldest: dict[tuple[str, int], tuple[tuple, int]] = {}
 
     def __call__(self) -> list[dict]:
@@ -264,6 +288,8 @@ class PartitionRows:
             return rows
         seen = set()
         for meta in logs.topics():
+            if meta.name in INTERNAL_TOPICS and not self._internal_topics:
+                continue
             for p in range(meta.partitions):
                 if not logs.is_open(meta.name, p):
                     continue
@@ -332,6 +358,18 @@ def group_rows(coordinator) -> list[tuple]:
     if share is not None:
         rows += [("rebalances", {"type": GROUP_TYPE_SHARE}, share.rebalances),
                  ("fenced_members", {"type": GROUP_TYPE_SHARE}, share.fenced_members)]
+    return rows
+
+
+def security_rows(security, authorizer) -> list[tuple]:
+    """The authentication and authorization counters, for :meth:`BrokerMetrics.install_security_collector`
+    (either part may be None: no SASL listener, no authorizer)."""
+    rows: list[tuple] = []
+    for listener, mechanism, successes, failures in security.authentication_counts() if security else ():
+        labels = {"listener": listener, "mechanism": mechanism}
+        rows += [("authentication_successes", labels, successes), ("authentication_failures", labels, failures)]
+    for resource_type, operation, denials in authorizer.denial_counts() if authorizer else ():
+        rows.append(("authorization_denials", {"resource_type": resource_type, "operation": operation}, denials))
     return rows
 
 
@@ -472,4 +510,34 @@ class _GroupCollector:
         for family, labels, number in self._snapshot():
             fam = fams[family]
             fam.add_metric([labels[name] for name in ("type", "state") if name in labels], number)
+        return list(fams.values())
+
+
+class _SecurityCollector:
+    LABELS = {"authentication_successes": ("listener", "mechanism"),
+              "authentication_failures": ("listener", "mechanism"),
+              "authorization_denials": ("resource_type", "operation")}
+
+    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        labels = self.LABELS
+        fams = {
+            "authentication_successes": CounterMetricFamily(
+                "sundial_authentication_successes", "SASL authentications that succeeded, by listener and mechanism",
+                labels=list(labels["authentication_successes"])),
+            "authentication_failures": CounterMetricFamily(
+                "sundial_authentication_failures",
+                "Failed SASL authentications (wrong credentials, a mechanism not enabled, a request before "
+                "authentication), by listener and mechanism", labels=list(labels["authentication_failures"])),
+            "authorization_denials": CounterMetricFamily(
+                "sundial_authorization_denials", "Requests an ACL refused, by resource type and operation",
+                labels=list(labels["authorization_denials"])),
+        }
+        for family, values, number in self._snapshot():
+            fams[family].add_metric([values[name] for name in labels[family]], number)
         return list(fams.values())

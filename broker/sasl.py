@@ -50,6 +50,11 @@ re-reads the file when its modification time or size changes, so users added wit
 Invariants: every failure raises :class:`SaslAuthenticationError` whose message is
 what the client sees (Kafka's wording); no partial state survives a failure (the
 connection is closed after the answer).
+
+**Failure log limit** (:class:`FailureLogLimit`): a client that reconnects with a wrong
+password fails every few hundred ms. The first failure from a client address is logged,
+then at most one line per address per interval, carrying the number of failures from that
+address that were not logged since the previous line (the metrics count every one).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 
 import structlog
@@ -353,6 +359,40 @@ def new_server(mechanism: str, store: "CredentialStore") -> SaslServer:
     if mechanism in SCRAM_MECHANISMS:
         return ScramServer(mechanism, store)
     raise ValueError(f"unsupported SASL mechanism {mechanism}")
+
+
+# -- the failure log limit ----------------------------------------------------------------------------
+class FailureLogLimit:
+    """Which authentication failures to log: per client address, the first, then at most one per
+    ``interval_s`` (0: every one). Remembers at most ``max_addresses`` addresses: past that, the
+    ones whose last line is older than the interval are forgotten (their next failure is a first one).
+    """
+
+    def __init__(self, interval_s: float, *, clock=time.monotonic, max_addresses: int = 4096) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._max_addresses = max_addresses
+        self._addresses: dict[str, list] = {}   # address -> [monotonic time of the last line, failures not logged]
+
+    def failure(self, address: str) -> int | None:
+        """One failure from ``address``: None when it is not to be logged, else how many failures from
+        that address were not logged since the previous line (0 for the first)."""
+        now = self._clock()
+        entry = self._addresses.get(address)
+        if entry is not None and now - entry[0] < self.interval_s:
+            entry[1] += 1
+            return None
+        suppressed = entry[1] if entry is not None else 0
+        if entry is None and len(self._addresses) >= self._max_addresses:
+            self._forget_quiet(now)
+        self._addresses[address] = [now, 0]
+        return suppressed
+
+    def _forget_quiet(self, now: float) -> None:
+        for address in [a for a, (last, _n) in self._addresses.items() if now - last >= self.interval_s]:
+            del self._addresses[address]
+        while len(self._addresses) >= self._max_addresses:  # all recent: drop the oldest
+            del self._addresses[min(self._addresses, key=lambda a: self._addresses[a][0])]
 
 
 # -- the store ------------------------------------------------------------------------------------

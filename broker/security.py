@@ -26,8 +26,19 @@ SaslHandshake and SaslAuthenticate are served; anything else closes the connecti
 switches the connection to Kafka's original framing: the following frames are raw
 SASL tokens (size-prefixed, no request header), answered the same way. A failed
 authentication is answered with SASL_AUTHENTICATION_FAILED (58) after
-``FAILED_AUTHENTICATION_DELAY_S`` (Kafka's ``connection.failed.authentication.delay.ms``,
-100 ms) and the connection is closed.
+``connection.failed.authentication.delay.ms`` (Kafka's key and default, 100 ms), and the
+connection is closed after the answer, as Kafka delays the close of a failed
+authentication (it slows down password guessing).
+
+**Failed authentications** are counted and logged (``authentication_failed``, warning) in one
+place, :meth:`SecurityManager.authentication_failed`: a failed exchange (the mechanism's
+message), a mechanism that is not enabled, and a request other than ApiVersions, SaslHandshake
+or SaslAuthenticate before authentication (a client without SASL settings), which Kafka also
+counts as failed authentications. The log line is rate-limited per client address
+(``sundial.authentication.failure.log.interval.ms``, :class:`~broker.sasl.FailureLogLimit`) and
+carries ``suppressed``, the failures from that address not logged since its previous line.
+Successes and failures are counted per listener and mechanism for the metrics
+(:meth:`SecurityManager.authentication_counts`).
 """
 
 from __future__ import annotations
@@ -42,12 +53,16 @@ import structlog
 from sundial.config import ConfigError
 from sundial.protocol.api_keys import ApiKey
 
-from .sasl import ALL_MECHANISMS, MAX_TOKEN_BYTES, CredentialStore, SaslAuthenticationError, new_server
+from .sasl import ALL_MECHANISMS, MAX_TOKEN_BYTES, CredentialStore, FailureLogLimit, SaslAuthenticationError, \
+    new_server
 
 logger = structlog.get_logger(__name__)
 
 ANONYMOUS = "User:ANONYMOUS"
-FAILED_AUTHENTICATION_DELAY_S = 0.1
+#: The ``mechanism`` of a failure before any mechanism was chosen (a request before SaslHandshake)
+#: and of a SaslHandshake naming a mechanism that is not enabled (its name is the client's, unbounded).
+NO_MECHANISM = "none"
+UNSUPPORTED_MECHANISM = "unsupported"
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
@@ -172,7 +187,10 @@ class SecurityManager:
         path = cfg["sundial.credentials.file"] or os.path.join(data_dir, "credentials.json")
         self.credentials = CredentialStore(path)
         self.credentials.refresh()
-        self.failed_authentication_delay_s = FAILED_AUTHENTICATION_DELAY_S
+        self.failed_authentication_delay_s = cfg["connection.failed.authentication.delay.ms"] / 1000
+        self._failure_log = FailureLogLimit(cfg["sundial.authentication.failure.log.interval.ms"] / 1000)
+        #: (listener, mechanism) -> [successes, failures]
+        self._counts: dict[tuple[str, str], list[int]] = {}
         if any(l.security_protocol in SASL_PROTOCOLS for l in cfg.listeners):
             logger.info("sasl_enabled", mechanisms=mechanisms, credentials_file=path,
                         users=len(self.credentials.users()))
@@ -206,6 +224,35 @@ class SecurityManager:
     def allowed_before_auth(api_key: int) -> bool:
         return api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
+    # -- outcomes ----------------------------------------------------------------------------------
+    def _count(self, conn, mechanism: str) -> list[int]:
+        key = (_listener_name(conn), mechanism)
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = [0, 0]
+        return counts
+
+    def authentication_failed(self, conn, mechanism: str, user: str | None, reason: str) -> None:
+        """Count one failed authentication and log it unless the per-address limit holds it back."""
+        self._count(conn, mechanism)[1] += 1
+        suppressed = self._failure_log.failure(conn.peer_host)
+        if suppressed is not None:
+            logger.warning("authentication_failed", conn_id=conn.conn_id, client=conn.peer_host,
+                           listener=_listener_name(conn), mechanism=mechanism, user=user, reason=reason,
+                           suppressed=suppressed)
+
+    def request_before_authentication(self, conn, api_key: int) -> None:
+        """A request that needs authentication came first: the connection is closed (Kafka's
+        "Unexpected Kafka request ... during SASL handshake"), a failed authentication."""
+        self.authentication_failed(conn, NO_MECHANISM, None,
+                                   f"request {_api_name(api_key)} before SASL authentication (the client has no "
+                                   f"SASL settings?)")
+
+    def authentication_counts(self) -> list[tuple[str, str, int, int]]:
+        """(listener, mechanism, successes, failures) for the metrics (call on the loop)."""
+        return [(listener, mechanism, ok, failed)
+                for (listener, mechanism), (ok, failed) in sorted(self._counts.items())]
+
     # -- the exchange ------------------------------------------------------------------------------
     def start(self, session: SaslSession, mechanism: str, *, raw_tokens: bool) -> None:
         session.mechanism = mechanism
@@ -227,14 +274,14 @@ class SecurityManager:
                 challenge = server.evaluate(bytes(token))
         except SaslAuthenticationError as exc:
             session.state = SaslSession.FAILED
-            logger.warning("authentication_failed", conn_id=conn.conn_id, client=conn.peer_host,
-                           mechanism=session.mechanism, user=server.username, reason=str(exc))
+            self.authentication_failed(conn, session.mechanism, server.username, str(exc))
             await asyncio.sleep(self.failed_authentication_delay_s)
             raise
         if server.complete:
             session.state = SaslSession.COMPLETE
             conn.principal = f"User:{server.username}"
             conn.authenticated = True
+            self._count(conn, session.mechanism)[0] += 1
             logger.info("authenticated", conn_id=conn.conn_id, client=conn.peer_host, principal=conn.principal,
                         mechanism=session.mechanism)
         return challenge
@@ -246,3 +293,14 @@ class SecurityManager:
         except SaslAuthenticationError:
             return None
         return struct.pack(">i", len(challenge)) + challenge
+
+
+def _listener_name(conn) -> str:
+    return getattr(getattr(conn, "_listener", None), "name", "") or ""
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)

@@ -57,7 +57,7 @@ from . import __version__
 from .connection import Connection
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop
+from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop, security_rows
 from .node import Broker, build_broker
 from .share.metrics import ShareCollector, share_rows
 from .txn.metrics import TransactionCollector, txn_rows
@@ -313,9 +313,12 @@ class BrokerServer:
         await broker.transactions.start()
         self.metrics.registry.register(TransactionCollector(on_loop(loop, lambda: txn_rows(broker.transactions))))
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(lambda: logs)))
+        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(
+            lambda: logs, internal_topics=cfg["sundial.metrics.internal.topics.enabled"])))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         self.metrics.install_group_collector(on_loop(loop, lambda: group_rows(broker.groups)))
+        self.metrics.install_security_collector(on_loop(loop, lambda: security_rows(broker.security,
+                                                                                   broker.authorizer)))
         t_schemas = time.monotonic()
         compiled = await schemas
         logger.info("protocol_schemas_loaded", versions=compiled,

@@ -240,6 +240,13 @@ _def(ConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, ("PLAIN", "SCRAM-SHA-
 _def(ConfigDef("authorizer.class.name", S, "", "Any non-empty value turns on Sundial's ACL authorizer."))
 _def(ConfigDef("super.users", S, None, "Semicolon-separated principals (User:name) that bypass ACLs."))
 _def(ConfigDef("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs."))
+_def(ConfigDef("connection.failed.authentication.delay.ms", I, 100,
+               "How long the answer to a failed SASL authentication, and the close after it, is delayed "
+               "(slows down password guessing).", at_least(0)))
+_def(ConfigDef("sundial.authentication.failure.log.interval.ms", L, 10_000,
+               "authentication_failed is logged for the first failure from a client address, then at most once "
+               "per this interval per address, with the count of failures not logged since; 0 logs every one.",
+               at_least(0)))
 
 # --- Sundial's own keys ---------------------------------------------------------------
 _def(ConfigDef("sundial.event.loop", S, "auto", "auto (uvloop when installed), uvloop, or asyncio.",
@@ -247,6 +254,9 @@ _def(ConfigDef("sundial.event.loop", S, "auto", "auto (uvloop when installed), u
 _def(ConfigDef("sundial.metrics.listener", S, None,
                "host:port (or [ipv6]:port) of the Prometheus metrics endpoint; port 0 picks a free one; "
                "unset or empty means off.", lambda v: v and parse_host_port(v) and None))
+_def(ConfigDef("sundial.metrics.internal.topics.enabled", B, False,
+               "Report the per-partition series (sundial_log_*) of internal topics (__consumer_offsets, "
+               "__transaction_state, __share_group_state) too; off by default, as they would outnumber the rest."))
 _def(ConfigDef("sundial.shutdown.grace.ms", L, 10_000, "How long a clean shutdown waits for in-flight requests.",
                at_least(0)))
 _def(ConfigDef("sundial.credentials.file", S, None,

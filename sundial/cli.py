@@ -36,7 +36,6 @@ import structlog
 
 from sundial.broker import __version__
 from sundial.broker.logsetup import configure_logging
-from sundial.broker.server import BrokerServer, StartupError, os_reason
 from sundial.config import ConfigError, load_broker_config
 from sundial.tools import console_consumer, console_producer, consumer_groups, credentials, dump_log, failover, \
     get_offsets, mirror, topics, transactions
@@ -183,6 +182,9 @@ class ShutdownSignals:
 
 
 async def _serve(config, unknown) -> int:
+    # The daemon is imported by the command that runs it only: a tool starts without it.
+    from sundial.broker.server import BrokerServer
+
     server = BrokerServer(config, unknown)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -222,6 +224,8 @@ async def _serve(config, unknown) -> int:
 
 def _start_failure(exc: BaseException) -> tuple[int, str]:
     """Exit code and the one line (after ``sundial: ``) for a start that failed."""
+    from sundial.broker.server import StartupError, os_reason
+
     if isinstance(exc, StartupError):
         return 1, f"error: {exc}"
     if isinstance(exc, ConfigError):

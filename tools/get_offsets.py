@@ -23,7 +23,7 @@ from kafka import TopicPartition
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     now_ms, parse_partitions, tool_command
 from .timeparse import TIME_HELP, TimeFormatError, parse_time_spec
-from .wire import all_topics, list_offsets, topic_partition_counts
+from .wire import all_topics, list_offsets, topic_partition_counts, unknown_topic
 
 EPILOG = """examples:
   sundial get-offsets --bootstrap-server 127.0.0.1:9092 --topic orders
@@ -66,7 +66,7 @@ def _matching_topics(admin, pattern: str | None, exclude_internal: bool) -> list
         raise ToolError(f"--topic {pattern!r} is neither a topic nor a valid regular expression ({exc})") from None
     matched = [n for n in names if regex.fullmatch(n)]
     if not matched:
-        raise ToolError(f"unknown topic {pattern!r} (no topic matches it)")
+        raise unknown_topic(admin, pattern, " (no topic matches it)")
     return matched
 
 

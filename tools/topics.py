@@ -25,6 +25,7 @@ import kafka.errors as kafka_errors
 
 from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
     format_table, parse_key_values, refusal, split_names, tool_command
+from .wire import unknown_topic
 
 SOURCE_NAMES = {
     "DYNAMIC_TOPIC_CONFIG": "topic",
@@ -179,7 +180,7 @@ def _select_topics(admin, patterns: list[str], exclude_internal: bool) -> list[s
             else:
                 matched = [n for n in names if regex.fullmatch(n)]
         if not matched:
-            raise ToolError(f"unknown topic {pattern!r}")
+            raise unknown_topic(admin, pattern)
         chosen.extend(m for m in matched if m not in chosen)
     return chosen
 
@@ -257,7 +258,7 @@ def _alter_config(admin, args) -> int:
     if both:
         raise ToolError(f"config {sorted(both)[0]!r} is both added and deleted")
     if args.topic not in admin.list_topics():
-        raise ToolError(f"unknown topic {args.topic!r}")
+        raise unknown_topic(admin, args.topic)
     changes = {k: (AlterConfigOp.SET, v) for k, v in adds.items()}
     changes.update({k: (AlterConfigOp.DELETE, None) for k in deletes})
     resource = ConfigResource(ConfigResourceType.TOPIC, args.topic, changes)
@@ -275,7 +276,7 @@ def _alter_config(admin, args) -> int:
 
 def _add_partitions(admin, args) -> int:
     if args.topic not in admin.list_topics():
-        raise ToolError(f"unknown topic {args.topic!r}")
+        raise unknown_topic(admin, args.topic)
     try:
         response = admin.create_partitions({args.topic: args.partitions}, raise_errors=False)
     except kafka_errors.KafkaError as exc:
@@ -297,7 +298,7 @@ def _delete(admin, args) -> int:
     existing = set(admin.list_topics())
     missing = [n for n in names if n not in existing]
     if missing and not args.if_exists:
-        raise ToolError(f"unknown topic {missing[0]!r}")
+        raise unknown_topic(admin, missing[0])
     names = [n for n in names if n in existing]
     if not names:
         return 0

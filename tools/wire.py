@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
 from kafka import TopicPartition
-from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError, UnknownTopicOrPartitionError, for_code
+from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError, TopicAuthorizationFailedError, \
+    UnknownTopicOrPartitionError, for_code
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
@@ -52,6 +53,19 @@ def topic_partition_counts(admin, topics: Iterable[str]) -> dict[str, int]:
             raise refusal(code, operation="Describe", resource=f"topic {name!r}", doing=f"describe topic {name!r}")
         result[name] = len(info.get("partitions") or [])
     return result
+
+
+def unknown_topic(admin, name: str, suffix: str = "") -> ToolError:
+    """The error for a topic the listing does not show. The listing leaves out topics the principal
+    may not describe; asked by name, Kafka answers TOPIC_AUTHORIZATION_FAILED for those (whether
+    the topic exists or not), so that is ``not authorized`` rather than a misleading "unknown"."""
+    try:
+        infos = admin.describe_topics([name])
+    except KafkaError:
+        infos = []
+    if any(info.get("error_code") == TopicAuthorizationFailedError.errno for info in infos):
+        return ToolError(f"not authorized (Describe on topic {name!r})")
+    return ToolError(f"unknown topic {name!r}{suffix}")
 
 
 def all_topics(admin, *, include_internal: bool = True) -> list[str]:

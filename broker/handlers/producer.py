@@ -24,7 +24,7 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from .transactions import init_transactional_producer_id
-from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any
+from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any, record_denial
 
 logger = structlog.get_logger(__name__)
 
@@ -37,8 +37,7 @@ async def handle_init_producer_id(ctx, request):
         return await init_transactional_producer_id(ctx, request)
     if not (is_authorized(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
             or is_authorized_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
-        logger.info("authorization_denied", principal=ctx.principal, client=ctx.client_host,
-                    operation="IDEMPOTENT_WRITE", resource_type="CLUSTER", resource=CLUSTER_NAME)
+        record_denial(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     pid = getattr(request, "producer_id", -1)

@@ -25,7 +25,7 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from ..sasl import SaslAuthenticationError
-from ..security import SaslSession
+from ..security import UNSUPPORTED_MECHANISM, SaslSession
 
 logger = structlog.get_logger(__name__)
 
@@ -46,8 +46,9 @@ async def handle_sasl_handshake(ctx, request):
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": list(security.mechanisms)}
     mechanism = request.mechanism or ""
     if mechanism not in security.mechanisms:
-        logger.warning("sasl_mechanism_unsupported", client=ctx.client_host, mechanism=mechanism,
-                       enabled=security.mechanisms)
+        security.authentication_failed(conn, UNSUPPORTED_MECHANISM, None,
+                                       f"mechanism {mechanism!r} is not enabled (sasl.enabled.mechanisms: "
+                                       f"{', '.join(security.mechanisms)})")
         ctx.close_after_response = True
         session.state = SaslSession.FAILED
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(security.mechanisms)}

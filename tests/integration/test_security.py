@@ -77,6 +77,9 @@ def secure(tmp_path_factory):
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
         "group.initial.rebalance.delay.ms": "0",
+        # every failed authentication logged: the tests look for the line of each refused client
+        # (the per-address limit is tested in test_metrics_security.py)
+        "sundial.authentication.failure.log.interval.ms": "0",
     }, port=ports["PLAINTEXT"])
     for user in ("admin", "alice", "bob"):
         _cli(proc.data_dir, "credentials", "add", user, stdin=PASSWORDS[user] + "\n")

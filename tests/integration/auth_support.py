@@ -1,0 +1,120 @@
+"""A daemon with a SASL listener and the ACL authorizer, and a raw SASL client that can choose its
+source address (any 127.0.0.x is this host on Linux), for the authentication tests of the tools
+and the metrics.
+
+Users (added with ``sundial credentials`` before the start): ``admin`` (a super user), ``alice``
+(every operation on topics and groups prefixed ``sec-``) and ``bob`` (no rule: every request that
+needs one is refused). ``User:ANONYMOUS`` on the PLAINTEXT listener is a super user too, so the
+tests set things up without SASL.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
+
+from .clients import read_frame
+from .conftest import SundialProcess, free_port
+
+PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+
+
+def _cli(data_dir: str, *args: str, stdin: str | None = None) -> None:
+    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def start_sasl_daemon(base_dir, **overrides) -> SundialProcess:
+    """Started; ``proc.sasl_port``, ``proc.metrics_port``; PLAINTEXT is ``proc.port``."""
+    plain, sasl, metrics = free_port(), free_port(), free_port()
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",
+        "sundial.metrics.listener": f"127.0.0.1:{metrics}",
+        "group.initial.rebalance.delay.ms": "0",
+        **{k: str(v) for k, v in overrides.items()},
+    }
+    proc = SundialProcess(base_dir, settings, port=plain)
+    for user, password in PASSWORDS.items():
+        _cli(proc.data_dir, "credentials", "add", user, stdin=password + "\n")
+    _cli(proc.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "sec-",
+         "--group", "sec-", "--resource-pattern-type", "prefixed")
+    proc.start()
+    proc.sasl_port = sasl
+    proc.metrics_port = metrics
+    return proc
+
+
+class RawSasl:
+    """One raw connection to the SASL listener from ``source`` (127.0.0.x)."""
+
+    def __init__(self, port: int, source: str = "127.0.0.1") -> None:
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0))
+        self.corr = 0
+
+    def call(self, api_key: int, version: int, body: dict):
+        self.corr += 1
+        self.s.sendall(encode_request(api_key, version, self.corr, "auth-test", body))
+        corr, resp = decode_response(api_key, version, read_frame(self.s))
+        assert corr == self.corr
+        return resp
+
+    def plain(self, user: str, password: str):
+        """SaslHandshake v1 + one PLAIN SaslAuthenticate v2: (answer, seconds the answer took)."""
+        hs = self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert hs.error_code == 0, hs
+        started = time.monotonic()
+        answer = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        return answer, time.monotonic() - started
+
+    def closed(self) -> bool:
+        try:
+            return self.s.recv(1) == b""
+        except ConnectionError:
+            return True
+
+    def close(self) -> None:
+        self.s.close()
+
+
+def fail_plain(port: int, source: str = "127.0.0.1", user: str = "alice") -> float:
+    """One failed PLAIN authentication (wrong password); checks the answer and the close; the
+    seconds the answer took."""
+    raw = RawSasl(port, source)
+    try:
+        answer, took = raw.plain(user, "wrong-password")
+        assert answer.error_code == 58, answer
+        assert raw.closed()
+        return took
+    finally:
+        raw.close()
+
+
+def scrape(port: int) -> dict[str, list]:
+    """{sample name: [(labels, value), ...]} from the metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+    return samples
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    """The sample with these labels (0 when absent: a counter not yet moved)."""
+    for got, v in samples.get(name, []):
+        if all(got.get(k) == str(want) for k, want in labels.items()):
+            return v
+    return 0.0
