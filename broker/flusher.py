@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections import deque
 import os
 import queue
 import threading
@@ -77,23 +78,22 @@ class FlushThreads(_Runner):
     so a steady stream of one flush at a time keeps one warm thread (fewer wake-ups and
     context switches than spreading the jobs over all of them). The threads are daemons
     blocked on the queue when idle: they hold no lock and no data, and a shutdown
-    flushes every log on the loop thread itself.
+    flushes every log on the loop thread itself. The submitting thread takes no lock a
+    worker holds (idle threads are counted in a deque, whose append and pop are atomic),
+    so a worker the host preempts never holds up the event loop.
     """
 
     def __init__(self, threads: int) -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._size = threads
-        self._started = 0
-        # Threads at (or on their way to) the queue minus jobs queued and not yet taken:
-        # > 0 means a queued job finds a thread at once. Changed under _lock only.
-        self._free = 0
-        self._lock = threading.Lock()
+        self._started = 0            # submitting threads only (the event loop)
+        self._idle: deque = deque()  # one entry per thread at (or on its way to) the queue
 
     def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
-        with self._lock:
-            start = self._free <= 0 and self._started < self._size
-            self._free -= 1
-            if start:
+        try:
+            self._idle.pop()         # a thread is free: it takes the job
+        except IndexError:
+            if self._started < self._size:
                 self._started += 1
                 try:
                     threading.Thread(target=self._work, name=f"sundial-fsync_{self._started - 1}",
@@ -101,16 +101,17 @@ class FlushThreads(_Runner):
                 except RuntimeError:  # the OS refused a thread: the running ones take the job
                     self._started -= 1
                     if self._started == 0:
-                        self._free += 1
                         raise
         self._queue.put((job, loop, done))
 
     def _work(self) -> None:
         get = self._queue.get
-        lock = self._lock
+        idle = self._idle
+        first = True
         while True:
-            with lock:
-                self._free += 1
+            if not first:
+                idle.append(None)
+            first = False            # the submit that started this thread counted it busy
             job, loop, done = get()
             error = None
             try:
