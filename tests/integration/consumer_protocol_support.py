@@ -198,7 +198,8 @@ def exclusive_ownership_violations(events) -> list[str]:
 class Member(threading.Thread):
     """A confluent-kafka consumer of the consumer protocol (``group.protocol=consumer``) in a
     thread: it polls, records every delivery, commits what each poll delivered (explicit
-    offsets, synchronously), and records its callbacks on the shared timeline.
+    offsets, synchronously; a refused commit is tried again after the next poll while the
+    partition is still owned), and records its callbacks on the shared timeline.
 
     ``deliveries`` counts every (topic, partition, offset) handed to the application;
     ``committed`` counts the deliveries a successful commit covered; ``owned`` is the
@@ -265,7 +266,31 @@ class Member(threading.Thread):
         with self.lock:
             return frozenset(self.owned)
 
+    def _commit_pending(self, pending: dict[TP, int], pending_taken: list[RECORD]) -> None:
+        """Commits what was delivered and is not committed yet, for the partitions still owned. A
+        refused commit (a stale member epoch while the assignment moves, say) stays pending and is
+        tried again after the next poll; a partition no longer owned is dropped (its new owner
+        commits it)."""
+        owned = self.owned_now()
+        for tp in [tp for tp in pending if tp not in owned]:
+            del pending[tp]
+        pending_taken[:] = [key for key in pending_taken if key[:2] in pending]
+        if not pending:
+            return
+        try:
+            self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in pending.items()],
+                                 asynchronous=False)
+        except KafkaException as exc:
+            self.commit_errors[exc.args[0].name()] += 1
+        else:
+            with self.lock:
+                self.committed.update(pending_taken)
+            pending.clear()
+            pending_taken.clear()
+
     def run(self) -> None:
+        pending: dict[TP, int] = {}
+        pending_taken: list[RECORD] = []
         try:
             while not self.stopping.is_set():
                 messages = self.consumer.consume(500, 0.2)
@@ -287,15 +312,11 @@ class Member(threading.Thread):
                         self.values[key] = m.value()
                     taken.append(key)
                     upto[key[:2]] = max(upto.get(key[:2], -1), m.offset() + 1)
-                if taken:
-                    try:
-                        self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in upto.items()],
-                                             asynchronous=False)
-                    except KafkaException as exc:
-                        self.commit_errors[exc.args[0].name()] += 1
-                    else:
-                        with self.lock:
-                            self.committed.update(taken)
+                for tp, offset in upto.items():
+                    pending[tp] = max(pending.get(tp, -1), offset)
+                pending_taken.extend(taken)
+                if pending:
+                    self._commit_pending(pending, pending_taken)
             self.consumer.close()   # leaves the group (revoke callbacks run here)
         except BaseException as exc:  # pragma: no cover - surfaced by stop()
             self.error = exc

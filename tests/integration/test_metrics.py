@@ -216,7 +216,7 @@ def test_group_metrics_per_type(broker_factory):
 
     # classic: a live kafka-python member (Stable) and an offsets-only group (Empty).
     live = KafkaConsumer(topic, bootstrap_servers=b, group_id=unique_topic("m-classic"), enable_auto_commit=False,
-                         auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+                         auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000)
     holder = KafkaConsumer(bootstrap_servers=b, group_id=unique_topic("m-offsets"), enable_auto_commit=False)
     holder.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
     holder.close(autocommit=False)
@@ -229,10 +229,11 @@ def test_group_metrics_per_type(broker_factory):
     leaver = Consumer({**conf, "group.id": emptied})
     leaver.subscribe([topic])
     try:
-        wait_until(lambda: live.poll(timeout_ms=100) is not None and live.assignment(), 30, "the classic member")
-        wait_until(lambda: member.poll(0.1) is None and member.assignment(), 30, "the consumer-protocol member")
-        wait_until(lambda: leaver.poll(0.1) is None and leaver.assignment(), 30, "the second group's member")
+        wait_until(lambda: live.poll(timeout_ms=100) is not None and live.assignment(), 90, "the classic member")
+        wait_until(lambda: member.poll(0.1) is None and member.assignment(), 90, "the consumer-protocol member")
+        wait_until(lambda: leaver.poll(0.1) is None and leaver.assignment(), 90, "the second group's member")
         leaver.close()
+        leaver = None
         _raw_join(b, stable, topic)
 
         def settled():
@@ -243,7 +244,7 @@ def test_group_metrics_per_type(broker_factory):
             stable_again = value(s, "sundial_groups", type="consumer", state="Stable") == 1
             return s if fenced and stable_again else None
 
-        samples = wait_until(settled, 60, "the silent member to be fenced and the group to settle")
+        samples = wait_until(settled, 90, "the silent member to be fenced and the group to settle")
         assert value(samples, "sundial_groups", type="consumer", state="Empty") == 1
         assert total(samples, "sundial_groups", type="consumer") == 2
         assert value(samples, "sundial_groups", type="classic", state="Stable") == 1
@@ -257,5 +258,7 @@ def test_group_metrics_per_type(broker_factory):
         assert value(samples, "sundial_group_fenced_members_total", type="classic") == 0
         assert total(samples, "sundial_requests_total", api="CONSUMER_GROUP_HEARTBEAT") > 0
     finally:
+        if leaver is not None:
+            leaver.close()
         member.close()
         live.close(autocommit=False)
