@@ -2,9 +2,10 @@
 segments and opens a new partition.
 
 The daemon runs with the test-only slow-disk seam (``SUNDIAL_TEST_SLOW_DISK``,
-:mod:`storage.disk`): opening a partition waits 1.5 s, warming a Fetch read 0.5 s, each
-rename and unlink 20 ms (a thousand segments are four thousand files; 500 ms each would
-take many minutes even on ten threads), each checkpoint write 1 ms. The seam logs the
+:mod:`storage.disk`): opening a partition waits 5 s (long enough for a round of requests
+on a busy machine), warming a Fetch read 0.5 s, each rename and unlink 20 ms (a thousand
+segments are four thousand files; 500 ms each would take many minutes even on ten threads),
+each checkpoint write 1 ms. The seam logs the
 start and end of every wait, so the test knows, for each answer it gets, which slow
 operations were under way from before the request was sent until after the answer came:
 ``ended_after < started_before`` for an operation means one that had started before the
@@ -42,7 +43,7 @@ SEGMENTS = 1000
 #: DeleteRecords to the log end offset leaves the last segment (it has no segment after it, as in
 #: Kafka's rule for log-start-offset breaches); the 999 before it are deleted.
 DELETED = SEGMENTS - 1
-SLOW = "open:1500;read:500;rename,unlink:20;checkpoint:1"
+SLOW = "open:5000;read:500;rename,unlink:20;checkpoint:1"
 
 
 class DaemonLog:
@@ -150,7 +151,7 @@ def test_the_loop_serves_while_a_slow_disk_deletes_segments_and_opens_a_partitio
             a.close()
         create_topic(d.bootstrap, new)
         opener = connect_raw(d.host, d.port)
-        opener.sendall(_list_offsets_request(new, 1))   # opens the new partition (1.5 s on this disk)
+        opener.sendall(_list_offsets_request(new, 1))   # opens the new partition (5 s on this disk)
         sock = connect_raw(d.host, d.port)
         served: dict[str, dict[str, int]] = {"api_versions": {}, "produce": {}}
         answered = {"api_versions": 0, "produce": 0}
@@ -218,7 +219,8 @@ def _most_at_once(events: list[tuple[str, str]], op: str) -> int:
 
 def test_recovery_after_a_crash_runs_on_num_recovery_threads_per_data_dir(broker_factory):
     """Six partitions recovered after kill -9 with three recovery threads: three opens at once, never
-    more (each open waits 300 ms on the slow disk, so the three of a round overlap)."""
+    more (each open waits 3 s on the slow disk, so the three of a round overlap also on a busy
+    machine)."""
     d = broker_factory(**{"num.recovery.threads.per.data.dir": "3"})
     d.start()
     topic = unique_topic("recover")
@@ -230,7 +232,7 @@ def test_recovery_after_a_crash_runs_on_num_recovery_threads_per_data_dir(broker
     finally:
         p.close()
     d.kill()                      # unclean: the next start recovers every partition of the data dir
-    d.env[SLOW_DISK_ENV] = "open:300"
+    d.env[SLOW_DISK_ENV] = "open:3000"
     log = DaemonLog(d.log_path)
     log.read()                    # the first run's lines
     log.events.clear()
