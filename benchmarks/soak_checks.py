@@ -367,6 +367,7 @@ def loop_stalls(log_paths: list[str]) -> list[dict]:
                         out.append({"ms": float(kv["ms"]), "at": float(kv.get("at", 0)), "cpu_ms": float(kv["cpu_ms"]),
                                     "runq_ms": float(kv.get("runq_ms", 0)), "kernel": kv.get("kernel", "?"),
                                     "steal_ms": float(kv.get("steal_ms", 0)),
+                                    "major_faults": int(kv.get("major_faults", 0)),
                                     "stack": stack, "holder": kv.get("holder", "-"),
                                     "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),
                                     "holder_runq_ms": float(kv.get("holder_runq_ms", 0)),

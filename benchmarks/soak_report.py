@@ -135,6 +135,8 @@ def stall_class(st: dict) -> str:
         return "waiting for a CPU (host)"
     if st["cpu_ms"] >= ms / 2:
         return "computing"
+    if st.get("major_faults", 0) > 0 and st["kernel"] == "?":
+        return "blocked: page faults read from the disk"
     if st["kernel"].split("/")[0] in _LOCK_WAITS:
         if st["runq_ms"] + st["steal_ms"] + st["holder_runq_ms"] >= ms / 2:
             return "waiting for a CPU (host): the GIL or lock holder"

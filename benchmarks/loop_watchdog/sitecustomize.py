@@ -9,7 +9,7 @@ thread's Python stack every ``HEARTBEAT_S`` until the heartbeat comes back, then
 one line to stderr (the daemon's log)::
 
     LOOP_STALL ms=<stall> at=<unix time it began> cpu_ms=<on a CPU> runq_ms=<waiting for a CPU>
-        steal_ms=<the hypervisor's> samples=<n> kernel=<syscall>/<wchan>
+        steal_ms=<the hypervisor's> major_faults=<n> samples=<n> kernel=<syscall>/<wchan>
         holder=<thread> holder_cpu_ms=<n> holder_runq_ms=<n> holder_kernel=<syscall>/<wchan>
         others_in_syscalls=<thread>:<syscall>/<wchan>,... stack=<frames> holder_stack=<frames>
 
@@ -21,6 +21,9 @@ only notice the stall at its end (it needs the GIL to run). The rest of the stal
 thread was blocked: in a system call, or waiting for the GIL or a lock another thread held.
 ``steal_ms`` is the steal time (/proc/stat) of the CPU the loop thread last ran on over the
 same window: a virtual machine's CPU taken by the hypervisor shows in no thread's times.
+``major_faults`` counts the loop thread's page faults that read from the disk meanwhile
+(a cold page of a memory-mapped index, say): such a wait holds the GIL, so the watchdog
+cannot sample it (``samples=0``, ``kernel=?``).
 ``holder`` is the other thread that was busiest meanwhile (on a CPU or waiting for one),
 with its times, its most common system call and kernel wait (sampled like the loop
 thread's) and its most common Python stack; ``others_in_syscalls`` lists the other threads
@@ -168,12 +171,34 @@ class _Steal:
         return out
 
 
-def _last_cpu(tid: int) -> int:
-    try:
-        with open(f"/proc/self/task/{tid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return -1
+class _LoopStat:
+    """The loop thread's /proc stat line: major page faults so far and the CPU it last ran on."""
+
+    def __init__(self, tid: int) -> None:
+        try:
+            self.fd = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+        except OSError:
+            self.fd = -1
+
+    def snap(self) -> bytes:
+        try:
+            return os.pread(self.fd, 1024, 0) if self.fd >= 0 else b""
+        except OSError:
+            return b""
+
+    @staticmethod
+    def fields(raw: bytes) -> list[bytes]:
+        return raw.rsplit(b")", 1)[1].split() if b")" in raw else []
+
+    @classmethod
+    def major_faults(cls, raw: bytes) -> int:
+        f = cls.fields(raw)
+        return int(f[9]) if len(f) > 9 else 0
+
+    @classmethod
+    def cpu(cls, raw: bytes) -> int:
+        f = cls.fields(raw)
+        return int(f[36]) if len(f) > 36 else -1
 
 
 def _ms_pair(raw: bytes) -> tuple[float, float]:
@@ -196,6 +221,7 @@ def _watch(ident: int, tid: int) -> None:
     threads = _Threads(threading.get_native_id())
     threads.refresh()
     steal = _Steal()
+    loop_stat = _LoopStat(tid)
     history: collections.deque = collections.deque(maxlen=64)   # (monotonic time, snapshot)
     ticks = 0
     sampled_beat = None
@@ -229,22 +255,24 @@ def _watch(ident: int, tid: int) -> None:
         while _late:
             previous, late = _late.popleft()
             if sampled_beat == previous:
-                _report(threads, steal, history, tid, previous, late, stacks, kernel, others, others_kernel)
+                _report(threads, steal, loop_stat, history, tid, previous, late, stacks, kernel, others,
+                        others_kernel)
             else:   # over before the watchdog could look (it waited for the GIL too)
-                _report(threads, steal, history, tid, previous, late, collections.Counter(), collections.Counter(),
-                        {}, {})
+                _report(threads, steal, loop_stat, history, tid, previous, late, collections.Counter(),
+                        collections.Counter(), {}, {})
         sampled_beat = None
-        history.append((time.monotonic(), (threads.snap(), steal.snap())))
+        history.append((time.monotonic(), (threads.snap(), steal.snap(), loop_stat.snap())))
 
 
-def _report(threads, steal, history, tid, previous, late, stacks, kernel, others, others_kernel) -> None:
+def _report(threads, steal, loop_stat, history, tid, previous, late, stacks, kernel, others, others_kernel) -> None:
     # the last snapshot taken before the heartbeat that came late was due: the whole stall
-    before, steal_before = next((snap for at, snap in reversed(history) if at <= previous),
-                                history[0][1] if history else ({}, b""))
-    after, steal_after = threads.snap(), steal.snap()
+    before, steal_before, stat_before = next((snap for at, snap in reversed(history) if at <= previous),
+                                             history[0][1] if history else ({}, b"", b""))
+    after, steal_after, stat_after = threads.snap(), steal.snap(), loop_stat.snap()
+    faults = _LoopStat.major_faults(stat_after) - _LoopStat.major_faults(stat_before)
     # steal of the CPU the loop thread last ran on (its timer or its wake-up waited there)
     cpu_before, cpu_after = _Steal.per_cpu_ms(steal_before), _Steal.per_cpu_ms(steal_after)
-    where = _last_cpu(tid)
+    where = _LoopStat.cpu(stat_after)
     stolen = cpu_after.get(where, 0.0) - cpu_before.get(where, 0.0)
     stall_ms = (late - previous - HEARTBEAT_S) * 1000
     top = stacks.most_common(1)[0][0] if stacks else "?"
@@ -269,7 +297,7 @@ def _report(threads, steal, history, tid, previous, late, stacks, kernel, others
     name = str(threads.names.get(holder, holder)).replace(" ", "_")
     began = time.time() - (time.monotonic() - previous)   # wall clock, for the harness's phases
     sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} at={began:.3f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
-                     f"steal_ms={stolen:.0f} "
+                     f"steal_ms={stolen:.0f} major_faults={faults} "
                      f"samples={sum(stacks.values())} kernel={state} holder={name} "
                      f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} holder_kernel={h_kernel} others_in_syscalls={busy} "
                      f"stack={top} holder_stack={h_stack}\n")

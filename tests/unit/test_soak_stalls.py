@@ -66,7 +66,7 @@ def test_the_watchdog_names_a_blocking_call_and_the_thread_holding_the_gil(tmp_p
 
 
 def _line(**kv) -> dict:
-    base = {"ms": 100.0, "at": 0.0, "cpu_ms": 0.0, "runq_ms": 0.0, "steal_ms": 0.0, "kernel": "?", "stack": "?",
+    base = {"ms": 100.0, "at": 0.0, "cpu_ms": 0.0, "runq_ms": 0.0, "steal_ms": 0.0, "major_faults": 0, "kernel": "?", "stack": "?",
             "holder": "-", "holder_cpu_ms": 0.0, "holder_runq_ms": 0.0, "holder_kernel": "?",
             "others_in_syscalls": "-", "holder_stack": "-"}
     base.update(kv)
@@ -81,6 +81,7 @@ def test_stall_classes():
     assert stall_class(_line(kernel="futex/futex_do_wait", holder_runq_ms=90)).startswith("waiting for a CPU (host)")
     assert stall_class(_line(kernel="running", holder_cpu_ms=90)) == "GIL held by a computing thread"
     assert stall_class(_line(kernel="futex/futex_do_wait", holder_runq_ms=10, holder_cpu_ms=10)) == "blocked"
+    assert stall_class(_line(major_faults=3)) == "blocked: page faults read from the disk"
 
 
 def test_stall_phases():
