@@ -21,6 +21,17 @@ an error in one partition of a Produce, Fetch or ListOffsets never fails the res
   v0 "offsets before" answer. "Not found" is offset -1, timestamp -1.
 * **Retention**: one pass over every log, with the consumed-log input from the group
   coordinator (seed 004).
+* **DeleteRecords** (:meth:`ReplicaManager.delete_records`), **OffsetForLeaderEpoch**
+  (:meth:`ReplicaManager.offset_for_leader_epoch`), **DescribeProducers**
+  (:meth:`ReplicaManager.describe_producers`): one partition each, answered as a plain result
+  with its Kafka error code.
+* **Produce's request-level checks** (:meth:`ReplicaManager.produce_records_error`,
+  :meth:`ReplicaManager.carries_transactional_batch`): the header fields they need are read
+  by storage (:mod:`storage.batch_peek`), so no handler reads record bytes.
+
+Handlers reach partition logs only through these methods (the seam of docs/architecture.md);
+the methods call the documented ``PartitionLog`` API and turn storage exceptions into error
+codes once (:func:`broker.errors.error_code_for`).
 
 The event loop never waits on the disk for these (with a ``scheduler``,
 :mod:`broker.scheduler`): a partition is opened (and its leftovers recovered) on a
@@ -40,7 +51,10 @@ from typing import Any, Callable
 import structlog
 
 import sundial.storage.errors as se
+from sundial.records.codecs import ZSTD
 from sundial.records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from sundial.records.layout import MAGIC_V2
+from sundial.storage.batch_peek import first_batch_is_transactional, peek_first_batch
 from sundial.storage.convert import down_convert
 from sundial.protocol.errors import ErrorCode
 from sundial.records.timestamps import (
@@ -56,6 +70,7 @@ from sundial.storage.files import FileSlice
 from . import page_cache
 from .errors import NO_LOG_START_OFFSET, error_code_for
 from .flusher import PartitionFlusher, flush_threads
+from .topics import INTERNAL_TOPICS
 
 logger = structlog.get_logger(__name__)
 
@@ -76,10 +91,10 @@ def _tv2_marker_is_stale(log, producer_id: int, producer_epoch: int) -> bool:
     """A transaction-version-2 marker (KIP-1228) carries the epoch its coordinator bumped, so it
     must be above the partition's epoch for the producer; one at that epoch is accepted only as
     the retry of a marker whose transaction is already closed (Kafka ``checkProducerEpoch``)."""
-    entry = log.producer_state.producers.get(producer_id)
+    entry = log.describe_producer(producer_id)
     if entry is None or producer_epoch > entry.producer_epoch:
         return False
-    return not (producer_epoch == entry.producer_epoch and entry.current_txn_first_offset < 0)
+    return not (producer_epoch == entry.producer_epoch and entry.current_txn_start_offset < 0)
 
 
 def _expire(futures) -> None:
@@ -195,6 +210,32 @@ class OffsetAnswer:
     offset: int = -1
     leader_epoch: int = -1
     old_style_offsets: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DeleteRecordsAnswer:
+    """One partition of DeleteRecords: the new log start offset (``low_watermark``), -1 on error."""
+
+    error_code: int = 0
+    low_watermark: int = -1
+
+
+@dataclass(slots=True)
+class EpochEndOffset:
+    """One partition of OffsetForLeaderEpoch: where ``leader_epoch`` ends; -1/-1 when unknown."""
+
+    error_code: int = 0
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(slots=True)
+class ProducersAnswer:
+    """One partition of DescribeProducers: storage's ``ProducerDescription`` list, by producer id."""
+
+    error_code: int = 0
+    error_message: str | None = None
+    producers: list = field(default_factory=list)
 
 
 class ReplicaManager:
@@ -597,6 +638,101 @@ class ReplicaManager:
             return OffsetAnswer()
         epoch = found.leader_epoch if found.leader_epoch is not None and found.leader_epoch >= 0 else -1
         return OffsetAnswer(timestamp=found.timestamp_ms, offset=found.offset, leader_epoch=epoch)
+
+    # -- DeleteRecords, OffsetForLeaderEpoch, DescribeProducers ------------------------------------
+    def delete_records(self, topic: str, partition: int, offset: int) -> DeleteRecordsAnswer:
+        """One partition of DeleteRecords (Kafka ``ReplicaManager.deleteRecords``): raise the log
+        start offset to ``offset`` (-1: the high watermark).
+
+        UNKNOWN_TOPIC_OR_PARTITION (3) for a partition that does not exist;
+        INVALID_TOPIC_EXCEPTION (17) for an internal topic (its records are the coordinators'
+        state); OFFSET_OUT_OF_RANGE (1) outside ``[0, high watermark]`` (storage's rule,
+        ``PartitionLog.delete_records``); a storage error's code (a closed log).
+        """
+        log = self.log_for(topic, partition)
+        if log is None:
+            return DeleteRecordsAnswer(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if topic in INTERNAL_TOPICS:
+            return DeleteRecordsAnswer(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+        try:
+            low_watermark = log.delete_records(offset)
+        except se.StorageError as exc:
+            code = error_code_for(exc)
+            logger.info("delete_records_rejected", topic=topic, partition=partition, offset=offset,
+                        error=code.name, reason=str(exc))
+            return DeleteRecordsAnswer(error_code=code)
+        logger.info("records_deleted", topic=topic, partition=partition, log_start_offset=low_watermark)
+        return DeleteRecordsAnswer(low_watermark=low_watermark)
+
+    def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
+                                current_leader_epoch: int = -1) -> EpochEndOffset:
+        """One partition of OffsetForLeaderEpoch (Kafka ``Partition.lastOffsetForLeaderEpoch``).
+
+        This node has led every partition at epoch 0 since its creation, so epoch 0 (or any
+        earlier one asked for) ends at the log end offset, and a later epoch is UNDEFINED
+        (-1, -1). The current leader epoch is checked as for Fetch and ListOffsets: a newer one
+        gives UNKNOWN_LEADER_EPOCH (74).
+        """
+        log = self.log_for(topic, partition)
+        if log is None:
+            return EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        epoch_error = self._check_leader_epoch(current_leader_epoch)
+        if epoch_error:
+            return EpochEndOffset(error_code=epoch_error)
+        if leader_epoch <= LEADER_EPOCH:
+            return EpochEndOffset(leader_epoch=LEADER_EPOCH, end_offset=log.log_end_offset)
+        return EpochEndOffset()
+
+    def describe_producers(self, topic: str, partition: int) -> ProducersAnswer:
+        """One partition of DescribeProducers (Kafka ``ReplicaManager.activeProducerState``): every
+        producer the partition's state knows, by producer id (``PartitionLog.describe_producers``).
+
+        UNKNOWN_TOPIC_OR_PARTITION (3); KAFKA_STORAGE_ERROR (56), with the reason as the message,
+        when the producer state cannot be read.
+        """
+        log = self.log_for(topic, partition)
+        if log is None:
+            return ProducersAnswer(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            producers = log.describe_producers()
+        except OSError as exc:
+            logger.error("describe_producers_io_error", topic=topic, partition=partition, error=str(exc))
+            return ProducersAnswer(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
+        return ProducersAnswer(producers=producers)
+
+    # -- Produce's request-level checks ---------------------------------------------------------------
+    @staticmethod
+    def produce_records_error(records, api_version: int) -> tuple[int, str | None]:
+        """Kafka ``ProduceRequest.validateRecords`` for one partition's ``records``: from Produce v3
+        exactly one magic-2 batch holding records, else INVALID_RECORD (87); zstd only from v7,
+        else UNSUPPORTED_COMPRESSION_TYPE (76). ``(error code, message)``, ``(NONE, None)`` when
+        the records pass (the append validates the rest)."""
+        if api_version < 3:
+            return ErrorCode.NONE, None
+        header = peek_first_batch(records)
+        if header is None:
+            return ErrorCode.INVALID_RECORD, "Produce v3+ needs one record batch of magic 2"
+        if header.magic != MAGIC_V2:
+            return ErrorCode.INVALID_RECORD, f"Produce v{api_version} carries magic {header.magic}; magic 2 is required"
+        if header.entry_bytes != len(records):
+            return ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition"
+        if header.record_count <= 0:
+            return ErrorCode.INVALID_RECORD, "the record batch holds no records"
+        if header.compression == ZSTD and api_version < 7:
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later"
+        return ErrorCode.NONE, None
+
+    @staticmethod
+    def carries_transactional_batch(partition_records, api_version: int) -> bool:
+        """Kafka ``ProduceRequest.hasTransactionalRecords``: whether any of ``partition_records``
+        (one records buffer per partition of a Produce, v3+: one magic-2 batch each) is a
+        transactional batch. Always False before v3."""
+        if api_version < 3:
+            return False
+        for records in partition_records:
+            if first_batch_is_transactional(records):
+                return True
+        return False
 
     # -- periodic --------------------------------------------------------------------------------
     async def write_checkpoints(self, **which) -> None:

@@ -266,6 +266,15 @@ class LogTransactions:
                                     e.current_txn_first_offset)
                 for pid, e in sorted(self._producers.producers.items())]
 
+    def describe_producer(self, producer_id: int) -> ProducerDescription | None:
+        """One producer of :meth:`describe_producers`, None when the partition does not know it."""
+        self._ensure_producer_state(None)
+        e = self._producers.producers.get(producer_id)
+        if e is None:
+            return None
+        return ProducerDescription(producer_id, e.producer_epoch, e.last_seq, e.last_timestamp_ms,
+                                   e.coordinator_epoch, e.current_txn_first_offset)
+
     def transaction_summary(self, now_ms: int) -> dict:
         """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
         ongoing = self.ongoing_transactions()

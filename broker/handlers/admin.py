@@ -39,14 +39,12 @@ from __future__ import annotations
 
 import structlog
 
-import sundial.storage.errors as se
 from sundial.config import ConfigError, ConfigSource, describe_topic_config
 from sundial.config.topic import TOPIC_CONFIGS, unknown_topic_config
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized
-from ..errors import error_code_for
 from ..refusals import refuse
 from ..topics import INTERNAL_TOPICS, TopicError, create_topic_durably, delete_topic_durably
 from .metadata import ZERO_UUID, _uuid
@@ -458,30 +456,17 @@ async def handle_incremental_alter_configs(ctx, request):
 
 # -- DeleteRecords ---------------------------------------------------------------------------------
 async def handle_delete_records(ctx, request):
-    broker = ctx.broker
+    """Per partition: DELETE on the topic, then :meth:`ReplicaManager.delete_records`."""
+    rm = ctx.broker.replica_manager
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
-            log = broker.replica_manager.log_for(t.name, p.partition_index)
             if not is_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name):
-                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif log is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif t.name in INTERNAL_TOPICS:
-                entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION  # committed offsets live there
+                code, low_watermark = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             else:
-                target = log.high_watermark if p.offset == -1 else p.offset
-                if target < 0 or target > log.high_watermark:
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                else:
-                    try:
-                        entry["low_watermark"] = log.delete_records(target)
-                        logger.info("records_deleted", topic=t.name, partition=p.partition_index,
-                                    log_start_offset=entry["low_watermark"])
-                    except se.StorageError as exc:
-                        entry["error_code"] = error_code_for(exc)
-            parts.append(entry)
+                answer = rm.delete_records(t.name, p.partition_index, p.offset)
+                code, low_watermark = answer.error_code, answer.low_watermark
+            parts.append({"partition_index": p.partition_index, "low_watermark": low_watermark, "error_code": code})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -10,7 +10,8 @@ configuration error instead of retrying forever.
 
 OffsetForLeaderEpoch: this node has always led every partition at epoch 0, so epoch
 0 ends at the log end offset; asking about a later epoch gives UNDEFINED (-1, -1),
-and a newer current leader epoch than 0 gives UNKNOWN_LEADER_EPOCH.
+and a newer current leader epoch than 0 gives UNKNOWN_LEADER_EPOCH
+(:meth:`broker.replica_manager.ReplicaManager.offset_for_leader_epoch` answers each partition).
 
 With an authorizer: an idempotent InitProducerId needs IDEMPOTENT_WRITE on the
 cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED (31);
@@ -59,18 +60,13 @@ async def handle_offset_for_leader_epoch(ctx, request):
         parts = []
         may_describe = is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
-            entry = {"error_code": ErrorCode.NONE, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            log = rm.log_for(t.topic, p.partition)
-            current = getattr(p, "current_leader_epoch", -1)
             if not may_describe:
-                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif log is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif current is not None and current > 0:
-                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
-            elif p.leader_epoch <= 0:
-                entry["leader_epoch"] = 0
-                entry["end_offset"] = log.log_end_offset
-            parts.append(entry)
+                parts.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "partition": p.partition,
+                              "leader_epoch": -1, "end_offset": -1})
+                continue
+            answer = rm.offset_for_leader_epoch(t.topic, p.partition, p.leader_epoch,
+                                                getattr(p, "current_leader_epoch", -1))
+            parts.append({"error_code": answer.error_code, "partition": p.partition,
+                          "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -274,33 +274,26 @@ def _txn_id_ok_quiet(ctx, txn_id) -> bool:
 
 # -- DescribeProducers --------------------------------------------------------------------------
 async def handle_describe_producers(ctx, request):
-    """Kafka ``ReplicaManager.activeProducerState``: every producer the partition's state knows."""
+    """Kafka ``ReplicaManager.activeProducerState``: every producer the partition's state knows
+    (:meth:`broker.replica_manager.ReplicaManager.describe_producers`)."""
     rm = ctx.broker.replica_manager
     topics = []
     for t in request.topics or []:
         may_read = is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         parts = []
         for p in t.partition_indexes or []:
-            entry = {"partition_index": p, "error_code": ErrorCode.NONE, "error_message": None,
-                     "active_producers": []}
-            log = rm.log_for(t.name, p) if may_read else None
             if not may_read:
-                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif log is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                try:
-                    producers = log.producer_state.producers
-                except OSError as exc:
-                    entry["error_code"], entry["error_message"] = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
-                    producers = {}
-                entry["active_producers"] = [
-                    {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
-                     "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp_ms,
-                     "coordinator_epoch": e.coordinator_epoch,
-                     "current_txn_start_offset": e.current_txn_first_offset}
-                    for _, e in sorted(producers.items())]
-            parts.append(entry)
+                parts.append({"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": None, "active_producers": []})
+                continue
+            answer = rm.describe_producers(t.name, p)
+            parts.append({"partition_index": p, "error_code": answer.error_code,
+                          "error_message": answer.error_message, "active_producers": [
+                              {"producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                               "last_sequence": d.last_sequence, "last_timestamp": d.last_timestamp_ms,
+                               "coordinator_epoch": d.coordinator_epoch,
+                               "current_txn_start_offset": d.current_txn_start_offset}
+                              for d in answer.producers]})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 

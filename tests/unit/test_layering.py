@@ -1,4 +1,5 @@
-"""The import rules of docs/architecture.md, checked by parsing every module with ast.
+"""The import rules of docs/architecture.md and the broker-storage seam, checked by parsing every
+module with ast (imports, attribute access and struct calls; never the source text).
 
 Sundial installs under one name (``sundial.broker``, ``sundial.storage``, ...) while the
 repository keeps a folder per layer; the rules speak of the layers, so an imported
@@ -7,6 +8,7 @@ repository keeps a folder per layer; the rules speak of the layers, so an import
 
 import ast
 import pathlib
+import re
 import sys
 
 import pytest
@@ -121,18 +123,39 @@ def test_record_package_imports_only_the_standard_library_crc32c_and_cramjam():
     assert not offenders, f"records/ must import nothing of Sundial or other third parties: {offenders}"
 
 
+#: struct functions that take a format first.
+STRUCT_CALLS = {"Struct", "pack", "pack_into", "unpack", "unpack_from", "iter_unpack", "calcsize"}
+
+
 def test_the_v2_header_layout_is_written_in_one_python_module():
-    """Only records/layout.py packs or unpacks a v2 batch header (the C accelerator walks records only)."""
-    header_formats = (">qiib", ">hiqqqhii", ">qhi\"")
+    """Only records/layout.py builds a struct over a v2 batch header, its producer fields or a part of
+    it (the C accelerator walks records only): a struct call whose format spells one, read on the ast."""
+    header_prefixes = (">qiib", ">hiqqqhii")      # the header, or its part before or after the CRC
+    producer_fields = ">qhi"                          # producer id, epoch, base sequence
+    assert _struct_formats(ROOT / "records" / "layout.py") & {">qiibIhiqqqhii", ">qhi"}
     offenders = []
     for package in ("records", "storage", "protocol", "broker", "pipeline"):
         for module in _modules(package):
             if module == ROOT / "records" / "layout.py":
                 continue
-            text = module.read_text(encoding="utf-8")
-            if any(fmt in text for fmt in header_formats):
-                offenders.append(str(module.relative_to(ROOT)))
+            bad = [fmt for fmt in _struct_formats(module) if fmt.startswith(header_prefixes) or fmt == producer_fields]
+            if bad:
+                offenders.append(f"{module.relative_to(ROOT)}: {bad}")
     assert not offenders, offenders
+
+
+def _struct_formats(module: pathlib.Path) -> set[str]:
+    """The constant formats passed to struct calls (``struct.Struct(">q")``, ``Struct(">q")``, ...)."""
+    formats = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in STRUCT_CALLS:
+            formats.add(node.args[0].value)
+    return formats
 
 
 # -- rooms and circles -----------------------------------------------------------------------------
@@ -345,4 +368,213 @@ def test_the_tools_use_only_the_daemons_file_formats():
                if n.split(".")[0] == "broker" and n not in TOOLS_MAY_IMPORT_FROM_BROKER}
         if bad:
             offenders[str(module.relative_to(ROOT))] = sorted(bad)
+    assert not offenders, offenders
+
+
+# -- the seam between the broker and storage ---------------------------------------------------------------
+#
+# docs/architecture.md, "The broker-storage seam": the broker touches partition logs only through the
+# ReplicaManager and the documented PartitionLog API, handlers hold no partition log and read no record
+# bytes, and nothing in broker/ reads a storage class's private state. Checked on attribute access and
+# imports, by walking the ast of every broker module.
+
+#: What broker/ may use of a ``PartitionLog`` (docs/architecture.md, "Partition log").
+PARTITION_LOG_API = frozenset({
+    "append", "append_as_follower", "append_txn_marker", "read", "batches_from",
+    "log_start_offset", "log_end_offset", "high_watermark", "last_stable_offset", "config", "closed",
+    "ongoing_transactions", "collect_aborted_transactions", "transaction_summary",
+    "describe_producers", "describe_producer",
+    "fetch_offset_by_timestamp", "max_timestamp_offset", "legacy_offsets_before", "record_timestamp_at",
+    "delete_records", "truncate_to", "delete_old_segments", "remove_expired_producers",
+    "prepare_flush", "mark_flushed", "maybe_flush_due", "flush", "close",
+    "cleaning_job", "replace_segments", "summary", "segments_info",
+})
+#: What broker/ may use of the ``LogManager`` (docs/architecture.md, "Partition log").
+LOG_MANAGER_API = frozenset({
+    "startup", "shutdown", "close_without_marker", "checkpoint", "checkpoint_contents", "write_checkpoint",
+    "topic", "topics", "topic_by_id", "create_topic", "delete_topic", "alter_topic_config", "create_partitions",
+    "prepare_create_topic", "finish_create_topic", "abandon_create_topic", "prepare_delete_topic",
+    "finish_delete_topic", "get_log", "is_open", "start_open", "finish_open", "open_logs", "all_partitions",
+    "replica_placements", "log_dirs", "run_retention", "take_rename_jobs", "renamed", "take_expired_files",
+    "delete_expired_files", "flush_all",
+})
+#: Calls that hand out a ``PartitionLog``.
+LOG_GETTERS = frozenset({"log_for", "get_log", "finish_open"})
+#: The attribute through which broker objects hold the ``LogManager`` (``broker.logs``, ``rm.logs``).
+LOG_MANAGER_ATTRIBUTE = "logs"
+#: Handlers that still read a partition log's documented offsets themselves instead of asking the
+#: ReplicaManager (the list can only shrink).
+KNOWN_HANDLERS_HOLDING_A_LOG = {"broker/handlers/share_offsets.py"}
+#: Handlers that still read record bytes themselves; Produce's request-level checks are
+#: ``ReplicaManager.produce_records_error`` and ``carries_transactional_batch`` (the list can only shrink).
+KNOWN_HANDLERS_READING_BYTES = {"broker/handlers/produce.py"}
+
+
+def _is_call_to(node, names) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+
+
+def _storage_handles(tree: ast.AST):
+    """The expressions (``ast.unparse`` text) bound in ``tree`` to a partition log and to the log
+    manager: assignment targets of a log getter call (either branch of a conditional expression) or of
+    ``X.logs``, and the last name of ``for ..., log in X.open_logs()``."""
+    logs: set[str] = set()
+    managers: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            values = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            for v in values:
+                for target in targets:
+                    if not isinstance(target, (ast.Name, ast.Attribute)):
+                        continue
+                    if _is_call_to(v, LOG_GETTERS):
+                        logs.add(ast.unparse(target))
+                    elif isinstance(v, ast.Attribute) and v.attr == LOG_MANAGER_ATTRIBUTE:
+                        managers.add(ast.unparse(target))
+        elif isinstance(node, (ast.For, ast.comprehension)) and _is_call_to(node.iter, {"open_logs"}):
+            if isinstance(node.target, ast.Tuple) and isinstance(node.target.elts[-1], ast.Name):
+                logs.add(node.target.elts[-1].id)
+    return logs, managers
+
+
+def _storage_uses(module: pathlib.Path):
+    """``(kind, attribute, line)`` for every attribute used on a partition log (``"log"``) or on the
+    log manager (``"manager"``) in ``module``."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    logs, managers = _storage_handles(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        text = ast.unparse(owner)
+        if _is_call_to(owner, LOG_GETTERS) or (text in logs and isinstance(owner, (ast.Name, ast.Attribute))):
+            yield "log", node.attr, node.lineno
+        elif (isinstance(owner, ast.Attribute) and owner.attr == LOG_MANAGER_ATTRIBUTE) or text in managers:
+            yield "manager", node.attr, node.lineno
+
+
+def test_the_broker_uses_only_the_documented_storage_api():
+    offenders = []
+    for module in _modules("broker"):
+        for kind, attr, line in _storage_uses(module):
+            allowed = PARTITION_LOG_API if kind == "log" else LOG_MANAGER_API
+            if attr not in allowed:
+                offenders.append(f"{module.relative_to(ROOT)}:{line} {kind}.{attr}")
+    assert not offenders, f"outside the documented PartitionLog/LogManager API: {offenders}"
+
+
+def test_the_documented_storage_api_is_in_the_architecture_doc():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### Partition log"):doc.index("## Protocol contract")]
+    missing = sorted(name for name in PARTITION_LOG_API | LOG_MANAGER_API
+                     if not re.search(rf"\b{name}\b", section))
+    assert not missing, missing
+
+
+def _log_getter_results_used(module: pathlib.Path) -> list[int]:
+    """Lines where a log getter's result is kept or used for more than ``is None``/``is not None``."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    existence_checks = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+            existence_checks.add(id(node.left))
+    return [node.lineno for node in ast.walk(tree)
+            if _is_call_to(node, LOG_GETTERS) and id(node) not in existence_checks]
+
+
+def test_handlers_hold_no_partition_log():
+    """A handler asks the ReplicaManager for plain answers (``delete_records``, ``list_offset``,
+    ``offset_for_leader_epoch``, ``describe_producers``, ...); it may ask whether a partition exists
+    (``rm.log_for(t, p) is None``) but never keeps or uses the log."""
+    holding = {}
+    for module in _modules("broker/handlers"):
+        lines = _log_getter_results_used(module)
+        if lines:
+            holding[str(module.relative_to(ROOT))] = lines
+    new = {name: lines for name, lines in holding.items() if name not in KNOWN_HANDLERS_HOLDING_A_LOG}
+    assert not new, f"handlers holding a partition log (ask the ReplicaManager): {new}"
+    stale = KNOWN_HANDLERS_HOLDING_A_LOG - set(holding)
+    assert not stale, f"no longer holding a log, remove from KNOWN_HANDLERS_HOLDING_A_LOG: {sorted(stale)}"
+
+
+def _record_layout_names() -> set[str]:
+    """The byte positions, masks, sizes and header structs of :mod:`records.layout`."""
+    from sundial.records import layout
+    return {name for name, value in vars(layout).items() if not name.startswith("_") and (
+        type(value).__name__ == "Struct" or name.endswith(("_OFFSET", "_MASK", "_OVERHEAD", "_SIZE")))}
+
+
+def _reads_record_bytes(module: pathlib.Path, layout_names: set[str]) -> list[str]:
+    """What in ``module`` reads record bytes: a byte-layout name of records.layout, ``struct``, or an
+    ``unpack``/``unpack_from``/``int.from_bytes`` call."""
+    found = []
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and _layer_name(node.module).startswith("records."):
+            found += [f"{node.lineno}:{a.name}" for a in node.names if a.name in layout_names]
+        elif isinstance(node, ast.Import):
+            found += [f"{node.lineno}:{a.name}" for a in node.names if a.name == "struct"]
+        elif isinstance(node, ast.ImportFrom) and node.module == "struct":
+            found.append(f"{node.lineno}:struct")
+        elif _is_call_to(node, {"unpack", "unpack_from", "iter_unpack", "from_bytes"}):
+            found.append(f"{node.lineno}:{node.func.attr}")
+    return found
+
+
+def test_no_handler_reads_record_bytes():
+    """Record bytes are read by records/ and storage/ (behind the ReplicaManager), never by a handler."""
+    layout_names = _record_layout_names()
+    assert {"V2_HEADER", "ATTRIBUTES_OFFSET", "TRANSACTIONAL_FLAG_MASK"} <= layout_names
+    readers = {}
+    for module in _modules("broker/handlers"):
+        found = _reads_record_bytes(module, layout_names)
+        if found:
+            readers[str(module.relative_to(ROOT))] = found
+    new = {name: found for name, found in readers.items() if name not in KNOWN_HANDLERS_READING_BYTES}
+    assert not new, f"handlers reading record bytes (use the ReplicaManager): {new}"
+    stale = KNOWN_HANDLERS_READING_BYTES - set(readers)
+    assert not stale, f"no longer reading bytes, remove from KNOWN_HANDLERS_READING_BYTES: {sorted(stale)}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _class_private_names(tree: ast.AST) -> set[str]:
+    """Private names the classes of ``tree`` define: ``self._x`` they assign, ``_x`` methods, slots."""
+    names: set[str] = set()
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _private(node.attr) \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(node.name):
+                names.add(node.name)
+        for node in cls.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                    for t in node.targets):
+                names.update(c.value for c in ast.walk(node.value)
+                             if isinstance(c, ast.Constant) and isinstance(c.value, str) and _private(c.value))
+    return names
+
+
+def test_the_broker_reads_no_private_state_of_storage_classes():
+    """``x._name`` in broker/, with ``x`` not ``self``/``cls``, where ``_name`` is private to a storage
+    class (and to no class of the reading module)."""
+    storage_private: set[str] = set()
+    for module in _modules("storage"):
+        storage_private |= _class_private_names(ast.parse(module.read_text(encoding="utf-8")))
+    assert {"_segments", "_producers", "_leo"} <= storage_private
+    offenders = []
+    for module in _modules("broker"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        own = _class_private_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in storage_private and node.attr not in own \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                offenders.append(f"{module.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, offenders
