@@ -47,6 +47,12 @@ Idle connections (``connections.max.idle.ms``) are closed by the server's sweep;
 connection blocked on a client that does not read counts as idle once nothing has
 moved for that long.
 
+Client quotas (:mod:`broker.quotas`, KIP-219): a response that carries a throttle time is
+followed by a mute of the connection for that long (:meth:`Connection.throttle`): reading stops
+and queued requests wait until a timer ends it. While request quotas are configured, each
+handler runs under a :class:`~broker.quotas.HandlerTimer`, which adds up the time its own steps
+take on the loop.
+
 SASL listeners (:mod:`broker.security`): until the connection is authenticated only
 ApiVersions, SaslHandshake and SaslAuthenticate are served; after a SaslHandshake v0
 the frames are raw SASL tokens, answered without a response header.
@@ -85,6 +91,7 @@ from .context import RequestContext
 from .node import Broker
 from .errors import CloseConnection
 from .produce_pipeline import ProducePipeline, is_produce
+from .quotas import SELF_THROTTLED, HandlerTimer
 from .refusals import unsupported_api
 
 logger = structlog.get_logger(__name__)
@@ -148,6 +155,10 @@ class Connection(asyncio.Protocol):
         self.authenticated = True
         self.sasl = None  # set by the security layer on SASL listeners
         self.client_software = None
+        self._muted = False  # throttled by a client quota: read nothing until the timer ends it
+        self._unmute_at = 0.0
+        self._unmute_timer: asyncio.TimerHandle | None = None
+        self._mute_waiter: asyncio.Future | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -221,7 +232,8 @@ class Connection(asyncio.Protocol):
         if transport is None or self._closed:
             return
         if self._read_paused:
-            if (not self._closing and not self._waiting_bytes and len(self._frames) <= self._max_queued // 2
+            if (not self._closing and not self._muted and not self._waiting_bytes
+                    and len(self._frames) <= self._max_queued // 2
                     and self._queued_bytes <= self._max_queued_bytes // 2):
                 self._read_paused = False
                 try:
@@ -263,6 +275,7 @@ class Connection(asyncio.Protocol):
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._pipeline.signal_progress()
+        self._end_mute()
         self._server.forget(self)
 
     def pause_writing(self) -> None:
@@ -336,6 +349,11 @@ class Connection(asyncio.Protocol):
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
+                    continue
+                if self._muted:  # throttled (KIP-219): queued requests wait for the mute to end
+                    self._mute_waiter = loop.create_future()
+                    await self._mute_waiter
+                    self._mute_waiter = None
                     continue
                 frame = self._frames.popleft()
                 self._in_request = True
@@ -415,6 +433,7 @@ class Connection(asyncio.Protocol):
                              self.peer_host, self.peer_port, self._listener.name, self.conn_id,
                              self.principal, header)
         ctx.connection = self
+        ctx.request_bytes = len(frame)
         prepare = dispatcher.prepare.get(api_key)
         if prepare is not None:
             waiting = prepare(ctx, request)   # e.g. open the partitions it names, off the loop
@@ -432,6 +451,8 @@ class Connection(asyncio.Protocol):
                     return False
                 try:
                     pipeline.begin(begin, ctx, request, header, started, len(frame))
+                    if ctx.throttle_time_ms > 0:
+                        self.throttle(ctx.throttle_time_ms)
                 except Exception:
                     logger.exception("request_failed", client=self.peer_host, api_key=api_key,
                                      api_version=api_version, correlation_id=header.correlation_id,
@@ -443,8 +464,11 @@ class Connection(asyncio.Protocol):
             if self._closed:
                 return False
         handler = dispatcher.handlers[api_key]
+        quotas = broker.quotas
+        if quotas is not None and quotas.times_request(api_key, self.authenticated):
+            ctx.handler_timer = HandlerTimer(handler(ctx, request))
         try:
-            response = await handler(ctx, request)
+            response = await (ctx.handler_timer or handler(ctx, request))
         except CloseConnection as exc:
             logger.info("connection_closed_by_handler", client=self.peer_host, reason=str(exc))
             return False
@@ -453,6 +477,9 @@ class Connection(asyncio.Protocol):
                              correlation_id=header.correlation_id, client_id=header.client_id)
             server.metrics.request_done(api_key, api_version, time.perf_counter() - started, error=True)
             return False
+        throttle_ms = ctx.throttle_time_ms
+        if ctx.handler_timer is not None and api_key not in SELF_THROTTLED:
+            throttle_ms = max(throttle_ms, quotas.record_request(ctx, response))
         if response is not None and not self._closed:
             try:
                 buffers = encode_response(header, response)
@@ -461,9 +488,44 @@ class Connection(asyncio.Protocol):
                 return False
             self.write_buffers(buffers)
         server.metrics.request_done(api_key, api_version, time.perf_counter() - started)
+        if throttle_ms > 0:
+            self.throttle(throttle_ms)
         if ctx.close_after_response:
             return False
         return True
+
+    # -- client quotas ----------------------------------------------------------------------
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute the connection for ``throttle_ms`` from now (KIP-219: called once the throttled
+        response is written or owed): nothing is read and no queued request is handled until the
+        timer ends the mute. A longer throttle extends a running one; a shorter one changes nothing."""
+        if throttle_ms <= 0 or self._closed or self.transport is None:
+            return
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until <= self._unmute_at:
+            return
+        self._unmute_at = until
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._unmute_timer = asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._end_mute)
+        self._muted = True
+        if not self._read_paused:
+            self._read_paused = True
+            try:
+                self.transport.pause_reading()
+            except RuntimeError:
+                pass
+
+    def _end_mute(self) -> None:
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+            self._unmute_timer = None
+        self._muted = False
+        self._unmute_at = 0.0
+        self._update_reading()
+        waiter = self._mute_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # -- writing ----------------------------------------------------------------------------
     def write_buffers(self, buffers) -> None:

@@ -25,6 +25,11 @@ class RequestContext:
     header: Any = None
     connection: Any = None
     close_after_response: bool = False
+    #: Client quotas (broker.quotas): the request's size, the time its handler ran (set by the
+    #: connection while request quotas are configured), and the throttle a handler decided.
+    request_bytes: int = 0
+    handler_timer: Any = None
+    throttle_time_ms: int = 0
 
     def now_ms(self) -> int:
         return self.broker.now_ms()

@@ -31,6 +31,7 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
 from .handlers import log_dirs
+from .handlers import client_quotas
 from . import log_opening
 from .handlers import share_groups
 from .handlers import share_fetch, share_offsets
@@ -106,6 +107,9 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.DELETE_ACLS, security_admin.handle_delete_acls),
     Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, security_admin.handle_describe_user_scram_credentials),
     Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, security_admin.handle_alter_user_scram_credentials),
+    # Client quotas (docs/quotas.md)
+    Route(ApiKey.DESCRIBE_CLIENT_QUOTAS, client_quotas.handle_describe_client_quotas),
+    Route(ApiKey.ALTER_CLIENT_QUOTAS, client_quotas.handle_alter_client_quotas),
     # Transactions (FindCoordinator key type TRANSACTION and transactional InitProducerId are above)
     Route(ApiKey.ADD_PARTITIONS_TO_TXN, transactions.handle_add_partitions_to_txn),
     Route(ApiKey.ADD_OFFSETS_TO_TXN, transactions.handle_add_offsets_to_txn),

@@ -154,6 +154,14 @@ class BrokerMetrics:
                                              "Bytes of cleaned segments written", registry=r)
         self.cleaner_passes = Counter("sundial_log_cleaner_passes", "Completed cleaning passes", registry=r)
 
+        # client quotas (Kafka's Produce/Fetch/Request throttle-time sensors; docs/quotas.md)
+        self._quota_throttle_seconds = Counter(
+            "sundial_quota_throttle_seconds", "Throttle time given to clients over a client quota",
+            ["quota_type", "user", "client_id"], registry=r)
+        self._quota_throttled_requests = Counter(
+            "sundial_quota_throttled_requests", "Responses throttled by a client quota",
+            ["quota_type", "user", "client_id"], registry=r)
+
     # -- log cleaner -------------------------------------------------------------------------
     def cleaner_pass_done(self, bytes_read: int, bytes_written: int, seconds: float, utilization: float) -> None:
         self.cleaner_passes.inc()
@@ -200,6 +208,11 @@ class BrokerMetrics:
 
     def connection_refused(self, reason: str) -> None:
         self._connections_refused.labels(reason).inc()
+
+    def quota_throttled(self, quota_type: str, user: str, client_id: str, throttle_ms: int) -> None:
+        """A response was throttled by a client quota (labels bounded by broker.quotas)."""
+        self._quota_throttle_seconds.labels(quota_type, user, client_id).inc(throttle_ms / 1000.0)
+        self._quota_throttled_requests.labels(quota_type, user, client_id).inc()
 
     def install_partition_collector(self, snapshot: Callable[[], list[dict]]) -> None:
         """Register gauges read at scrape time from ``snapshot()`` rows.

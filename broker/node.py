@@ -21,7 +21,9 @@ parameters (nothing reaches back into the :class:`Broker` for its collaborators)
 6. ``TransactionCoordinator`` (:mod:`broker.txn`): ``__transaction_state`` over the logs, markers
    through the replica manager, transactional offsets completed in the group coordinator
    (loaded by ``start()``);
-7. ``LogCleanerService(logs, cleaner config, log dirs, metrics, now_ms)`` when ``log.cleaner.enable``.
+7. ``LogCleanerService(logs, cleaner config, log dirs, metrics, now_ms)`` when ``log.cleaner.enable``;
+8. ``ClientQuotas`` (:mod:`broker.quotas`): the client quota store (``client-quotas.json`` in the first
+   data directory) and the produce, fetch and request quota managers.
 
 :class:`Broker` is what connections and handlers see (``ctx.broker``): every attribute
 is set once, at construction. Two features are optional and then *disabled*, given as
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from sundial.config import BrokerConfig
+from sundial.config.quotas import ClientQuotaConfig
 from sundial.storage import LogManager
 
 from .authorizer import Authorizer
@@ -51,6 +54,8 @@ from .log_cleaner import LogCleanerService
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
 from .purgatory import FetchPurgatory
+from .quotas import ClientQuotas
+from .quotas_store import ClientQuotaStore
 from .replica_manager import ReplicaManager
 from .sasl import CredentialStore
 from .security import SecurityManager
@@ -83,7 +88,7 @@ class Broker:
                  replica_manager: ReplicaManager,
                  transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
                  cleaner: LogCleanerService | None, share_partitions: SharePartitionManager | None = None,
-                 share_state: ShareStateStore | None = None) -> None:
+                 share_state: ShareStateStore | None = None, quotas: ClientQuotas | None = None) -> None:
         self.config = config
         self.now_ms = now_ms
         self.node_id = config.node_id
@@ -104,6 +109,7 @@ class Broker:
         self.cleaner = cleaner
         self.share_partitions = share_partitions
         self.share_state = share_state
+        self.quotas = quotas
         self.started_monotonic = time.monotonic()
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
@@ -145,8 +151,12 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     share_partitions = SharePartitionManager.for_broker(config, replica_manager=replica_manager, store=share_state,
                                                         groups=groups, group_configs=group_configs, now_ms=now_ms)
     groups.share.add_deletion_listener(share_state.on_group_deleted)  # DeleteGroups deletes the state too
+    quotas = ClientQuotas(ClientQuotaStore.open(data_dir), ClientQuotaConfig(
+        window_num=config["quota.window.num"], window_size_seconds=config["quota.window.size.seconds"]),
+        metrics=metrics)
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,
                   replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
-                  authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions, share_state=share_state)
+                  authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions, share_state=share_state,
+                  quotas=quotas)

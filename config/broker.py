@@ -36,6 +36,7 @@ from .defs import (
 )
 from .group_coordinator import GROUP_COORDINATOR_CONFIGS, GroupCoordinatorConfig
 from .share import SHARE_COORDINATOR_CONFIGS, ShareCoordinatorConfig
+from .quotas import QUOTA_CONFIGS
 from .topic import (
     TOPIC_CONFIGS,
     ConfigEntry,
@@ -200,6 +201,11 @@ _def(ConfigDef("sundial.offsets.snapshot.min.records", I, 10_000,
 for _group_def in GROUP_COORDINATOR_CONFIGS + SHARE_COORDINATOR_CONFIGS:
     _def(_group_def)
 del _group_def
+
+# --- client quotas: quota.window.* (config/quotas.py; docs/quotas.md) -----------------------
+for _quota_def in QUOTA_CONFIGS:
+    _def(_quota_def)
+del _quota_def
 
 _def(ConfigDef("producer.id.expiration.ms", I, 86_400_000,
                "Forget an idempotent producer's state after this long without appends.", at_least(1)))

@@ -176,6 +176,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # Client quotas (KIP-546): Kafka 4.x serves v0-v1 of both.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # Transactions (issue 14): the client paths without KIP-890 (AddPartitionsToTxn v4+ is the
     # broker-to-broker verification batch; AddOffsetsToTxn/EndTxn/TxnOffsetCommit v4+ and
     # InitProducerId v5+ are transaction version 2).

@@ -41,6 +41,7 @@ from sundial.tools import console_consumer, console_producer, consumer_groups, c
     get_offsets, mirror, topics, transactions
 from sundial.tools import log_dirs
 from sundial.tools import share_groups
+from sundial.tools import configs
 
 logger = structlog.get_logger(__name__)
 
@@ -61,7 +62,8 @@ TOP_EPILOG = """Every command documents its options and examples: sundial COMMAN
 exit codes: 0 done; 1 an error you can fix, printed as one line on stderr; 2 bad command
 line or configuration; 3 the command ran and found problems (dump-log); 130 interrupted.
 Documentation: README.md; in docs/: tools.md, console.md, configuration.md, retention.md,
-groups.md, share-groups.md, transactions.md, compaction.md, durability.md, log-dirs.md, docker.md."""
+groups.md, share-groups.md, transactions.md, compaction.md, durability.md, log-dirs.md, quotas.md,
+docker.md."""
 
 
 def _add_serve(subparsers) -> None:
@@ -106,6 +108,7 @@ SUBCOMMANDS = {
     "share-groups": share_groups.add_parser,
     "transactions": transactions.add_parser,
     "log-dirs": log_dirs.add_parser,
+    "configs": configs.add_parser,
     "failover": failover.add_parser,
     "mirror": mirror.add_parser,
     "credentials": credentials.add_credentials_parser,

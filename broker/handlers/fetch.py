@@ -11,6 +11,11 @@ the aborted transactions (producer id, first offset) of the range, as Kafka's
 ``collectAbortedTransactions``; READ_UNCOMMITTED (0) sends a null list. Every partition
 answer carries the last stable offset (v4+). With an authorizer, partitions of a topic the principal may not READ answer
 TOPIC_AUTHORIZATION_FAILED (29) with no records and are not read.
+
+Client quotas (:mod:`broker.quotas`): ``max_bytes`` is capped at what ``consumer_byte_rate``
+allows in one quota window; the response's record bytes count against it and the handler's
+time against ``request_percentage``. A throttled Fetch is answered with its throttle time and
+no partitions (its bytes are not counted), as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -44,14 +49,25 @@ async def handle_fetch(ctx, request):
                                                       error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
             position += 1
     max_bytes = getattr(request, "max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
+    quotas = ctx.broker.quotas
+    quota_max_bytes = quotas.fetch_max_bytes(ctx) if quotas is not None else None
+    if quota_max_bytes is not None:
+        max_bytes = max(1, min(max_bytes, int(quota_max_bytes)))
     if parts or not denied:
         isolation = (getattr(request, "isolation_level", 0) or 0) if version >= 4 else 0
-        results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-                                 max_bytes=max_bytes, api_version=version, isolation_level=isolation)
+        results = await rm.fetch(parts, max_wait_ms=request.max_wait_ms,
+                                 min_bytes=min(request.min_bytes, max_bytes), max_bytes=max_bytes,
+                                 api_version=version, isolation_level=isolation)
     else:
         results = []
     for index, outcome in denied:
         results.insert(index, outcome)
+    if quotas is not None:
+        throttle_ms = quotas.record_fetch(ctx, sum(out.size_bytes for out in results))
+        if throttle_ms > 0:
+            ctx.throttle_time_ms = throttle_ms
+            return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0,
+                    "responses": []}
     responses: list[dict] = []
     current = None
     for out in results:

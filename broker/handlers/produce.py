@@ -16,12 +16,18 @@ Kafka): UNKNOWN_TOPIC_OR_PARTITION. With an authorizer, a topic the principal ma
 WRITE gets TOPIC_AUTHORIZATION_FAILED (29) and nothing is appended (checked before
 existence, so the answer does not reveal whether the topic exists).
 
+Client quotas (:mod:`broker.quotas`): the request's size counts against ``producer_byte_rate``
+and the time of the appends against ``request_percentage`` (not with acks=0, as in Kafka); the
+throttle goes into ``throttle_time_ms`` and ``ctx.throttle_time_ms`` (the connection mutes).
+
 acks=0 sends no answer; if any partition failed the connection is closed, which is
 how Kafka tells such a producer something went wrong. acks=-1 answers after fsync;
 the connection may begin the requests behind it meanwhile (:func:`begin_produce`).
 """
 
 from __future__ import annotations
+
+import time
 
 import structlog
 
@@ -99,6 +105,7 @@ def begin_produce(ctx, request):
     connection may await it later, after beginning the requests behind it (pipelined
     durable produce, :mod:`broker.connection`).
     """
+    started = time.perf_counter()
     broker = ctx.broker
     rm = broker.replica_manager
     acks = request.acks
@@ -139,7 +146,10 @@ def begin_produce(ctx, request):
             parts.append((p.index, out))
         responses.append((name, parts))
     durable = rm.start_durable(appended, request.timeout_ms) if acks == -1 and appended else None
-    return ProduceAnswer(acks, durable, responses, failed)
+    quotas = broker.quotas
+    if quotas is not None:
+        ctx.throttle_time_ms = quotas.record_produce(ctx, ctx.request_bytes, time.perf_counter() - started, acks)
+    return ProduceAnswer(acks, durable, responses, failed, ctx.throttle_time_ms)
 
 
 class ProduceAnswer:
@@ -147,10 +157,11 @@ class ProduceAnswer:
     ``result()`` can complete at once (no fsync left to wait for); ``discard()`` drops
     the wait of an answer nobody will read (the connection went away)."""
 
-    __slots__ = ("_acks", "_durable", "_responses", "_failed")
+    __slots__ = ("_acks", "_durable", "_responses", "_failed", "_throttle_time_ms")
 
-    def __init__(self, acks: int, durable, responses, failed: bool) -> None:
+    def __init__(self, acks: int, durable, responses, failed: bool, throttle_time_ms: int = 0) -> None:
         self._acks, self._durable, self._responses, self._failed = acks, durable, responses, failed
+        self._throttle_time_ms = throttle_time_ms
 
     def ready(self) -> bool:
         return self._durable is None or self._durable.done()
@@ -178,7 +189,7 @@ class ProduceAnswer:
         return {
             "responses": [{"name": name, "partition_responses": [_partition_entry(i, o) for i, o in parts]}
                           for name, parts in self._responses],
-            "throttle_time_ms": 0,
+            "throttle_time_ms": self._throttle_time_ms,
         }
 
 
