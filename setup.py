@@ -39,8 +39,9 @@ ext_modules = []
 strict = os.environ.get("SUNDIAL_STRICT_C", "") in ("1", "true", "yes")
 if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     common = {"optional": not strict, "extra_compile_args": ["-O2"] + (["-Wall", "-Wextra", "-Werror"] if strict else [])}
-    # records/_varint.h (the varint reader and writer) is shared by both.
-    shared = {"include_dirs": ["records"], "depends": ["records/_varint.h"], **common}
+    # records/_varint.h (the varint reader and writer) and records/_record.h (parse_record, the
+    # one record tokenizer) are shared by both.
+    shared = {"include_dirs": ["records"], "depends": ["records/_varint.h", "records/_record.h"], **common}
     ext_modules.append(Extension("sundial.records._speedups", ["records/_speedups.c"], **shared))
     ext_modules.append(Extension("sundial.records._lz4", ["records/_lz4.c"], **common))
     ext_modules.append(Extension("sundial.storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))

@@ -5,11 +5,9 @@
  * identical answers (tests/property/test_records_property.py checks it). Setting
  * SUNDIAL_NO_EXTENSIONS=1 makes records/walks.py ignore this module.
  *
- * v2 record layout (see records/layout.py): length varint, attributes int8,
- * timestamp_delta varlong, offset_delta varint, key_length varint + key,
- * value_length varint + value, header_count varint, headers (key_length varint +
- * key, value_length varint + value). Varints are zig-zag LEB128, at most 5 bytes
- * (value < 2^32 before zig-zag) and varlongs at most 10 (value < 2^64).
+ * Every walk reads records through parse_record (records/_record.h: the layout, the checks
+ * and their order, the messages), the tokenizer the cleaner's walks share; it only keeps
+ * what it needs of each record. A negative count is refused by every walk.
  *
  * scan_v2(buffer, pos, end, count, base_ts) -> (min_ts | None, max_ts | None,
  *     sequential_offsets: bool, first_null_key: int)
@@ -19,7 +17,8 @@
  * find_v2(buffer, pos, end, count, base_ts, target, min_offset_delta, exact)
  *     -> (offset_delta, timestamp) | None
  *     First record with offset_delta >= min_offset_delta and timestamp >= target
- *     (== target when exact); reads only length, timestamp and offset deltas.
+ *     (== target when exact); reads only length, timestamp and offset deltas
+ *     (RECORD_DELTAS), up to the record it answers with.
  * index_v2(buffer, pos, end, count, base_ts) -> (offset_deltas: bytes, running_max: bytes)
  *     Native int64 arrays over the records, for BatchTimestampIndex; same reads as find_v2.
  * read_varints(buffer, pos, end, max_bytes) -> list[int]
@@ -35,7 +34,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "_varint.h"
+#include "_record.h"   /* parse_record, and _varint.h's readers */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(base, at, end) do { if ((at) < (end)) __builtin_prefetch((base) + (at)); } while (0)
@@ -43,6 +42,14 @@
 #define PREFETCH(base, at, end) do { } while (0)
 #endif
 
+
+/* Raises the walk's error (r->error) as ValueError; NULL. */
+static PyObject *
+walk_error(const char *message)
+{
+    PyErr_SetString(PyExc_ValueError, message);
+    return NULL;
+}
 
 static PyObject *
 scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
@@ -60,6 +67,8 @@ scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
         return NULL;
+    if (count_ll < 0)
+        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
     if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
     r.p = (const unsigned char *)view.buf;
@@ -69,72 +78,15 @@ scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     Py_BEGIN_ALLOW_THREADS
     for (index = 0; index < count_ll; index++) {
-        int64_t length, ts_delta, offset_delta, key_len, value_len, header_count, h;
-        Py_ssize_t body, record_end, p;
+        v2_record rec;
         int64_t ts;
-        if (pos >= end) {
-            r.error = "batch declares more records than its data holds";
+        if (parse_record(&r, pos, RECORD_FULL, &rec) != RECORD_OK)
             break;
-        }
-        p = pos;
-        if (read_varint(&r, &p, &length) < 0)
-            break;
-        body = p;
-        if (length < 0 || length > (int64_t)(end - body)) {
-            r.error = "record length runs past the end of its batch";
-            break;
-        }
-        record_end = body + (Py_ssize_t)length;
-        p = body + 1;
-        if (read_varlong(&r, &p, &ts_delta) < 0 || read_varint(&r, &p, &offset_delta) < 0
-            || read_varint(&r, &p, &key_len) < 0)
-            break;
-        if (key_len > 0) {
-            if (key_len > (int64_t)(end - p)) { r.error = "record key runs past the end of its batch"; break; }
-            p += (Py_ssize_t)key_len;
-        }
-        if (read_varint(&r, &p, &value_len) < 0)
-            break;
-        if (value_len > 0) {
-            if (value_len > (int64_t)(end - p)) { r.error = "record value runs past the end of its batch"; break; }
-            p += (Py_ssize_t)value_len;
-        }
-        if (read_varint(&r, &p, &header_count) < 0)
-            break;
-        if (header_count < 0) {
-            r.error = "record has a negative header count";
-            break;
-        }
-        for (h = 0; h < header_count; h++) {
-            int64_t hk_len, hv_len;
-            if (read_varint(&r, &p, &hk_len) < 0)
-                break;
-            if (hk_len < 0) {
-                r.error = "record has a header with a negative key size";
-                break;
-            }
-            if (hk_len > (int64_t)(end - p)) { r.error = "header key runs past the end of its batch"; break; }
-            p += (Py_ssize_t)hk_len;
-            if (read_varint(&r, &p, &hv_len) < 0)
-                break;
-            if (hv_len > 0) {
-                if (hv_len > (int64_t)(end - p)) { r.error = "header value runs past the end of its batch"; break; }
-                p += (Py_ssize_t)hv_len;
-            }
-            if (p > record_end)
-                break;
-        }
-        if (r.error)
-            break;
-        if (p != record_end) {
-            r.error = "invalid record size: the record's fields do not fill its declared length";
-            break;
-        }
-        if (offset_delta != index)
+        if (rec.offset_delta != index)
             sequential = 0;
-        if (key_len < 0 && first_null_key < 0)
+        if (rec.key_len < 0 && first_null_key < 0)
             first_null_key = index;
-        ts = (int64_t)(base_ts + (uint64_t)ts_delta);
+        ts = (int64_t)(base_ts + (uint64_t)rec.ts_delta);
         if (ts != -1) {
             if (!have_ts) {
                 min_ts = max_ts = ts;
@@ -145,18 +97,16 @@ scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
                 max_ts = ts;
             }
         }
-        pos = record_end;
+        pos = rec.end;
         PREFETCH(r.p, pos + 384, end);
     }
     if (!r.error && pos != end)
-        r.error = "incorrect declared batch size: bytes remain after the declared records";
+        r.error = record_messages[RECORD_TRAILING];
     Py_END_ALLOW_THREADS
 
     PyBuffer_Release(&view);
-    if (r.error) {
-        PyErr_SetString(PyExc_ValueError, r.error);
-        return NULL;
-    }
+    if (r.error)
+        return walk_error(r.error);
     if (!have_ts)
         return Py_BuildValue("OOOL", Py_None, Py_None, sequential ? Py_True : Py_False, first_null_key);
     return Py_BuildValue("LLOL", (long long)min_ts, (long long)max_ts, sequential ? Py_True : Py_False,
@@ -180,6 +130,8 @@ find_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnLLLLp", &obj, &pos, &end, &count_ll, &base_ts_ll, &target,
                           &min_offset_delta, &exact))
         return NULL;
+    if (count_ll < 0)
+        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
     if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
     r.p = (const unsigned char *)view.buf;
@@ -189,41 +141,26 @@ find_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     Py_BEGIN_ALLOW_THREADS
     for (index = 0; index < count_ll; index++) {
-        int64_t length, ts_delta, offset_delta, ts;
-        Py_ssize_t p = pos, record_end;
-        if (pos >= end) {
-            r.error = "batch declares more records than its data holds";
+        v2_record rec;
+        if (parse_record(&r, pos, RECORD_DELTAS, &rec) != RECORD_OK)
             break;
-        }
-        if (read_varint(&r, &p, &length) < 0)
-            break;
-        if (length < 0 || length > (int64_t)(end - p)) {
-            r.error = "record length runs past the end of its batch";
-            break;
-        }
-        record_end = p + (Py_ssize_t)length;
-        p += 1;
-        if (read_varlong(&r, &p, &ts_delta) < 0 || read_varint(&r, &p, &offset_delta) < 0)
-            break;
-        if (offset_delta >= min_offset_delta) {
-            ts = (int64_t)(base_ts + (uint64_t)ts_delta);
+        if (rec.offset_delta >= min_offset_delta) {
+            int64_t ts = (int64_t)(base_ts + (uint64_t)rec.ts_delta);
             if (exact ? (ts == target) : (ts >= target)) {
                 found = 1;
-                found_delta = offset_delta;
+                found_delta = rec.offset_delta;
                 found_ts = ts;
                 break;
             }
         }
-        pos = record_end;
+        pos = rec.end;
         PREFETCH(r.p, pos + 384, end);
     }
     Py_END_ALLOW_THREADS
 
     PyBuffer_Release(&view);
-    if (r.error) {
-        PyErr_SetString(PyExc_ValueError, r.error);
-        return NULL;
-    }
+    if (r.error)
+        return walk_error(r.error);
     if (!found)
         Py_RETURN_NONE;
     return Py_BuildValue("LL", (long long)found_delta, (long long)found_ts);
@@ -233,7 +170,7 @@ static PyObject *
 index_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *obj, *offsets = NULL, *maxes = NULL, *result = NULL;
-    Py_ssize_t pos, end;
+    Py_ssize_t pos, end, room;
     long long count_ll, base_ts_ll;
     Py_buffer view;
     reader r;
@@ -244,14 +181,17 @@ index_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
         return NULL;
-    if (count_ll < 0 || count_ll > (long long)((end - pos) + 1)) {
-        PyErr_SetString(PyExc_ValueError, "batch declares more records than its data holds");
-        return NULL;
-    }
+    if (count_ll < 0)
+        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
     if (get_record_region(obj, &view, pos, end) < 0)
         return NULL;
-    offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));
-    maxes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count_ll * 8));
+    /* No more records than the section can hold: a larger declared count fails in the walk
+       (RECORD_MISSING or the record that does not fit) before it would need more room. */
+    room = (end - pos) / RECORD_MIN_BYTES;
+    if ((long long)room > count_ll)
+        room = (Py_ssize_t)count_ll;
+    offsets = PyBytes_FromStringAndSize(NULL, room * 8);
+    maxes = PyBytes_FromStringAndSize(NULL, room * 8);
     if (!offsets || !maxes)
         goto done;
     off_out = (int64_t *)PyBytes_AS_STRING(offsets);
@@ -263,32 +203,25 @@ index_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     Py_BEGIN_ALLOW_THREADS
     for (index = 0; index < count_ll; index++) {
-        int64_t length, ts_delta, offset_delta, ts;
-        Py_ssize_t p = pos;
-        if (pos >= end) {
-            r.error = "batch declares more records than its data holds";
+        v2_record rec;
+        int64_t ts;
+        if (parse_record(&r, pos, RECORD_DELTAS, &rec) != RECORD_OK)
+            break;
+        if (index >= (long long)room) {     /* unreachable: each record takes RECORD_MIN_BYTES */
+            r.error = record_messages[RECORD_MISSING];
             break;
         }
-        if (read_varint(&r, &p, &length) < 0)
-            break;
-        if (length < 0 || length > (int64_t)(end - p)) {
-            r.error = "record length runs past the end of its batch";
-            break;
-        }
-        pos = p + (Py_ssize_t)length;
-        p += 1;
-        if (read_varlong(&r, &p, &ts_delta) < 0 || read_varint(&r, &p, &offset_delta) < 0)
-            break;
-        ts = (int64_t)(base_ts + (uint64_t)ts_delta);
+        pos = rec.end;
+        ts = (int64_t)(base_ts + (uint64_t)rec.ts_delta);
         if (ts > running)
             running = ts;
-        off_out[index] = offset_delta;
+        off_out[index] = rec.offset_delta;
         max_out[index] = running;
     }
     Py_END_ALLOW_THREADS
 
     if (r.error) {
-        PyErr_SetString(PyExc_ValueError, r.error);
+        walk_error(r.error);
         goto done;
     }
     result = PyTuple_Pack(2, offsets, maxes);

@@ -12,9 +12,8 @@
  * Kafka's: attempt i reads the big-endian int32 at byte min(i, 12) of the hash, adds
  * max(0, i - 12), takes Utils.abs (MIN_VALUE -> 0) and the remainder by `slots`.
  *
- * v2 records (records/layout.py): length varint, attributes int8, timestamp delta
- * varlong, offset delta varint, key length varint + key, value length varint + value,
- * header count varint, headers. Zig-zag LEB128; varints at most 5 bytes, varlongs 10.
+ * v2 records are read by parse_record (records/_record.h, the tokenizer every C walk shares) to
+ * the value (RECORD_KEY_VALUE): the headers are copied as they are, unread.
  *
  * hash(key) -> 16 bytes
  * map_put(map, slots, key, offset) -> 1 if a new entry was added, 0 if one was overwritten
@@ -38,7 +37,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "_varint.h"   /* records/_varint.h: the varint reader and writer */
+#include "_record.h"   /* records/_record.h: parse_record (and _varint.h's readers and writer) */
 #include <string.h>
 
 #define ENTRY_BYTES 24
@@ -195,60 +194,6 @@ static int get_map(PyObject *obj, Py_buffer *view, long long slots, offset_map *
     return 0;
 }
 
-/* One v2 record: positions of its parts. */
-typedef struct {
-    Py_ssize_t start;        /* first byte of the length varint */
-    Py_ssize_t attributes_at;
-    Py_ssize_t rest;         /* first byte after the timestamp delta (offset delta onwards) */
-    Py_ssize_t end;          /* one past the record */
-    int64_t ts_delta;
-    int64_t offset_delta;
-    Py_ssize_t key_at;
-    int64_t key_len;         /* -1: null */
-    int64_t value_len;       /* -1: null */
-} v2_record;
-
-static int parse_record(reader *r, Py_ssize_t *pos, v2_record *rec)
-{
-    int64_t length;
-    Py_ssize_t p = *pos, body;
-    rec->start = p;
-    if (read_zigzag(r, &p, 5, &length) < 0)
-        return -1;
-    body = p;
-    if (length < 1 || body + length > r->end) {
-        r->error = "record length runs past the end of its batch";
-        return -1;
-    }
-    rec->end = body + length;
-    rec->attributes_at = body;
-    p = body + 1;
-    if (read_zigzag(r, &p, 10, &rec->ts_delta) < 0)
-        return -1;
-    rec->rest = p;
-    if (read_zigzag(r, &p, 5, &rec->offset_delta) < 0)
-        return -1;
-    if (read_zigzag(r, &p, 5, &rec->key_len) < 0)
-        return -1;
-    rec->key_at = p;
-    if (rec->key_len > 0)
-        p += rec->key_len;
-    if (p > rec->end) {
-        r->error = "record key runs past the end of the record";
-        return -1;
-    }
-    if (read_zigzag(r, &p, 5, &rec->value_len) < 0)
-        return -1;
-    if (rec->value_len > 0)
-        p += rec->value_len;
-    if (p > rec->end) {
-        r->error = "record value runs past the end of the record";
-        return -1;
-    }
-    *pos = rec->end;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ Python functions */
 static PyObject *py_hash(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -317,7 +262,7 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
                           &count, &base_offset, &start_offset))
         return NULL;
     if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative record count");
+        PyErr_SetString(PyExc_ValueError, record_messages[RECORD_NEGATIVE_COUNT]);
         return NULL;
     }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
@@ -340,12 +285,9 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
         int wanted[PUT_WINDOW];
         int n = 0, i;
         while (n < PUT_WINDOW && index + n < count) {
-            if (pos >= end) {
-                r.error = "batch declares more records than its data holds";
+            if (parse_record(&r, pos, RECORD_KEY_VALUE, &recs[n]) != RECORD_OK)
                 break;
-            }
-            if (parse_record(&r, &pos, &recs[n]) < 0)
-                break;
+            pos = recs[n].end;
             offsets[n] = (int64_t)((uint64_t)base_offset + (uint64_t)recs[n].offset_delta);   /* Java long: wraps */
             wanted[n] = recs[n].key_len >= 0 && offsets[n] >= start_offset;
             if (wanted[n]) {
@@ -371,7 +313,7 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (full)
         r.error = NULL;
     else if (r.error == NULL && pos != end)
-        r.error = "bytes remain after the declared records";
+        r.error = record_messages[RECORD_TRAILING];
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&map_view);
@@ -387,7 +329,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *map_obj, *buf_obj, *out = NULL, *result = NULL;
     long long slots, count, base_offset, base_ts, max_ts, latest_offset, horizon, new_horizon;
     int log_append_time, retain_deletes, has_horizon;
-    Py_ssize_t pos, end;
+    Py_ssize_t pos, end, room;
     Py_buffer map_view, view;
     offset_map m;
     reader r;
@@ -405,7 +347,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
                           &horizon, &new_horizon))
         return NULL;
     if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative record count");
+        PyErr_SetString(PyExc_ValueError, record_messages[RECORD_NEGATIVE_COUNT]);
         return NULL;
     }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
@@ -414,17 +356,18 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
         PyBuffer_Release(&map_view);
         return NULL;
     }
-    /* every record takes at least two bytes: a larger count is refused before it sizes the
-       arrays below (a header's count times their entry sizes could overflow size_t) */
-    if (count > (long long)(end - pos)) {
-        PyErr_SetString(PyExc_ValueError, "batch declares more records than its data holds");
-        goto done;
-    }
-    recs = PyMem_RawMalloc(sizeof(v2_record) * (size_t)(count ? count : 1));
-    keep = PyMem_RawMalloc((size_t)(count ? count : 1));
-    stamps = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    offsets = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    hashes = PyMem_RawMalloc((size_t)HASH_BYTES * (size_t)(count ? count : 1));
+    /* The arrays below are sized by the records the section can hold, not by the declared
+       count (a header's count times their entry sizes could overflow size_t): a larger count
+       fails in the walk, at RECORD_MISSING or at the record that does not fit, before it would
+       need more room. */
+    room = (end - pos) / RECORD_MIN_BYTES;
+    if ((long long)room > count)
+        room = (Py_ssize_t)count;
+    recs = PyMem_RawMalloc(sizeof(v2_record) * (size_t)(room ? room : 1));
+    keep = PyMem_RawMalloc((size_t)(room ? room : 1));
+    stamps = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(room ? room : 1));
+    offsets = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(room ? room : 1));
+    hashes = PyMem_RawMalloc((size_t)HASH_BYTES * (size_t)(room ? room : 1));
     if (recs == NULL || keep == NULL || stamps == NULL || offsets == NULL || hashes == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -435,13 +378,16 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     /* parse every record, hash the keys that need a lookup and prefetch their first slots ... */
     for (index = 0; index < count; index++) {
-        v2_record *rec = &recs[index];
-        if (pos >= end) {
-            r.error = "batch declares more records than its data holds";
+        v2_record *rec, parsed;
+        if (parse_record(&r, pos, RECORD_KEY_VALUE, &parsed) != RECORD_OK)
+            break;
+        if (index >= (long long)room) {     /* unreachable: each record takes RECORD_MIN_BYTES */
+            r.error = record_messages[RECORD_MISSING];
             break;
         }
-        if (parse_record(&r, &pos, rec) < 0)
-            break;
+        rec = &recs[index];
+        *rec = parsed;
+        pos = rec->end;
         offsets[index] = (int64_t)((uint64_t)base_offset + (uint64_t)rec->offset_delta);   /* wraps */
         if (offsets[index] <= latest_offset && rec->key_len >= 0) {
             murmur3_128(r.p + rec->key_at, (Py_ssize_t)rec->key_len, hashes + HASH_BYTES * index);
@@ -478,7 +424,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
         }
     }
     if (r.error == NULL && pos != end)
-        r.error = "bytes remain after the declared records";
+        r.error = record_messages[RECORD_TRAILING];
     rewrite = 0;
     if (r.error == NULL && kept > 0) {
         int need_horizon = tombstones > 0 && !has_horizon;
@@ -490,7 +436,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
                 if (keep[index]) {
                     v2_record *rec = &recs[index];
                     int64_t delta = (int64_t)((uint64_t)stamps[index] - (uint64_t)new_base);
-                    Py_ssize_t body = 1 + zigzag_size(delta) + (rec->end - rec->rest);
+                    Py_ssize_t body = 1 + zigzag_size(delta) + (rec->end - rec->offset_delta_at);
                     out_size += zigzag_size((int64_t)body) + body;
                 }
             }
@@ -519,12 +465,12 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
                 if (keep[index]) {
                     v2_record *rec = &recs[index];
                     int64_t delta = (int64_t)((uint64_t)stamps[index] - (uint64_t)new_base);
-                    Py_ssize_t rest = rec->end - rec->rest;
+                    Py_ssize_t rest = rec->end - rec->offset_delta_at;
                     Py_ssize_t body = 1 + zigzag_size(delta) + rest;
                     w += write_zigzag(w, (int64_t)body);
                     *w++ = r.p[rec->attributes_at];
                     w += write_zigzag(w, delta);
-                    memcpy(w, r.p + rec->rest, (size_t)rest);
+                    memcpy(w, r.p + rec->offset_delta_at, (size_t)rest);
                     w += rest;
                 }
             }
