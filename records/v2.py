@@ -15,7 +15,8 @@ from .errors import InvalidRecordError
 from .layout import LOG_APPEND_TIME, RECORDS_OFFSET
 from .record import Record
 from .varint import wrap64
-from .walks import V2RecordScan, v2_record_fields
+from .tokenizer import FULL, record_spans
+from .walks import V2RecordScan
 
 if TYPE_CHECKING:
     from .batch import BatchView
@@ -50,11 +51,8 @@ def iter_v2_records(view: "BatchView", max_bytes: int = codecs.DEFAULT_MAX_DECOM
     log_append = view.timestamp_type == LOG_APPEND_TIME
     ts_type = view.timestamp_type
     max_ts = view.max_timestamp
-    for index in range(count):
-        if pos >= end:
-            raise InvalidRecordError(
-                f"batch declares {count} records but its data ends after {index}")
-        pos, ts_delta, offset_delta, (ks, kl), (vs, vl), hdrs = v2_record_fields(b, pos, end, index)
+    for _a, _o, _e, ts_delta, offset_delta, ks, kl, vs, vl, hdrs in record_spans(b, pos, end, count, FULL,
+                                                                                  to_end=True):
         key = bytes(b[ks:ks + kl]) if kl >= 0 else None
         value = bytes(b[vs:vs + vl]) if vl >= 0 else None
         headers = tuple(
@@ -62,9 +60,6 @@ def iter_v2_records(view: "BatchView", max_bytes: int = codecs.DEFAULT_MAX_DECOM
             for hs, hl, vs2, vl2 in hdrs)
         yield Record(base_offset + offset_delta, max_ts if log_append else wrap64(base_ts + ts_delta),
                      ts_type, key, value, headers)
-    if pos != end:
-        raise InvalidRecordError(
-            f"incorrect declared batch size: {end - pos} bytes remain after the {count} declared records")
 
 
 def scan_v2_records(view: "BatchView", max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES,

@@ -31,7 +31,7 @@ def read_uvarint(b, pos: int, max_bytes: int) -> tuple[int, int]:
         if x < 0x80:
             return result, pos + n
         if n >= max_bytes:
-            raise InvalidRecordError(f"varint at position {pos} is longer than {max_bytes} bytes")
+            raise InvalidRecordError(f"{'varint' if max_bytes == 5 else 'varlong'} is longer than {max_bytes} bytes")
         shift += 7
 
 

@@ -2,7 +2,10 @@
 
 Three walks need every record of a batch and nothing else of it, so they are written
 twice: here in Python (the reference) and in ``records/_speedups.c`` (the fast path,
-which must give identical answers; tests/property/test_records_property.py checks it):
+which must give identical answers; tests/property/test_records_property.py checks it).
+Both read records through their language's one tokenizer (:func:`records.tokenizer.record_spans`,
+``parse_record`` in ``records/_record.h``), which decides every refusal; a walk only keeps
+what it needs of each record:
 
 * ``_scan_v2`` — full structural walk: count, record lengths, varints, no trailing
   bytes; min/max timestamp, sequential offset deltas, first null key
@@ -28,7 +31,8 @@ from typing import NamedTuple
 from .errors import InvalidRecordError
 from .extensions import extensions_enabled
 from .layout import INT64_MAX, INT64_MIN, NO_TIMESTAMP
-from .varint import read_varint, read_varlong, wrap64
+from .tokenizer import DELTAS, FULL, record_spans
+from .varint import wrap64
 
 
 class V2RecordScan(NamedTuple):
@@ -46,71 +50,21 @@ class V2RecordScan(NamedTuple):
     first_null_key: int
 
 
-def v2_record_fields(b, pos: int, end: int, index: int):
-    """Parse one v2 record at ``pos``; returns (next_pos, ts_delta, offset_delta, key_slice,
-    value_slice, headers) with key/value as (start, length) pairs (length -1 = null)."""
-    try:
-        length, body = read_varint(b, pos)
-        record_end = body + length
-        if length < 0 or record_end > end:
-            raise InvalidRecordError(
-                f"record {index} declares {length} bytes but only {end - body} remain in the batch")
-        p = body + 1                                         # attributes (unused)
-        ts_delta, p = read_varlong(b, p)
-        offset_delta, p = read_varint(b, p)
-        key_len, p = read_varint(b, p)
-        key_start = p
-        if key_len > 0:
-            p += key_len
-        value_len, p = read_varint(b, p)
-        value_start = p
-        if value_len > 0:
-            p += value_len
-        header_count, p = read_varint(b, p)
-        if header_count < 0:
-            raise InvalidRecordError(f"record {index} has a negative header count {header_count}")
-        headers = []
-        for _ in range(header_count):
-            hk_len, p = read_varint(b, p)
-            if hk_len < 0:
-                raise InvalidRecordError(f"record {index} has a header with a negative key size")
-            hk_start = p
-            p += hk_len
-            hv_len, p = read_varint(b, p)
-            hv_start = p
-            if hv_len > 0:
-                p += hv_len
-            headers.append((hk_start, hk_len, hv_start, hv_len))
-            if p > record_end:
-                break
-    except IndexError:
-        raise InvalidRecordError(f"record {index} runs past the end of its batch") from None
-    if p != record_end:
-        raise InvalidRecordError(
-            f"invalid record size: record {index} declares {length} bytes but its fields use {p - body}")
-    return record_end, ts_delta, offset_delta, (key_start, key_len), (value_start, value_len), headers
-
-
 def _scan_v2_py(b, pos: int, end: int, count: int, base_ts: int, *, wrap: bool = False) -> V2RecordScan:
     """Reference implementation of :func:`records.v2.scan_v2_records` (full structural parse).
 
     Timestamps are ``base_ts + delta`` wrapped to 64 bits like Java's ``long``; -1 is
     left out of min/max. Reads never look past ``end``.
     """
-    mv = memoryview(b)[pos:end]
-    end = len(mv)
-    pos = 0
     exempt_delta = wrap64(NO_TIMESTAMP - base_ts)
     lo = hi = None
     sequential = True
     first_null_key = -1
-    for index in range(count):
-        if pos >= end:
-            raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
-        pos, ts_delta, offset_delta, (_ks, kl), _v, _h = v2_record_fields(mv, pos, end, index)
+    for index, (_a, _o, _e, ts_delta, offset_delta, _ka, key_len, _va, _vl, _h) in enumerate(
+            record_spans(b, pos, end, count, FULL, to_end=True)):
         if offset_delta != index:
             sequential = False
-        if kl < 0 and first_null_key < 0:
+        if key_len < 0 and first_null_key < 0:
             first_null_key = index
         if wrap:
             value = wrap64(base_ts + ts_delta)
@@ -126,28 +80,21 @@ def _scan_v2_py(b, pos: int, end: int, count: int, base_ts: int, *, wrap: bool =
             lo = value
         elif value > hi:
             hi = value
-    if pos != end:
-        raise InvalidRecordError(
-            f"incorrect declared batch size: {end - pos} bytes remain after the {count} declared records")
     if lo is None:
         return V2RecordScan(None, None, sequential, first_null_key)
     if wrap:
         return V2RecordScan(lo, hi, sequential, first_null_key)
     if base_ts + lo < INT64_MIN or base_ts + hi > INT64_MAX:
         # Some timestamp overflowed 64 bits: order changes after wrapping, walk again.
-        return _scan_v2_py(mv, 0, end, count, base_ts, wrap=True)
+        return _scan_v2_py(b, pos, end, count, base_ts, wrap=True)
     return V2RecordScan(base_ts + lo, base_ts + hi, sequential, first_null_key)
 
 
 def first_record_header(b, pos: int, end: int) -> tuple[int, int]:
     """(timestamp delta, offset delta) of the record at ``pos``."""
-    try:
-        _length, p = read_varint(b, pos)
-        ts_delta, p = read_varlong(b, p + 1)
-        offset_delta, p = read_varint(b, p)
-    except IndexError:
-        raise InvalidRecordError("first record runs past the end of its batch") from None
-    return ts_delta, offset_delta
+    for span in record_spans(b, pos, end, 1, DELTAS):
+        return span[3], span[4]
+    raise AssertionError("unreachable: one record was asked for")  # pragma: no cover
 
 
 def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
@@ -155,80 +102,23 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
     """Reference walk: first record (in order) with offset delta >= ``min_offset_delta``
     and timestamp >= ``target`` (``== target`` when ``exact``); returns
     (offset_delta, timestamp) or None. Reads only length, timestamp and offset deltas,
-    and never looks past ``end``. One- and two-byte varints are decoded inline."""
-    b = bytes(memoryview(b)[pos:end])
-    end = len(b)
-    pos = 0
-    for index in range(count):
-        if pos >= end:
-            raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
-        try:
-            x = b[pos]
-            if x < 0x80:
-                length = (x >> 1) ^ -(x & 1)
-                p = pos + 1
-            else:
-                length, p = read_varint(b, pos)
-            record_end = p + length
-            if length < 0 or record_end > end:
-                raise InvalidRecordError(f"record {index} declares {length} bytes past the end of its batch")
-            p += 1
-            x = b[p]
-            if x < 0x80:
-                ts_delta = (x >> 1) ^ -(x & 1)
-                p += 1
-            else:
-                y = b[p + 1]
-                if y < 0x80:
-                    u = (x & 0x7F) | (y << 7)
-                    ts_delta = (u >> 1) ^ -(u & 1)
-                    p += 2
-                else:
-                    ts_delta, p = read_varlong(b, p)
-            x = b[p]
-            if x < 0x80:
-                offset_delta = (x >> 1) ^ -(x & 1)
-            else:
-                y = b[p + 1]
-                if y < 0x80:
-                    u = (x & 0x7F) | (y << 7)
-                    offset_delta = (u >> 1) ^ -(u & 1)
-                else:
-                    offset_delta, _ = read_varint(b, p)
-        except IndexError:
-            raise InvalidRecordError(f"record {index} runs past the end of its batch") from None
+    and never looks past ``end``."""
+    for _a, _o, _e, ts_delta, offset_delta, *_ in record_spans(b, pos, end, count, DELTAS):
         if offset_delta >= min_offset_delta:
             ts = base_ts + ts_delta
             if ts > INT64_MAX or ts < INT64_MIN:
                 ts = wrap64(ts)
             if (ts == target) if exact else (ts >= target):
                 return offset_delta, ts
-        pos = record_end
     return None
 
 
 def _index_v2_py(b, pos: int, end: int, count: int, base_ts: int):
     """Reference for the C ``index_v2``: (offset deltas, running max timestamps) as int64 arrays."""
-    if count < 0:
-        raise InvalidRecordError(f"batch declares a negative record count {count}")
-    b = memoryview(b)[pos:end]
-    end = len(b)
-    pos = 0
     offsets = array("q")
     maxima = array("q")
     running = INT64_MIN
-    for index in range(count):
-        if pos >= end:
-            raise InvalidRecordError(f"batch declares {count} records but its data ends after {index}")
-        try:
-            length, p = read_varint(b, pos)
-            if length < 0 or p + length > end:
-                raise InvalidRecordError(f"record {index} declares {length} bytes past the end of its batch")
-            pos = p + length
-            ts_delta, p = read_varlong(b, p + 1)
-            offset_delta, p = read_varint(b, p)
-        except IndexError:
-            raise InvalidRecordError(f"record {index} runs past the end of its batch") from None
+    for _a, _o, _e, ts_delta, offset_delta, *_ in record_spans(b, pos, end, count, DELTAS):
         ts = wrap64(base_ts + ts_delta)
         if ts > running:
             running = ts
@@ -274,4 +164,4 @@ if extensions_enabled():
         crc32c_extend = _speedups.crc32c_extend
 
 
-__all__ = ["V2RecordScan", "v2_record_fields", "first_record_header", "IMPLEMENTATION", "crc32c_extend"]
+__all__ = ["V2RecordScan", "first_record_header", "IMPLEMENTATION", "crc32c_extend"]

@@ -22,7 +22,9 @@ for one (as in Kafka, whose map compares digests).
 
 Walks over a v2 records section (layout in :mod:`records.layout`), each written twice:
 here in Python (the reference) and in ``storage/_cleaner_speedups.c`` (identical answers
-and bytes, without the GIL; ``SUNDIAL_NO_EXTENSIONS=1`` keeps the reference):
+and bytes, without the GIL; ``SUNDIAL_NO_EXTENSIONS=1`` keeps the reference). Both read
+the records through the one tokenizer of their language, to the value
+(:func:`records.tokenizer.record_spans`, ``parse_record`` of ``records/_record.h``):
 
 * :func:`put_v2` — Kafka ``buildOffsetMapForSegment`` for one batch: put every keyed
   record at or after ``start_offset`` while the map holds fewer than ``max_entries``;
@@ -44,7 +46,8 @@ from typing import NamedTuple
 
 from sundial.records.errors import CorruptRecordError, InvalidRecordError
 from sundial.records.extensions import extensions_enabled
-from sundial.records.varint import encode_varint, read_varint, read_varlong
+from sundial.records.tokenizer import KEY_VALUE, record_spans
+from sundial.records.varint import encode_varint
 
 ENTRY_BYTES = 24
 HASH_BYTES = 16
@@ -157,34 +160,15 @@ def _put_py(buf, slots: int, key, offset: int) -> int:
 
 
 def _records(b, pos: int, end: int, count: int):
-    """(attributes_at, rest_at, record_end, ts_delta, offset_delta, key_at, key_len, value_len) per record."""
-    if count < 0:
-        raise ValueError("negative record count")
-    for _ in range(count):
-        if pos >= end:
-            raise ValueError("batch declares more records than its data holds")
-        try:
-            length, body = read_varint(b, pos)
-            if length < 1 or body + length > end:
-                raise ValueError("record length runs past the end of its batch")
-            record_end = body + length
-            ts_delta, p = read_varlong(b, body + 1)
-            rest = p
-            offset_delta, p = read_varint(b, p)
-            key_len, p = read_varint(b, p)
-            key_at = p
-            p += max(key_len, 0)
-            if p > record_end:
-                raise ValueError("record key runs past the end of the record")
-            value_len, p = read_varint(b, p)
-            if p + max(value_len, 0) > record_end:
-                raise ValueError("record value runs past the end of the record")
-        except (IndexError, CorruptRecordError, InvalidRecordError) as exc:
-            raise ValueError(f"record runs past the end of its batch: {exc}") from None
-        yield body, rest, record_end, ts_delta, offset_delta, key_at, key_len, value_len
-        pos = record_end
-    if pos != end:
-        raise ValueError("bytes remain after the declared records")
+    """(attributes_at, offset_delta_at, record_end, ts_delta, offset_delta, key_at, key_len, value_len) per
+    record, read to the value by the records tokenizer (as the C walks read them); its refusals as ValueError,
+    as the C functions raise them."""
+    try:
+        for attr_at, rest, record_end, ts_delta, offset_delta, key_at, key_len, _va, value_len, _h in record_spans(
+                b, pos, end, count, KEY_VALUE, to_end=True):
+            yield attr_at, rest, record_end, ts_delta, offset_delta, key_at, key_len, value_len
+    except InvalidRecordError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _wrap64(x: int) -> int:
