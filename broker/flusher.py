@@ -247,6 +247,11 @@ class PartitionFlusher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.flushes = 0
 
+    def serves(self, log) -> bool:
+        """Whether this flusher flushes ``log`` (a partition's log is replaced when its topic is
+        deleted and created again; its flusher goes with the old one)."""
+        return self._log is log
+
     def flushed_offset(self) -> int:
         """Offsets below this are on disk."""
         return self._log.recovery_point

@@ -268,7 +268,7 @@ class ReplicaManager:
     def _flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
         key = (topic, partition)
         f = self._flushers.get(key)
-        if f is None or f._log is not log:
+        if f is None or not f.serves(log):
             f = PartitionFlusher(log, topic, partition)
             self._flushers[key] = f
         return f

@@ -285,7 +285,7 @@ class PartitionOffsetsLog:
 
     async def wait_durable(self, last_offset):
         log = self.log
-        if self._flusher is None or self._flusher._log is not log:
+        if self._flusher is None or not self._flusher.serves(log):
             self._flusher = PartitionFlusher(log, self._topic, 0)
         await self._flusher.wait_flushed(last_offset)
 

@@ -68,7 +68,8 @@ def test_offsets_producers_and_deletes_answer_what_was_produced(broker):
         got = {(t.name, q.partition_index): (q.error_code, q.low_watermark) for t in dr.topics for q in t.partitions}
         assert got == {(topic, 0): (0, 2), (topic, 1): (1, -1), ("__consumer_offsets", 0): (17, -1)}
         dr = w.ask(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "offset": 1}, {"partition_index": 1, "offset": -1}]}]})
+            {"name": topic,
+             "partitions": [{"partition_index": 0, "offset": 1}, {"partition_index": 1, "offset": -1}]}]})
         assert [(q.error_code, q.low_watermark) for q in dr.topics[0].partitions] == [(0, 2), (0, 0)]
         dr = w.ask(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "offset": -1}]}]})
