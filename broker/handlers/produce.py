@@ -32,17 +32,6 @@ import time
 import structlog
 
 from sundial.protocol.errors import ErrorCode
-from sundial.records.codecs import ZSTD
-from sundial.records.layout import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_CODEC_MASK,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
-    TRANSACTIONAL_FLAG_MASK,
-    V2_HEADER,
-)
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..errors import CloseConnection
@@ -50,38 +39,6 @@ from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
 
 logger = structlog.get_logger(__name__)
-
-
-def _request_level_error(records, api_version: int) -> tuple[int, str | None]:
-    """Kafka's v3+ checks: exactly one magic-2 batch with records; zstd only from v7."""
-    if api_version < 3:
-        return ErrorCode.NONE, None
-    if records is None or len(records) < RECORD_BATCH_OVERHEAD:
-        return ErrorCode.INVALID_RECORD, "Produce v3+ needs one record batch of magic 2"
-    (_base, length, _epoch, magic, _crc, attributes, _delta, _base_ts, _max_ts, _pid, _pepoch, _seq,
-     count) = V2_HEADER.unpack_from(records, 0)
-    if magic != MAGIC_V2:
-        return ErrorCode.INVALID_RECORD, f"Produce v{api_version} carries magic {magic}; magic 2 is required"
-    if length + LOG_OVERHEAD != len(records):
-        return ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition"
-    if count <= 0:
-        return ErrorCode.INVALID_RECORD, "the record batch holds no records"
-    if attributes & COMPRESSION_CODEC_MASK == ZSTD and api_version < 7:
-        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later"
-    return ErrorCode.NONE, None
-
-
-def _has_transactional_records(request, api_version: int) -> bool:
-    """Kafka ``ProduceRequest.hasTransactionalRecords`` (v3+: one magic-2 batch per partition)."""
-    if api_version < 3:
-        return False
-    for topic in request.topic_data:
-        for p in topic.partition_data:
-            records = p.records
-            if records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == MAGIC_V2 \
-                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK:
-                return True
-    return False
 
 
 def _partition_entry(index: int, out: AppendOutcome) -> dict:
@@ -116,7 +73,8 @@ def begin_produce(ctx, request):
     failed = False
     bad_acks = acks not in (-1, 0, 1)
     transactional_id = getattr(request, "transactional_id", None)
-    transactional = _has_transactional_records(request, version) and not (
+    transactional = rm.carries_transactional_batch(
+        (p.records for t in request.topic_data for p in t.partition_data), version) and not (
         transactional_id is not None
         and is_authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
     for topic in request.topic_data:
@@ -133,7 +91,7 @@ def begin_produce(ctx, request):
             elif name in INTERNAL_TOPICS:
                 out = AppendOutcome(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
             else:
-                code, message = _request_level_error(p.records, version)
+                code, message = rm.produce_records_error(p.records, version)
                 if code != ErrorCode.NONE:
                     logger.info("produce_refused", topic=name, partition=p.index, error=ErrorCode(code).name,
                                 reason=message, client=ctx.client_host)

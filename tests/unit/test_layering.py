@@ -407,7 +407,7 @@ LOG_MANAGER_ATTRIBUTE = "logs"
 KNOWN_HANDLERS_HOLDING_A_LOG = {"broker/handlers/share_offsets.py"}
 #: Handlers that still read record bytes themselves; Produce's request-level checks are
 #: ``ReplicaManager.produce_records_error`` and ``carries_transactional_batch`` (the list can only shrink).
-KNOWN_HANDLERS_READING_BYTES = {"broker/handlers/produce.py"}
+KNOWN_HANDLERS_READING_BYTES: set[str] = set()
 
 
 def _is_call_to(node, names) -> bool:
