@@ -121,13 +121,14 @@ def test_scheduler_runs_slices_in_parallel_and_keeps_their_order():
     def job(part):
         barrier.wait()       # three slices at once, or this times out
         with lock:
-            seen_threads.add(threading.current_thread().name)
+            # by identity: two threads an executor starts at once may share a name
+            seen_threads.add((threading.get_ident(), threading.current_thread().name))
         return sum(part)
 
     results = asyncio.run(s.run_all(job, list(range(9))))
     s.close()
     assert results == [0 + 1 + 2, 3 + 4 + 5, 6 + 7 + 8] and len(seen_threads) == 3
-    assert all(name.startswith("sundial-scheduler") for name in seen_threads)
+    assert all(name.startswith("sundial-scheduler") for _, name in seen_threads)
     with pytest.raises(ValueError):
         Scheduler(0)
 
