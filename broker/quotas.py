@@ -8,7 +8,9 @@ Three quota types, one :class:`ClientQuotaManager` each, fed from the quota stor
 * ``fetch`` (``consumer_byte_rate``): the record bytes of each Fetch response, recorded when the
   response is ready. A Fetch that would be throttled is answered with no partitions (and its
   bytes are taken back out of the rate), as Kafka answers it; and a consumer's ``max_bytes`` is
-  capped at what one quota window allows, so one response can never be throttled by itself;
+  capped at what the quota allows over the shortest span its rate may be measured over (one
+  window while the client is new, ``quota.window.num - 1`` windows after), so one response is
+  never throttled by its size alone;
 * ``request`` (``request_percentage``): the time the request's handler ran on the event loop
   (its own steps only, not the time it waited for a disk or a timer), as a percentage of one
   quota window, for every request but SaslHandshake/SaslAuthenticate and requests made before
@@ -22,7 +24,8 @@ matching entity share its rate (Kafka's sensor tags): all client ids of a user w
 quota, every user of a client id with a client-id quota; default entities give each user (or
 client id) a rate of its own.
 
-**Throttling** (KIP-219): the throttle time is computed as :mod:`broker.quotas_rate` describes,
+**Throttling** (KIP-219): the throttle time is computed as :mod:`broker.quotas_rate` describes
+(Kafka's arithmetic, except that a new client's first windows are not padded: no initial burst),
 returned in the response's ``throttle_time_ms`` (the larger of the byte-rate and request
 throttles), and the connection is muted, reading nothing, for that long after the response
 (:meth:`broker.connection.Connection.throttle`). Quotas are checked only while some entity sets
@@ -45,7 +48,7 @@ import structlog
 from sundial.config.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotaConfig
 from sundial.protocol.api_keys import ApiKey
 
-from .quotas_rate import RateSensor
+from .quotas_rate import RateSensor, max_value_in_window
 from .quotas_store import (
     CLIENT_ID,
     USER,
@@ -190,14 +193,18 @@ class ClientQuotaManager:
         if limit is not None:
             self._sensor(tags, now_ms).record(-value * self._value_scale, now_ms)
 
-    def max_value_in_window(self, user: str, client_id: str) -> float | None:
-        """The most one request may add without certain throttling; None when unlimited."""
+    def max_value_in_window(self, user: str, client_id: str, now_ms: int) -> float | None:
+        """The most one request may add without being throttled by its size alone (one window
+        of the quota for a new client, else Kafka's ``quota.window.num - 1``); None when unlimited."""
         if not self._overrides:
             return None
-        _tags, limit = self._resolve(user, client_id)
+        tags, limit = self._resolve(user, client_id)
         if limit is None:
             return None
-        return limit * (self._config.window_num - 1) * self._config.window_size_seconds
+        sensor = self._sensors.get(tags)
+        if sensor is not None:
+            return sensor.max_value_in_window(limit, now_ms)
+        return max_value_in_window(limit, self._config.window_num, self._config.window_size_ms, new=True)
 
     def rate(self, user: str, client_id: str, now_ms: int) -> float:
         """The client's current rate (0 when nothing is recorded for it)."""
@@ -326,7 +333,7 @@ class ClientQuotas:
 
     def fetch_max_bytes(self, ctx) -> float | None:
         """The cap of a consumer's Fetch ``max_bytes`` under its quota (None: no cap)."""
-        return self.fetch.max_value_in_window(user_of(ctx.principal), ctx.client_id or "")
+        return self.fetch.max_value_in_window(user_of(ctx.principal), ctx.client_id or "", self._clock_ms())
 
     def record_fetch(self, ctx, response_bytes: int) -> int:
         """A Fetch response is ready: its throttle time. When it is throttled the caller answers

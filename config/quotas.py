@@ -6,7 +6,8 @@ Broker keys (Kafka ``QuotaConfig``), registered in the broker's registry by :mod
 * ``quota.window.size.seconds`` (1): length of one sample.
 
 A client's rate is the sum of its samples over the time they span (at least
-``quota.window.num - 1`` whole windows), as Kafka's ``Rate`` measures it.
+``quota.window.num - 1`` whole windows), as Kafka's ``Rate`` measures it, but never over more
+than the time since the client's first request plus one window (no initial burst: docs/quotas.md).
 
 Per-entity keys (Kafka ``QuotaConfig.userAndClientQuotaConfigs``), set with AlterClientQuotas on
 user, client-id and user+client-id entities (:data:`CLIENT_QUOTA_KEYS`, name → Kafka's type):

@@ -11,6 +11,8 @@
   acknowledged bytes stay within twice the quota (a generous bound; benchmarks/quota_bench.py
   measures the achieved rate against the quota precisely), the producer saw throttle times, and
   the broker's throttle metrics count it.
+* A kafka-python consumer over its ``consumer_byte_rate``, the same way: at most twice its quota
+  over about 10 s, throttle times seen by the consumer and counted by the broker.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import urllib.request
 import pytest
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from .clients import admin, create_topic, producer
+from .clients import admin, consumer, create_topic, producer
 from .conftest import free_port, unique_topic
 
 Entry = AlterClientQuotasRequest.EntryData
@@ -174,7 +176,7 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker_factory):
                 prod.send(topic, value).add_callback(on_ack).add_errback(on_error)
         prod.flush(timeout=60)
         elapsed = time.monotonic() - started
-        throttle_max = max((v for name, v in _producer_metrics(prod).items() if "throttle-time-max" in name),
+        throttle_max = max((v for name, v in _client_metrics(prod).items() if "throttle-time-max" in name),
                            default=0.0)
     finally:
         prod.close()
@@ -188,9 +190,55 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker_factory):
     assert lines and 'client_id="throttled-producer"' in lines[0] and float(lines[0].rsplit(" ", 1)[1]) > 0
 
 
-def _producer_metrics(prod) -> dict:
+def test_a_consumer_over_its_byte_rate_is_throttled(broker_factory):
+    """A kafka-python consumer reading a topic of 4 MB under a 100 kB/s consumer_byte_rate: over
+    about 10 s it receives at most twice its quota (unthrottled it would read the 4 MB in well
+    under a second), sees throttle times, and the broker's fetch throttle metric counts it."""
+    metrics_port = free_port()
+    node = broker_factory(**{"sundial.metrics.listener": f"127.0.0.1:{metrics_port}"}).start()
+    topic = unique_topic("quota-fetch")
+    create_topic(node.bootstrap, topic)
+    value = b"y" * 10_000
+    # Batches of one record: a response cut at max_bytes wastes at most one batch of the quota.
+    prod = producer(node.bootstrap, acks=1, batch_size=16384)
+    try:
+        for _ in range(400):
+            prod.send(topic, value)
+        prod.flush(timeout=60)
+    finally:
+        prod.close()
+    quota = 100_000
+    client = admin(node.bootstrap)
+    try:
+        assert alter(client, {"client-id": "throttled-consumer"}, {"consumer_byte_rate": quota}) == (0, None)
+    finally:
+        client.close()
+    cons = consumer(node.bootstrap, client_id="throttled-consumer")
+    received = 0
+    try:
+        cons.subscribe([topic])
+        started = time.monotonic()
+        while time.monotonic() - started < 10.0:
+            for records in cons.poll(timeout_ms=500).values():
+                received += sum(len(r.value) for r in records)
+        elapsed = time.monotonic() - started
+        throttle_max = max((v for name, v in _client_metrics(cons).items() if "throttle-time-max" in name),
+                           default=0.0)
+    finally:
+        cons.close()
+    achieved = received / elapsed
+    assert received > 0
+    assert achieved <= 2 * quota, f"received {achieved:.0f} B/s against a quota of {quota} B/s"
+    assert throttle_max > 0
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    lines = [line for line in text.splitlines()
+             if line.startswith("sundial_quota_throttled_requests_total{") and 'quota_type="fetch"' in line]
+    assert lines and 'client_id="throttled-consumer"' in lines[0] and float(lines[0].rsplit(" ", 1)[1]) > 0
+
+
+def _client_metrics(client) -> dict:
     out = {}
-    for group, values in prod.metrics().items():
+    for group, values in client.metrics().items():
         for name, value in values.items():
             if isinstance(value, (int, float)):
                 out[f"{group}.{name}"] = float(value)

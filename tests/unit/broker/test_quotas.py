@@ -199,10 +199,10 @@ def test_quotas_enforce_record_and_label_boundedly(tmp_path):
     assert results[0].code == 0 and not quotas.produce.enabled          # validate_only changes nothing
     asyncio.run(quotas.alter([_alter([(U, None)], ("producer_byte_rate", 1000.0, False))], False))
     assert quotas.produce.enabled and ClientQuotaStore.open(str(tmp_path)).entries
-    # 10 windows assumed: 10_000 bytes at once is exactly the bound, one more byte is over it.
-    assert quotas.record_produce(_Ctx(), 10_000, 0.0, -1) == 0
-    assert quotas.record_produce(_Ctx(), 1000, 0.0, -1) == 1000   # 11000 B / 10 s = 1100 B/s: (0.1)*10 s
-    assert metrics.calls == [("produce", "alice", "", 1000)]
+    # A new client: one window's worth at once is exactly the bound (Kafka would allow ten).
+    assert quotas.record_produce(_Ctx(), 1000, 0.0, -1) == 0
+    assert quotas.record_produce(_Ctx(), 9000, 0.0, -1) == 9000   # 10000 B / 1 s: 10 s to get back
+    assert metrics.calls == [("produce", "alice", "", 9000)]
     for i in range(150):
         quotas.record_produce(_Ctx(principal=f"User:u{i}"), 20_000, 0.0, -1)
     labels = {call[1] for call in metrics.calls}
@@ -211,12 +211,19 @@ def test_quotas_enforce_record_and_label_boundedly(tmp_path):
 
 
 def test_a_throttled_fetch_takes_its_bytes_back(tmp_path):
-    quotas = ClientQuotas(ClientQuotaStore.open(str(tmp_path)), ClientQuotaConfig(11, 1), clock_ms=lambda: 0)
+    clock = [0]
+    quotas = ClientQuotas(ClientQuotaStore.open(str(tmp_path)), ClientQuotaConfig(11, 1), clock_ms=lambda: clock[0])
     asyncio.run(quotas.alter([_alter([(C, "app")], ("consumer_byte_rate", 100.0, False))], False))
-    assert quotas.fetch_max_bytes(_Ctx()) == 1000
-    assert quotas.record_fetch(_Ctx(), 900) == 0
-    assert quotas.record_fetch(_Ctx(), 900) > 0
+    assert quotas.fetch_max_bytes(_Ctx()) == 100                       # new: one window of the quota
+    assert quotas.record_fetch(_Ctx(), 90) == 0
+    assert quotas.record_fetch(_Ctx(), 90) == 800                      # 180 B over 1 s: 1.8 s in all
     assert quotas.fetch.rate("alice", "app", 0) == 90.0                # the second response is not counted
+    clock[0] = 800
+    assert quotas.record_fetch(_Ctx(), 90) == 0                        # 180 B over 1.8 s: the bound
+    clock[0] = 9_999
+    assert quotas.fetch_max_bytes(_Ctx()) == 100
+    clock[0] = 10_000
+    assert quotas.fetch_max_bytes(_Ctx()) == 1000                      # Kafka's: quota.window.num - 1 windows
 
 
 def test_request_quota_uses_handler_time_and_caps_at_one_window(tmp_path):
@@ -225,7 +232,7 @@ def test_request_quota_uses_handler_time_and_caps_at_one_window(tmp_path):
     assert quotas.times_request(3, True) and not quotas.times_request(17, True)
     assert not quotas.times_request(3, False) and not quotas.times_request(0, True)
     timer = HandlerTimer(None)
-    timer.seconds = 5.0                               # 500 percent-seconds against 1 % over 10 s
+    timer.seconds = 5.0                               # 500 percent-seconds against 1 % over 1 s
     response = {"throttle_time_ms": 0}
     assert quotas.record_request(_Ctx(timer=timer), response) == 1000 == response["throttle_time_ms"]
     assert quotas.record_produce(_Ctx(), 10, 5.0, 0) == 0          # acks=0: exempt from request time
