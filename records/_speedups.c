@@ -67,13 +67,8 @@ scan_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
         return NULL;
-    if (count_ll < 0)
-        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
-    if (get_record_region(obj, &view, pos, end) < 0)
+    if (open_walk(obj, &view, &r, pos, end, count_ll) < 0)
         return NULL;
-    r.p = (const unsigned char *)view.buf;
-    r.end = end;
-    r.error = NULL;
     base_ts = (uint64_t)base_ts_ll;
 
     Py_BEGIN_ALLOW_THREADS
@@ -130,13 +125,8 @@ find_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnLLLLp", &obj, &pos, &end, &count_ll, &base_ts_ll, &target,
                           &min_offset_delta, &exact))
         return NULL;
-    if (count_ll < 0)
-        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
-    if (get_record_region(obj, &view, pos, end) < 0)
+    if (open_walk(obj, &view, &r, pos, end, count_ll) < 0)
         return NULL;
-    r.p = (const unsigned char *)view.buf;
-    r.end = end;
-    r.error = NULL;
     base_ts = (uint64_t)base_ts_ll;
 
     Py_BEGIN_ALLOW_THREADS
@@ -181,9 +171,7 @@ index_v2(PyObject *Py_UNUSED(self), PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OnnLL", &obj, &pos, &end, &count_ll, &base_ts_ll))
         return NULL;
-    if (count_ll < 0)
-        return walk_error(record_messages[RECORD_NEGATIVE_COUNT]);
-    if (get_record_region(obj, &view, pos, end) < 0)
+    if (open_walk(obj, &view, &r, pos, end, count_ll) < 0)
         return NULL;
     /* No more records than the section can hold: a larger declared count fails in the walk
        (RECORD_MISSING or the record that does not fit) before it would need more room. */
@@ -196,9 +184,6 @@ index_v2(PyObject *Py_UNUSED(self), PyObject *args)
         goto done;
     off_out = (int64_t *)PyBytes_AS_STRING(offsets);
     max_out = (int64_t *)PyBytes_AS_STRING(maxes);
-    r.p = (const unsigned char *)view.buf;
-    r.end = end;
-    r.error = NULL;
     base_ts = (uint64_t)base_ts_ll;
 
     Py_BEGIN_ALLOW_THREADS

@@ -261,19 +261,12 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OLLLOnnLLL", &map_obj, &slots, &entries, &max_entries, &buf_obj, &pos, &end,
                           &count, &base_offset, &start_offset))
         return NULL;
-    if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, record_messages[RECORD_NEGATIVE_COUNT]);
-        return NULL;
-    }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
         return NULL;
-    if (get_record_region(buf_obj, &view, pos, end) < 0) {
+    if (open_walk(buf_obj, &view, &r, pos, end, count) < 0) {
         PyBuffer_Release(&map_view);
         return NULL;
     }
-    r.p = (const unsigned char *)view.buf;
-    r.end = end;
-    r.error = NULL;
     Py_BEGIN_ALLOW_THREADS
     /* Windows of records: parse and hash them, prefetch their first probe slots (the map is
        probed at random, so its cache misses overlap), then put them in order. A parse error is
@@ -333,7 +326,7 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
     Py_buffer map_view, view;
     offset_map m;
     reader r;
-    v2_record *recs = NULL;
+    v2_record *recs = NULL, spare;
     unsigned char *keep = NULL;
     int64_t *stamps = NULL, *offsets = NULL;
     unsigned char *hashes = NULL;
@@ -346,13 +339,9 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
                           &base_ts, &log_append_time, &max_ts, &latest_offset, &retain_deletes, &has_horizon,
                           &horizon, &new_horizon))
         return NULL;
-    if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, record_messages[RECORD_NEGATIVE_COUNT]);
-        return NULL;
-    }
     if (get_map(map_obj, &map_view, slots, &m) < 0)
         return NULL;
-    if (get_record_region(buf_obj, &view, pos, end) < 0) {
+    if (open_walk(buf_obj, &view, &r, pos, end, count) < 0) {
         PyBuffer_Release(&map_view);
         return NULL;
     }
@@ -372,21 +361,16 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    r.p = (const unsigned char *)view.buf;
-    r.end = end;
-    r.error = NULL;
     Py_BEGIN_ALLOW_THREADS
     /* parse every record, hash the keys that need a lookup and prefetch their first slots ... */
     for (index = 0; index < count; index++) {
-        v2_record *rec, parsed;
-        if (parse_record(&r, pos, RECORD_KEY_VALUE, &parsed) != RECORD_OK)
+        v2_record *rec = index < (long long)room ? &recs[index] : &spare;
+        if (parse_record(&r, pos, RECORD_KEY_VALUE, rec) != RECORD_OK)
             break;
-        if (index >= (long long)room) {     /* unreachable: each record takes RECORD_MIN_BYTES */
+        if (rec == &spare) {                /* unreachable: each record takes RECORD_MIN_BYTES */
             r.error = record_messages[RECORD_MISSING];
             break;
         }
-        rec = &recs[index];
-        *rec = parsed;
         pos = rec->end;
         offsets[index] = (int64_t)((uint64_t)base_offset + (uint64_t)rec->offset_delta);   /* wraps */
         if (offsets[index] <= latest_offset && rec->key_len >= 0) {
