@@ -110,13 +110,23 @@ def record_spans(b, pos: int, end: int, count: int, depth: int = FULL, *, to_end
                 yield body, offset_delta_at, record_end, ts_delta, offset_delta, None, None, None, None, None
                 pos = record_end
                 continue
-            key_len, p = read_varint(b, p)
+            x = b[p]
+            if x < 0x80:
+                key_len = (x >> 1) ^ -(x & 1)
+                p += 1
+            else:
+                key_len, p = read_varint(b, p)
             key_at = p
             if p > record_end or key_len > record_end - p:
                 raise InvalidRecordError(OVERRUN)
             if key_len > 0:
                 p += key_len
-            value_len, p = read_varint(b, p)
+            x = b[p]
+            if x < 0x80:
+                value_len = (x >> 1) ^ -(x & 1)
+                p += 1
+            else:
+                value_len, p = read_varint(b, p)
             value_at = p
             if p > record_end or value_len > record_end - p:
                 raise InvalidRecordError(OVERRUN)
@@ -124,7 +134,12 @@ def record_spans(b, pos: int, end: int, count: int, depth: int = FULL, *, to_end
                 p += value_len
             headers = None
             if full:
-                header_count, p = read_varint(b, p)
+                x = b[p]
+                if x < 0x80:
+                    header_count = (x >> 1) ^ -(x & 1)
+                    p += 1
+                else:
+                    header_count, p = read_varint(b, p)
                 if p > record_end:
                     raise InvalidRecordError(OVERRUN)
                 if header_count < 0:

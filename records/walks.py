@@ -103,8 +103,10 @@ def _find_v2_py(b, pos: int, end: int, count: int, base_ts: int, target: int,
     and timestamp >= ``target`` (``== target`` when ``exact``); returns
     (offset_delta, timestamp) or None. Reads only length, timestamp and offset deltas,
     and never looks past ``end``."""
-    for _a, _o, _e, ts_delta, offset_delta, *_ in record_spans(b, pos, end, count, DELTAS):
+    for span in record_spans(b, pos, end, count, DELTAS):
+        offset_delta = span[4]
         if offset_delta >= min_offset_delta:
+            ts_delta = span[3]
             ts = base_ts + ts_delta
             if ts > INT64_MAX or ts < INT64_MIN:
                 ts = wrap64(ts)
@@ -118,11 +120,11 @@ def _index_v2_py(b, pos: int, end: int, count: int, base_ts: int):
     offsets = array("q")
     maxima = array("q")
     running = INT64_MIN
-    for _a, _o, _e, ts_delta, offset_delta, *_ in record_spans(b, pos, end, count, DELTAS):
-        ts = wrap64(base_ts + ts_delta)
+    for span in record_spans(b, pos, end, count, DELTAS):
+        ts = wrap64(base_ts + span[3])
         if ts > running:
             running = ts
-        offsets.append(offset_delta)
+        offsets.append(span[4])
         maxima.append(running)
     return offsets, maxima
 
