@@ -245,6 +245,8 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
                     if b < 128:
                         break
                     s += 7
+                    if s == 28 and buf[pos] > 0x0F:  # the last byte allowed: no more, no higher bits
+                        raise _bad_varint(base_offset, "varint")
                 length = (r >> 1) ^ -(r & 1)
             record_end = pos + length
             pos += 1                                   # record attributes (unused)
@@ -263,6 +265,8 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
                     if b < 128:
                         break
                     s += 7
+                    if s == 63 and buf[pos] > 1:  # the last byte allowed: no more, no higher bits
+                        raise _bad_varint(base_offset, "varlong")
                 ts_delta = (r >> 1) ^ -(r & 1)
             # offset delta (varint)
             b = buf[pos]
@@ -279,6 +283,8 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
                     if b < 128:
                         break
                     s += 7
+                    if s == 28 and buf[pos] > 0x0F:  # the last byte allowed: no more, no higher bits
+                        raise _bad_varint(base_offset, "varint")
                 off_delta = (r >> 1) ^ -(r & 1)
             offset = base_offset + off_delta
             ts = max_ts if log_append else base_ts + ts_delta
@@ -305,6 +311,8 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
                     if b < 128:
                         break
                     s += 7
+                    if s == 28 and buf[pos] > 0x0F:  # the last byte allowed: no more, no higher bits
+                        raise _bad_varint(base_offset, "varint")
                 klen = (r >> 1) ^ -(r & 1)
             if klen >= 0:
                 keys_append(buf[pos:pos + klen])
@@ -326,6 +334,8 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
                     if b < 128:
                         break
                     s += 7
+                    if s == 28 and buf[pos] > 0x0F:  # the last byte allowed: no more, no higher bits
+                        raise _bad_varint(base_offset, "varint")
                 vlen = (r >> 1) ^ -(r & 1)
             if vlen >= 0:
                 values_append(buf[pos:pos + vlen])
@@ -367,6 +377,12 @@ def _decode_v2(buf, pos: int, end: int, count: int, base_offset: int, last_offse
     if pos != end:
         raise CorruptBatchError(f"record batch at base offset {base_offset} has {end - pos} bytes after its records")
     cols.timestamp_types.extend([LOG_APPEND_TIME if log_append else CREATE_TIME] * kept)
+
+
+def _bad_varint(base_offset: int, kind: str) -> CorruptBatchError:
+    """A varint longer than 5 bytes or past 32 bits (a varlong: 10 bytes, 64 bits), refused as
+    Kafka's ``ByteUtils`` and the broker's record tokenizer (records/tokenizer.py) refuse it."""
+    return CorruptBatchError(f"record batch at base offset {base_offset} has a {kind} too long or out of range")
 
 
 def _decode_legacy(entry: bytes, window: Window, cols: Columns, next_offset: int) -> int:
