@@ -138,6 +138,26 @@ def is_delete_dir(name: str) -> bool:
     return m is not None and m.group(4) == "delete"
 
 
+#: Linux's O_NOATIME (0 elsewhere): reads through the descriptor never update the file's atime.
+_O_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_segment_log(path: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` for a segment's ``.log``, with ``O_NOATIME`` when the file system lets us.
+
+    Under ``relatime`` each read of a file written since its last read (a Fetch at the tail,
+    its page-cache probe, its ``sendfile``) would update the atime: an inode change that
+    waits for the journal, which the appends' fsyncs keep busy, on the event loop. Nothing
+    reads a segment's atime. ``O_NOATIME`` needs the caller to own the file; without it
+    (EPERM) the file is opened as usual."""
+    if _O_NOATIME:
+        try:
+            return os.open(path, flags | _O_NOATIME, mode)
+        except PermissionError:
+            pass
+    return os.open(path, flags, mode)
+
+
 def fsync_dir(dir_path: str) -> None:
     """fsync a directory so renames and creations inside it are durable."""
     fd = os.open(dir_path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -252,6 +272,7 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "CLEAN_SHUTDOWN_FILE",
     "filename_prefix", "segment_file", "log_file", "index_file", "time_index_file", "snapshot_file",
     "SegmentFileName", "parse_segment_file_name", "partition_dir_name", "parse_partition_dir_name",
-    "delete_dir_name", "is_delete_dir", "fsync_dir", "write_file_atomically", "pwrite_all", "pwritev_all",
+    "delete_dir_name", "is_delete_dir", "open_segment_log", "fsync_dir", "write_file_atomically", "pwrite_all",
+    "pwritev_all",
     "remove_quietly", "FileSlice",
 ]

@@ -137,7 +137,7 @@ class LogSegment(SegmentRecovery):
                   max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, created_ms=created_ms,
                   preallocated=preallocate_bytes > 0)
         try:
-            fd = os.open(seg._log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = files.open_segment_log(seg._log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             if preallocate_bytes > 0:
                 os.ftruncate(fd, preallocate_bytes)
         except OSError as exc:
@@ -170,7 +170,7 @@ class LogSegment(SegmentRecovery):
         """The ``.log`` descriptor, opened on first use."""
         if self._fd < 0:
             try:
-                self._fd = os.open(self._log_path, os.O_RDWR)
+                self._fd = files.open_segment_log(self._log_path, os.O_RDWR)
             except OSError as exc:
                 raise KafkaStorageError.from_os_error(exc, f"cannot open segment {self._log_path}") from exc
         return self._fd
