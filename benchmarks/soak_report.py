@@ -193,8 +193,9 @@ def print_stalls(daemon, run_s: float) -> None:
         return ", ".join(f"{k} ({n})" for k, n in seen.most_common(2)) or "none seen"
 
     print("  the daemon's own stalls by cause:" + ("" if by_cause else " none"))
-    for (phase, cls, kernel, stack, holder), items in sorted(by_cause.items(),
-                                                             key=lambda kv: -sum(s["ms"] for s in kv[1]))[:10]:
+    # those while serving first (requests waited for them), then by total time
+    for (phase, cls, kernel, stack, holder), items in sorted(
+            by_cause.items(), key=lambda kv: (kv[0][0] != "serving", -sum(s["ms"] for s in kv[1])))[:12]:
         ms = sorted(s["ms"] for s in items)
         names = sorted({s["holder"] for s in items})
         print(f"    {len(items)} x {cls} ({phase}), median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms, "
