@@ -79,15 +79,16 @@ def test_config_resource_types_sundial_does_not_handle(node):
 
 def test_an_api_that_is_not_advertised_closes_with_one_info_line(node):
     s = connect_raw(node.host, node.port)
-    # WriteTxnMarkers v1 (flexible, like the header below): broker-to-broker, not served by a single node
-    header = struct.pack(">hhih", ApiKey.WRITE_TXN_MARKERS, 1, 3, len(b"txn-tool")) + b"txn-tool" + b"\x00"
+    # AllocateProducerIds v0 (flexible, like the header below): a broker asks the controller, not served by a
+    # single node
+    header = struct.pack(">hhih", ApiKey.ALLOCATE_PRODUCER_IDS, 0, 3, len(b"txn-tool")) + b"txn-tool" + b"\x00"
     s.sendall(struct.pack(">i", len(header) + 2) + header + b"\x01\x00")
     assert s.recv(10) == b""  # closed, as Kafka closes it
     s.close()
     line = wait_until(lambda: _events(node, "request_version_unsupported", client_id="txn-tool"), 30,
                       "the refusal line")
     assert len(line) == 1 and line[0]["level"] == "info"
-    assert line[0]["reason"] == "WRITE_TXN_MARKERS (27) is not served by Sundial (not in its ApiVersions answer)"
+    assert line[0]["reason"] == "ALLOCATE_PRODUCER_IDS (67) is not served by Sundial (not in its ApiVersions answer)"
 
 
 def test_a_created_topic_is_logged_once(node):
