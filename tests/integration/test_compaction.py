@@ -342,7 +342,9 @@ def test_min_compaction_lag_holds_back_and_uses_record_timestamps(daemon):
 
 def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(daemon):
     forced, idle = unique_topic("maxlag"), unique_topic("nomaxlag")
-    cfg = {**COMPACT, "min.cleanable.dirty.ratio": "0.9"}
+    # Segments roll on the records' timestamps (Kafka's segment.ms rule), here at each of the records an hour or
+    # more apart: never inside the first 80 records, however kafka-python splits them into batches.
+    cfg = {**COMPACT, "min.cleanable.dirty.ratio": "0.9", "segment.ms": "60000"}
     create_topic(daemon.bootstrap, idle, 1, cfg)
     create_topic(daemon.bootstrap, forced, 1, {**cfg, "max.compaction.lag.ms": "60000"})
     results = {}
