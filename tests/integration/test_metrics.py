@@ -215,8 +215,12 @@ def test_group_metrics_per_type(broker_factory):
         assert value(samples, "sundial_group_fenced_members_total", type=group_type) == 0
 
     # classic: a live kafka-python member (Stable) and an offsets-only group (Empty).
-    live = KafkaConsumer(topic, bootstrap_servers=b, group_id=unique_topic("m-classic"), enable_auto_commit=False,
+    live = KafkaConsumer(bootstrap_servers=b, group_id=unique_topic("m-classic"), enable_auto_commit=False,
                          auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000)
+    # The topic's metadata first, then the subscription: a kafka-python 3.0.12 leader that assigns before its
+    # metadata has the topic assigns nothing and can lose the rejoin that should follow.
+    wait_until(lambda: live.partitions_for_topic(topic), 90, "the classic member's metadata")
+    live.subscribe([topic])
     holder = KafkaConsumer(bootstrap_servers=b, group_id=unique_topic("m-offsets"), enable_auto_commit=False)
     holder.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
     holder.close(autocommit=False)
