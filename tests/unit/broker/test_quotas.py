@@ -244,7 +244,7 @@ def test_handler_timer_counts_only_the_handlers_own_steps():
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 0.02:
             pass
-        await asyncio.sleep(0.3)                     # waiting is not handler time
+        await asyncio.sleep(3.0)                     # waiting is not handler time
         return "done"
 
     async def main():
@@ -253,7 +253,7 @@ def test_handler_timer_counts_only_the_handlers_own_steps():
         return timer.seconds
 
     seconds = asyncio.run(main())
-    assert 0.02 <= seconds < 0.25
+    assert 0.02 <= seconds < 2.0                     # far below the wait, whatever the machine's load
 
 
 def test_handler_timer_passes_exceptions_both_ways():
