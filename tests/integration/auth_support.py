@@ -14,15 +14,14 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from .clients import read_frame
 from .conftest import SundialProcess, free_port
+from .test_metrics import scrape  # noqa: F401  (re-exported for the security metric tests)
+from .test_metrics import value as metric_value
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 
@@ -100,21 +99,7 @@ def fail_plain(port: int, source: str = "127.0.0.1", user: str = "alice") -> flo
         raw.close()
 
 
-def scrape(port: int) -> dict[str, list]:
-    """{sample name: [(labels, value), ...]} from the metrics endpoint."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        assert resp.status == 200
-        text = resp.read().decode()
-    samples: dict[str, list] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            samples.setdefault(s.name, []).append((s.labels, s.value))
-    return samples
-
-
 def value(samples: dict, name: str, **labels) -> float:
     """The sample with these labels (0 when absent: a counter not yet moved)."""
-    for got, v in samples.get(name, []):
-        if all(got.get(k) == str(want) for k, want in labels.items()):
-            return v
-    return 0.0
+    found = metric_value(samples, name, **labels)
+    return 0.0 if found is None else found
