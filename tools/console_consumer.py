@@ -39,6 +39,7 @@ each poll, which counts records fetched but not printed when ``--max-messages`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -140,22 +141,46 @@ def _offset_spec(text: str) -> int:
 
 
 class _Stop:
-    """SIGTERM ends the tool as Ctrl-C does (it is installed in the main thread only)."""
+    """Ctrl-C and SIGTERM end the tool (installed in the main thread only).
+
+    The signal raises ``KeyboardInterrupt``, except while a record is being printed and counted
+    (:meth:`held`): then it is kept until the record's bookkeeping is done, so a record that
+    reached stdout is always counted and committed. A second signal during a write that blocks
+    (a reader that stopped reading) raises at once.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
-        self.previous = None
+        self.previous: dict = {}
+        self._holding = False
+        self._pending = False
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._on_term)
+            self.previous = {sig: signal.signal(sig, self._on_signal) for sig in self.SIGNALS}
 
     def restore(self) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous = {}
 
-    @staticmethod
-    def _on_term(_signum, _frame) -> None:
+    def _on_signal(self, _signum, _frame) -> None:
+        if self._holding and not self._pending:
+            self._pending = True
+            return
         raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self):
+        """Keep a stop signal until the block is done, then act on it."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending:
+            raise KeyboardInterrupt
 
 
 @tool_command(COMMAND)
@@ -200,7 +225,7 @@ def run(args) -> int:
         consumer = settings.consumer(
             group_id=args.group, enable_auto_commit=False, isolation_level=args.isolation_level,
             auto_offset_reset="earliest" if from_beginning else "latest", max_poll_records=MAX_POLL_RECORDS)
-        session = _Session(consumer, formatter, group=args.group, until_ms=until_ms,
+        session = _Session(consumer, formatter, stop, group=args.group, until_ms=until_ms,
                            max_messages=args.max_messages, idle_timeout_ms=args.timeout_ms,
                            timeout_ms=settings.timeout_ms)
         if args.group is None:
@@ -269,10 +294,12 @@ class _FirstAssignmentSeeks(ConsumerRebalanceListener):
 class _Session:
     """The read loop: prints records, applies --until, --max-messages and --timeout-ms, commits for --group."""
 
-    def __init__(self, consumer, formatter: RecordFormatter, *, group: str | None, until_ms: int | None,
-                 max_messages: int | None, idle_timeout_ms: int | None, timeout_ms: int) -> None:
+    def __init__(self, consumer, formatter: RecordFormatter, stop: _Stop, *, group: str | None,
+                 until_ms: int | None, max_messages: int | None, idle_timeout_ms: int | None,
+                 timeout_ms: int) -> None:
         self.consumer = consumer
         self.formatter = formatter
+        self.stop = stop
         self.group = group
         self.until_ms = until_ms
         self.max_messages = max_messages
@@ -318,9 +345,11 @@ class _Session:
                             record.timestamp >= self.until_ms:
                         self._end(tp)
                         break
-                    self._write(self.formatter.format(record))
-                    self.printed[tp] = record.offset + 1
-                    self.count += 1
+                    line = self.formatter.format(record)
+                    with self.stop.held():      # a record on stdout is a record counted and committed
+                        self._write(line)
+                        self.printed[tp] = record.offset + 1
+                        self.count += 1
                     printed = True
                     if self.max_messages is not None and self.count >= self.max_messages:
                         self._flush()
