@@ -23,7 +23,11 @@ from sundial.storage.topics import InvalidTopicError, TopicAlreadyExistsError
 
 logger = structlog.get_logger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+#: Kafka's internal topics, named here once (their owners import the names).
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 class TopicError(Exception):

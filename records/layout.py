@@ -88,6 +88,9 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+#: The highest producer epoch (an int16, Kafka ``Short.MAX_VALUE``); a producer epoch is
+#: exhausted one below it, and InitProducerId then moves to a new producer id.
+MAX_PRODUCER_EPOCH = 0x7FFF
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 

@@ -68,6 +68,8 @@ from typing import Iterable, NamedTuple
 import structlog
 from crc32c import crc32c
 
+from sundial.records.layout import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE
+
 from . import files
 from .errors import (
     InvalidProducerEpochError,
@@ -78,10 +80,6 @@ from .errors import (
 
 logger = structlog.get_logger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-INT32_MAX = 0x7FFFFFFF
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_VERSION = 1
 
@@ -349,8 +347,7 @@ class ProducerStateManager:
         done = None
         if view.magic >= 2:
             base = view.last_offset - view.last_offset_delta
-            last_seq = NO_SEQUENCE if view.base_sequence < 0 else (view.base_sequence + view.last_offset_delta) % (1 << 31)
-            done = self.apply_batch(view.producer_id, view.producer_epoch, view.base_sequence, last_seq, base,
+            done = self.apply_batch(view.producer_id, view.producer_epoch, view.base_sequence, view.last_sequence, base,
                                     view.last_offset, view.max_timestamp, view.is_transactional, view.is_control,
                                     marker)
         self.map_end_offset = max(self.map_end_offset, view.last_offset + 1)

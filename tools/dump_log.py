@@ -57,6 +57,7 @@ from typing import TextIO
 
 from sundial.broker.groups import schema
 from sundial.broker.groups.modern import records as group_records
+from sundial.records.batch import last_sequence_of
 from sundial.records.codecs import CODEC_NAMES
 from sundial.records.framing import iter_file_batches, iter_records
 from sundial.records.layout import CONTROL_RECORD_KEY, DELETE_HORIZON_FLAG_MASK, END_TXN_MARKER_VALUE
@@ -210,10 +211,7 @@ def _record_line(view, record, opts: Options) -> str:
     value_size = -1 if record.value is None else len(record.value)
     parts = [f"| offset: {record.offset} {ts_type}: {record.timestamp} keySize: {key_size} valueSize: {value_size}"]
     if view.magic >= 2:
-        if view.base_sequence >= 0:
-            seq = (view.base_sequence + record.offset - view.base_offset) & 0x7FFFFFFF
-        else:
-            seq = -1
+        seq = last_sequence_of(view.base_sequence, record.offset - view.base_offset) if view.base_sequence >= 0 else -1
         keys = ",".join(h[0] if isinstance(h[0], str) else bytes(h[0]).decode("utf-8", "replace")
                         for h in record.headers)
         parts.append(f" sequence: {seq} headerKeys: [{keys}]")

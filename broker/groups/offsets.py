@@ -68,6 +68,7 @@ from sundial.records.framing import iter_records
 from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 
 from ..flusher import PartitionFlusher
+from ..topics import OFFSETS_TOPIC
 from .modern.records import CoordinatorRecord, decode_record, is_consumer_group_key
 from .share.records import ShareRecord, decode_record as decode_share_record, is_share_group_key
 from .schema import (
@@ -86,7 +87,6 @@ from .schema import (
 
 logger = structlog.get_logger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 #: Records per appended batch when writing a snapshot (batches are also cut by size).
 SNAPSHOT_BATCH_RECORDS = 500
 #: Bytes a v2 batch adds around its records, and a bound on one record's own framing.

@@ -25,11 +25,10 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from .transactions import init_transactional_producer_id
+from ..txn.state import is_epoch_exhausted
 from ..authorizer import CLUSTER_NAME, AclOperation, ResourceType, is_authorized, is_authorized_any, record_denial
 
 logger = structlog.get_logger(__name__)
-
-MAX_EPOCH = 32767
 
 
 async def handle_init_producer_id(ctx, request):
@@ -44,7 +43,7 @@ async def handle_init_producer_id(ctx, request):
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if ctx.api_version >= 3 and pid is not None and pid >= 0 and epoch is not None and epoch >= 0 \
-            and epoch < MAX_EPOCH - 1:
+            and not is_epoch_exhausted(epoch):
         new_pid, new_epoch = pid, epoch + 1
     else:
         new_pid, new_epoch = broker.producer_ids.next_id(), 0

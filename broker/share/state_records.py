@@ -25,9 +25,8 @@ from typing import Iterable
 from sundial.protocol.primitives import write_array_len, write_string, write_tagged_fields
 
 from ..coordinator_schema import MessageReader, SchemaError
+from ..topics import SHARE_STATE_TOPIC
 from .state_batch import RecordState, StateBatch
-
-SHARE_STATE_TOPIC = "__share_group_state"
 
 #: Record types: the int16 version that starts a key (Kafka ``CoordinatorRecordType`` of the share coordinator).
 SHARE_SNAPSHOT_RECORD_TYPE = 0

@@ -35,12 +35,12 @@ from sundial.records.builder import SimpleRecord, build_batch
 from sundial.records.framing import iter_records
 from sundial.records.layout import MAGIC_V2
 
+from ..topics import TRANSACTION_STATE_TOPIC
 from .schema import SchemaError, TxnLogValue, decode_key, decode_value, encode_key, encode_value, partition_for
 from .state import TransactionMetadata, TxnTransit
 
 logger = structlog.get_logger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 COORDINATOR_EPOCH = 0
 #: How long a durable write of one transition may wait for its fsync.
 WRITE_TIMEOUT_MS = 30_000

@@ -24,9 +24,9 @@ import structlog
 
 from sundial.protocol.errors import ErrorCode
 
-logger = structlog.get_logger(__name__)
+from ..topics import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
+logger = structlog.get_logger(__name__)
 
 
 class ReplicaMarkerWriter:

@@ -21,8 +21,8 @@ States and their byte in the log (Kafka's ids) and the states each may follow
 
 Invariants: ``partitions`` is empty in Empty, CompleteCommit and CompleteAbort;
 ``txn_start_timestamp_ms`` is -1 in Empty; the epoch never decreases for one producer
-id; an epoch is "exhausted" at ``MAX_EPOCH - 1`` (32766), after which InitProducerId
-rotates to a new producer id with epoch 0.
+id; an epoch is "exhausted" at ``MAX_PRODUCER_EPOCH - 1`` (32766; the constant lives in
+:mod:`records.layout`), after which InitProducerId rotates to a new producer id with epoch 0.
 
 No I/O here: pure state, checked by tests/unit/broker/test_txn_state.py against a model.
 """
@@ -32,9 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-MAX_EPOCH = 32767
+from sundial.records.layout import MAX_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+
 
 TopicPartition = tuple[str, int]
 
@@ -96,7 +95,7 @@ class TxnError(Exception):
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
-    return epoch >= MAX_EPOCH - 1
+    return epoch >= MAX_PRODUCER_EPOCH - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +205,7 @@ class TransactionMetadata:
 
     def prepare_fence_producer_epoch(self) -> TxnTransit:
         """InitProducerId (or the timeout) found an Ongoing transaction: bump the epoch to fence, then abort."""
-        if self.producer_epoch == MAX_EPOCH:
+        if self.producer_epoch == MAX_PRODUCER_EPOCH:
             raise IllegalTransition("cannot fence an epoch of Short.MaxValue")
         bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
         return self._prepare(S.PREPARE_EPOCH_FENCE, producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH)
