@@ -9,22 +9,23 @@ threads so the event loop keeps serving however slow the disk; ``prepare_flush``
 ``mark_flushed`` run on the loop thread because storage is not thread-safe.
 
 Two implementations of those threads, one interface (``submit(job, loop, done)``,
-``async run(job)``); :func:`flush_threads` picks one per process:
+``async run(job)``); :func:`flush_threads` picks the process's default one:
 
-* :class:`NativeFlushThreads` (default when the C extension ``storage._fsync_worker``
-  is built, Linux): the job hands its descriptors to native threads that fdatasync and
-  close them without ever taking the GIL, and signal an eventfd the loop watches
-  (``loop.add_reader``, once per loop); the loop's reader calls ``done`` for each
-  finished job. No GIL hand-off on either side of the fsync.
+* :class:`NativeFlushThreads` (default when storage's native fsync worker is built,
+  Linux; :func:`storage.files.native_fsync_worker`): the job hands its descriptors to
+  native threads that fdatasync and close them without ever taking the GIL, and signal
+  an eventfd the loop watches (``loop.add_reader``, once per loop); the loop's reader
+  calls ``done`` for each finished job. No GIL hand-off on either side of the fsync.
 * :class:`FlushThreads` (fallback; ``SUNDIAL_NATIVE_FSYNC=0`` or
-  ``SUNDIAL_NO_EXTENSIONS=1`` force it): Python threads run ``FlushJob.run`` and
-  report with ``loop.call_soon_threadsafe`` (uvloop coalesces the wake-ups of
-  completions that arrive together).
+  ``SUNDIAL_NO_EXTENSIONS=1`` force it): Python threads run each job (``FlushJob.run``,
+  or the ``run_job`` it was built with) and report with ``loop.call_soon_threadsafe``
+  (uvloop coalesces the wake-ups of completions that arrive together).
 
 Either way the loop thread does one queue put per flush and runs one callback when the
-fsync is done: no executor future, chained asyncio future or task per flush. A job whose
-``run`` is not ``FlushJob.run`` (a test replaced it to inject a failing or slow disk)
-always goes to the Python threads, so such hooks hold on both paths.
+fsync is done: no executor future, chained asyncio future or task per flush. Whoever
+builds a :class:`PartitionFlusher` or a :class:`~broker.replica_manager.ReplicaManager`
+may hand it its threads (``threads=``/``flush_threads=``); a test that needs a failing or
+slow disk builds ``FlushThreads(n, run_job=...)`` and passes it in.
 """
 
 from __future__ import annotations
@@ -37,23 +38,18 @@ import os
 import queue
 import threading
 
+from typing import Callable
+
 import structlog
 
-from sundial.records.extensions import extensions_enabled
+from sundial.storage.files import native_fsync_built, native_fsync_worker
 from sundial.storage.log_flush import FlushJob, close_fds, flush_failure
-
-_fsync_worker = None
-if extensions_enabled():
-    try:
-        from sundial.storage import _fsync_worker  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - depends on the build (Linux only)
-        _fsync_worker = None
 
 logger = structlog.get_logger(__name__)
 
-#: The stock ``FlushJob.run``: jobs whose ``run`` is another function (a test's hook) are
-#: not handed to native threads.
-_STOCK_RUN = FlushJob.run
+
+def _run_job(job: FlushJob) -> None:
+    job.run()
 
 
 class _Runner:
@@ -70,8 +66,8 @@ class _Runner:
 class FlushThreads(_Runner):
     """A fixed set of long-lived threads that run flush jobs from one queue.
 
-    :meth:`submit` queues ``(job, loop, done)``; a free thread runs ``job.run()`` (the
-    fdatasync calls release the GIL) and then schedules ``done(job, error)`` on ``loop``
+    :meth:`submit` queues ``(job, loop, done)``; a free thread runs ``run_job(job)``
+    (default ``job.run()``; the fdatasync calls release the GIL) and then schedules ``done(job, error)`` on ``loop``
     (``error`` is the exception ``run`` raised, or None). Jobs of different partitions
     run in parallel up to the number of threads; a job waits in the queue only while
     every thread is busy with another fsync. A thread is started only when none is idle,
@@ -83,8 +79,9 @@ class FlushThreads(_Runner):
     so a worker the host preempts never holds up the event loop.
     """
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, run_job: Callable[[FlushJob], None] = _run_job) -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._run_job = run_job
         self._size = threads
         self._started = 0            # submitting threads only (the event loop)
         self._idle: deque = deque()  # one entry per thread at (or on its way to) the queue
@@ -107,6 +104,7 @@ class FlushThreads(_Runner):
     def _work(self) -> None:
         get = self._queue.get
         idle = self._idle
+        run_job = self._run_job
         first = True
         while True:
             if not first:
@@ -115,7 +113,7 @@ class FlushThreads(_Runner):
             job, loop, done = get()
             error = None
             try:
-                job.run()
+                run_job(job)
             except BaseException as exc:  # reaches the waiters; the thread goes on
                 error = exc
             try:
@@ -134,7 +132,7 @@ def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
 
 
 class NativeFlushThreads(_Runner):
-    """Flush jobs on the native threads of ``storage._fsync_worker.FsyncWorker``.
+    """Flush jobs on native fsync threads (:func:`storage.files.native_fsync_worker`).
 
     :meth:`submit` takes the job's descriptors (``FlushJob.hand_over``) and queues them
     under a token; the worker fdatasyncs and closes them without the GIL and signals its
@@ -144,21 +142,17 @@ class NativeFlushThreads(_Runner):
     is the running loop, else through ``call_soon_threadsafe``); ``error`` is None or
     what ``FlushJob.run`` would have raised (:func:`storage.log_flush.flush_failure` of
     the errno). Threads start lazily up to ``threads``, as with :class:`FlushThreads`.
-    Jobs whose ``run`` was replaced go to a :class:`FlushThreads` of the same size.
+    Every job is synced for real: a disk to inject goes through ``FlushThreads(run_job=...)``.
     """
 
     def __init__(self, threads: int) -> None:
-        self._worker = _fsync_worker.FsyncWorker(threads)
+        self._worker = native_fsync_worker(threads)
         self._fd = self._worker.fileno()
         self._jobs: dict[int, tuple] = {}   # token -> (job, loop, done); loop threads only
         self._tokens = itertools.count()
         self._loops: list[asyncio.AbstractEventLoop] = []
-        self._python = FlushThreads(threads)
 
     def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
-        if type(job).run is not _STOCK_RUN:
-            self._python.submit(job, loop, done)
-            return
         if loop not in self._loops:
             self._loops = [known for known in self._loops if not known.is_closed()]
             loop.add_reader(self._fd, self._collect)
@@ -208,14 +202,15 @@ class NativeFlushThreads(_Runner):
 def native_fsync_available() -> bool:
     """Whether :func:`flush_threads` uses :class:`NativeFlushThreads`: the extension is
     built and neither ``SUNDIAL_NATIVE_FSYNC=0`` nor ``SUNDIAL_NO_EXTENSIONS=1`` is set."""
-    return _fsync_worker is not None and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
+    return native_fsync_built() and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
 
 
 _THREADS: FlushThreads | NativeFlushThreads | None = None
 
 
 def flush_threads() -> FlushThreads | NativeFlushThreads:
-    """The process's fsync threads (four: two flushes in flight for each of two partitions)."""
+    """The process's default fsync threads (four: two flushes in flight for each of two
+    partitions), for flushers built without threads of their own."""
     global _THREADS
     if _THREADS is None:
         _THREADS = NativeFlushThreads(4) if native_fsync_available() else FlushThreads(4)
@@ -235,8 +230,11 @@ class PartitionFlusher:
 
     MAX_IN_FLIGHT = 2
 
-    def __init__(self, log, topic: str, partition: int) -> None:
+    def __init__(self, log, topic: str, partition: int, *,
+                 threads: FlushThreads | NativeFlushThreads | None = None) -> None:
+        """``threads``: the fsync threads to run its flushes on (None: :func:`flush_threads`)."""
         self._log = log
+        self._threads = threads if threads is not None else flush_threads()
         self._topic = topic
         self._partition = partition
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
@@ -296,7 +294,7 @@ class PartitionFlusher:
         self._covered_below = job.target_offset
         self._running += 1
         try:
-            flush_threads().submit(job, self._loop, self._job_done)
+            self._threads.submit(job, self._loop, self._job_done)
         except RuntimeError as exc:  # no fsync thread at all: fail the waiters, do not hang them
             self._running -= 1
             job.discard()

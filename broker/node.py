@@ -127,7 +127,7 @@ class Broker:
 
 def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id: str, advertised: dict,
                  logs: LogManager, metrics: BrokerMetrics, purgatory: FetchPurgatory,
-                 dispatcher: Dispatcher, scheduler=None) -> Broker:
+                 dispatcher: Dispatcher, scheduler=None, flush_threads=None) -> Broker:
     """Build the daemon's parts in order (see the module docstring); the logs are loaded already."""
     data_dir = logs.log_dirs[0]
     if any(l.security_protocol != "PLAINTEXT" for l in config.listeners):
@@ -143,7 +143,8 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs)
     share_state = ShareStateStore.open(logs, config, now_ms=now_ms)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
-                                     groups=ConsumedReaders(groups, share_state), scheduler=scheduler)
+                                     groups=ConsumedReaders(groups, share_state), scheduler=scheduler,
+                                     flush_threads=flush_threads)
     transactions = build_transaction_coordinator(config, logs=logs, replica_manager=replica_manager, groups=groups,
                                                  producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \

@@ -69,7 +69,7 @@ from sundial.storage.files import FileSlice
 
 from . import page_cache
 from .errors import NO_LOG_START_OFFSET, error_code_for
-from .flusher import PartitionFlusher, flush_threads
+from .flusher import PartitionFlusher, flush_threads as default_flush_threads
 from .topics import INTERNAL_TOPICS
 
 logger = structlog.get_logger(__name__)
@@ -244,11 +244,13 @@ class ReplicaManager:
     ``purgatory`` parks long-polling fetches and is woken by appends; ``metrics`` counts
     appends, retention and time-index lookups; ``now_ms`` is the clock; ``groups``
     (anything with ``consumed_upto(topic, partition, log_start_offset)``, the group
-    coordinator) is the consumed-retention input, None for none.
+    coordinator) is the consumed-retention input, None for none. ``flush_threads`` runs the
+    fsyncs (acks=all, ``flush.messages``/``flush.ms``); None: the process's default
+    (:func:`broker.flusher.flush_threads`).
     """
 
     def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
-                 scheduler=None) -> None:
+                 scheduler=None, flush_threads=None) -> None:
         self.config = config
         self.logs = logs
         self.purgatory = purgatory
@@ -258,6 +260,7 @@ class ReplicaManager:
         self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
+        self._flush_threads = flush_threads if flush_threads is not None else default_flush_threads()
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
 
     # -- helpers ----------------------------------------------------------------------------
@@ -269,7 +272,7 @@ class ReplicaManager:
         key = (topic, partition)
         f = self._flushers.get(key)
         if f is None or not f.serves(log):
-            f = PartitionFlusher(log, topic, partition)
+            f = PartitionFlusher(log, topic, partition, threads=self._flush_threads)
             self._flushers[key] = f
         return f
 
@@ -824,7 +827,7 @@ class ReplicaManager:
         for topic, partition, log in self.logs.open_logs():
             job = log.maybe_flush_due(now, time_check=time_check)
             if job is not None:
-                await flush_threads().run(job)
+                await self._flush_threads.run(job)
                 log.mark_flushed(job)
 
     async def close(self) -> None:

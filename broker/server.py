@@ -171,9 +171,12 @@ class BrokerServer:
     """Owns the listeners, the connections and the periodic tasks of one Broker."""
 
     def __init__(self, config: BrokerConfig, unknown_keys: dict[str, str] | None = None, *,
-                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 now_ms: Callable[[], int] = wall_clock_ms, flush_threads=None) -> None:
+        """``flush_threads``: the replica manager's fsync threads (:mod:`broker.flusher`; None: the
+        process's default), handed in by a test that needs a failing or slow disk."""
         self.config = config
         self.now_ms = now_ms
+        self.flush_threads = flush_threads
         self.metrics = BrokerMetrics()
         self.purgatory = FetchPurgatory()
         self.dispatcher = Dispatcher()
@@ -299,7 +302,8 @@ class BrokerServer:
                     seconds=round(time.monotonic() - t0, 3))
         self.broker = broker = build_broker(cfg, now_ms=self.now_ms, cluster_id=cluster_id, advertised=advertised,
                                             logs=logs, metrics=self.metrics, purgatory=self.purgatory,
-                                            dispatcher=self.dispatcher, scheduler=scheduler)
+                                            dispatcher=self.dispatcher, scheduler=scheduler,
+                                            flush_threads=self.flush_threads)
         self._release.push_async_callback(broker.replica_manager.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()

@@ -34,6 +34,15 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from sundial.records.extensions import extensions_enabled
+
+_fsync_worker = None
+if extensions_enabled():
+    try:
+        from . import _fsync_worker  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - depends on the build (Linux only)
+        _fsync_worker = None
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -165,6 +174,23 @@ def fsync_dir(dir_path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def native_fsync_built() -> bool:
+    """Whether the native fsync worker (``storage/_fsync_worker.c``, Linux) is built and
+    extensions are enabled (``SUNDIAL_NO_EXTENSIONS`` unset)."""
+    return _fsync_worker is not None
+
+
+def native_fsync_worker(threads: int):
+    """Native fsync threads: up to ``threads`` threads, started on demand, that fdatasync and
+    close the descriptors handed over by ``submit(token, fds)`` without taking the GIL and
+    signal the eventfd ``fileno()``; ``completed()`` returns the ``(token, errno)`` pairs of
+    the jobs finished since (errno 0: synced), ``close()`` stops the threads once every
+    queued job has run. ``RuntimeError`` when :func:`native_fsync_built` is False."""
+    if _fsync_worker is None:
+        raise RuntimeError("the native fsync worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
+    return _fsync_worker.FsyncWorker(threads)
 
 
 def write_file_atomically(path: str, data: bytes, *, sync: bool = True, mode: int = 0o644) -> None:

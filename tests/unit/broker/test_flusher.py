@@ -5,8 +5,9 @@ Invariants checked: a waiter is released only once its last offset is below the 
 recovery point (durable); waiters that arrive while a flush runs start a second one at
 once, so never more than two are in flight; a failing fsync fails exactly the waiters it
 was to cover, and later flushes still release the rest. A failure is injected for real:
-a pipe among the job's descriptors makes fdatasync fail with EINVAL on either path; a hook
-that replaces ``FlushJob.run`` still holds on the native path (such jobs go to Python).
+a pipe among the job's descriptors makes fdatasync fail with EINVAL on either path; a slow
+or failing disk is a ``run_job`` handed to ``FlushThreads``, and the threads are handed to
+the flusher (``threads=``), never swapped in a module global.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import pytest
 from sundial.broker import flusher as flusher_module
 from sundial.broker.flusher import FlushThreads, NativeFlushThreads, PartitionFlusher
 from sundial.config.topic import TopicConfig
-from sundial.storage import log as storage_log
 from sundial.records.builder import SimpleRecord, build_records
+from sundial.storage import files
+from sundial.storage import log as storage_log
 from sundial.storage.log import PartitionLog
 
 
@@ -41,36 +43,52 @@ def log(tmp_path):
     log.close()
 
 
-NATIVE = flusher_module._fsync_worker is not None
+NATIVE = files.native_fsync_built()
+NOT_BUILT = "the native fsync worker is not built (or SUNDIAL_NO_EXTENSIONS=1)"
 
 
-@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(
-    not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)"))])
-def threads(request, monkeypatch):
-    """The process's fsync threads for this test: one implementation or the other."""
-    made = FlushThreads(4) if request.param == "python" else NativeFlushThreads(4)
-    monkeypatch.setattr(flusher_module, "_THREADS", made)
-    yield made
-    if isinstance(made, NativeFlushThreads):
-        made.close()
+@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason=NOT_BUILT))])
+def kind(request):
+    """Which fsync threads the test builds and hands to its flusher."""
+    return request.param
 
 
-def count_in_flight(monkeypatch, threads) -> list[int]:
-    """Wrap ``threads.submit``: [in flight from submit to done, peak of that]."""
-    counts = [0, 0]
-    real_submit = threads.submit
+@pytest.fixture
+def make_threads(kind):
+    """``make_threads(run_job=None)``: fsync threads of this test's kind (a ``run_job``, the
+    injected disk, only for the Python threads: the native ones sync for real)."""
+    made = []
 
-    def submit(job, loop, done):
+    def make(run_job=None):
+        if kind == "native":
+            threads = NativeFlushThreads(4)
+        else:
+            threads = FlushThreads(4, run_job=run_job) if run_job is not None else FlushThreads(4)
+        made.append(threads)
+        return threads
+
+    yield make
+    for threads in made:
+        if isinstance(threads, NativeFlushThreads):
+            threads.close()
+
+
+class CountingThreads:
+    """Fsync threads that count the flushes in flight from submit to done (and their peak)."""
+
+    def __init__(self, threads) -> None:
+        self._threads = threads
+        self.in_flight = 0
+        self.peak = 0
+
+    def submit(self, job, loop, done) -> None:
         def counted_done(job, error):
-            counts[0] -= 1
+            self.in_flight -= 1
             done(job, error)
 
-        counts[0] += 1
-        counts[1] = max(counts[1], counts[0])
-        real_submit(job, loop, counted_done)
-
-    monkeypatch.setattr(threads, "submit", submit)
-    return counts
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        self._threads.submit(job, loop, counted_done)
 
 
 def inject_bad_descriptor(monkeypatch, fail: list[bool]) -> None:
@@ -89,7 +107,7 @@ def inject_bad_descriptor(monkeypatch, fail: list[bool]) -> None:
 
 
 @pytest.mark.asyncio
-async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, monkeypatch, threads):
+async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, kind, make_threads):
     real_run = storage_log.FlushJob.run
     lock = threading.Lock()
     running = [0]
@@ -106,10 +124,8 @@ async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, 
             with lock:
                 running[0] -= 1
 
-    if isinstance(threads, FlushThreads):   # a slow disk; the native threads sync for real
-        monkeypatch.setattr(storage_log.FlushJob, "run", slow_run)
-    in_flight = count_in_flight(monkeypatch, threads)
-    flusher = PartitionFlusher(log, "t", 0)
+    counting = CountingThreads(make_threads(run_job=slow_run))   # a slow disk for the Python threads
+    flusher = PartitionFlusher(log, "t", 0, threads=counting)
     released: list[tuple[int, int]] = []
 
     async def produce_and_wait(i: int) -> None:
@@ -128,20 +144,21 @@ async def test_waiters_released_only_when_durable_with_two_flushes_at_most(log, 
     # A flush that finishes first may release everybody while the other is still on its
     # thread: its completion is still due.
     deadline = time.monotonic() + 60
-    while in_flight[0] and time.monotonic() < deadline:
+    while counting.in_flight and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert peak[0] <= PartitionFlusher.MAX_IN_FLIGHT
-    assert 1 <= in_flight[1] <= PartitionFlusher.MAX_IN_FLIGHT and in_flight[0] == 0
+    assert (peak[0] >= 1) == (kind == "python"), "the injected disk runs on the Python threads only"
+    assert 1 <= counting.peak <= PartitionFlusher.MAX_IN_FLIGHT and counting.in_flight == 0
     assert flusher.flushes < 60, "fsyncs are shared"
     assert log.recovery_point == log.log_end_offset
 
 
 @pytest.mark.asyncio
-async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch, threads, open_under):
+async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, monkeypatch, make_threads, open_under):
     fail = [True]
     inject_bad_descriptor(monkeypatch, fail)
     before = open_under(log.dir)
-    flusher = PartitionFlusher(log, "t", 0)
+    flusher = PartitionFlusher(log, "t", 0, threads=make_threads())
     first = append(log, 2)
     with pytest.raises(storage_log.KafkaStorageError) as raised:
         await asyncio.wait_for(flusher.wait_flushed(first), 30)
@@ -156,20 +173,20 @@ async def test_failed_fsync_fails_its_waiters_and_later_flushes_recover(log, mon
 
 
 @pytest.mark.asyncio
-async def test_replaced_run_hook_holds_on_both_paths(log, monkeypatch, threads):
-    """A test hook that replaces ``FlushJob.run`` is honoured (the native path hands such
-    jobs to Python threads)."""
-    real_run = storage_log.FlushJob.run
+async def test_an_injected_run_job_runs_every_flush_of_its_threads(log):
+    """``FlushThreads(run_job=...)``: the injected disk runs each job (here it fails, then
+    syncs for real); the failure reaches the waiters and later flushes recover."""
     fail = [True]
+    ran = []
 
     def maybe_failing_run(job):
+        ran.append(job.target_offset)
         if fail[0]:
             job.discard()
             raise storage_log.KafkaStorageError.from_os_error(OSError(errno.EIO, "injected"), "flush failed")
-        real_run(job)
+        job.run()
 
-    monkeypatch.setattr(storage_log.FlushJob, "run", maybe_failing_run)
-    flusher = PartitionFlusher(log, "t", 0)
+    flusher = PartitionFlusher(log, "t", 0, threads=FlushThreads(2, run_job=maybe_failing_run))
     first = append(log, 2)
     with pytest.raises(storage_log.KafkaStorageError):
         await asyncio.wait_for(flusher.wait_flushed(first), 30)
@@ -178,20 +195,32 @@ async def test_replaced_run_hook_holds_on_both_paths(log, monkeypatch, threads):
     second = append(log, 2)
     await asyncio.wait_for(flusher.wait_flushed(second), 30)
     assert log.recovery_point > second
+    assert ran and ran[-1] == log.recovery_point
+
+
+@pytest.mark.asyncio
+async def test_a_flusher_without_threads_uses_the_process_default(log):
+    assert isinstance(flusher_module.flush_threads(),
+                      NativeFlushThreads if flusher_module.native_fsync_available() else FlushThreads)
+    assert flusher_module.flush_threads() is flusher_module.flush_threads()
+    flusher = PartitionFlusher(log, "t", 0)
+    last = append(log, 3)
+    await asyncio.wait_for(flusher.wait_flushed(last), 30)
+    assert log.recovery_point > last
 
 
 @pytest.mark.asyncio
 async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeypatch):
     """When the OS refuses to start any fsync thread the waiters get the error (the produce
     answer is then KAFKA_STORAGE_ERROR); once threads start again, flushes go through."""
-    monkeypatch.setattr(flusher_module, "_THREADS", flusher_module.FlushThreads(2))
+    threads = FlushThreads(2)
     real_start = threading.Thread.start
 
     def refused(self):
         raise RuntimeError("can't start new thread")
 
     monkeypatch.setattr(threading.Thread, "start", refused)
-    flusher = PartitionFlusher(log, "t", 0)
+    flusher = PartitionFlusher(log, "t", 0, threads=threads)
     first = append(log, 1)
     with pytest.raises(RuntimeError):
         await asyncio.wait_for(flusher.wait_flushed(first), 30)
@@ -202,16 +231,15 @@ async def test_no_fsync_thread_fails_the_waiters_instead_of_hanging(log, monkeyp
     assert log.recovery_point > second
 
 
-@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
+@pytest.mark.skipif(not NATIVE, reason=NOT_BUILT)
 def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
     """One native worker, loops one after another and two at once in two threads: every
     flush completes on its own loop and makes its log durable."""
     made = NativeFlushThreads(2)
-    monkeypatch.setattr(flusher_module, "_THREADS", made)
     logs = [PartitionLog.create(str(tmp_path / f"t-{i}"), TopicConfig(), topic="t", partition=i) for i in range(4)]
 
     async def produce_and_wait(log) -> None:
-        flusher = PartitionFlusher(log, "t", 0)
+        flusher = PartitionFlusher(log, "t", 0, threads=made)
         loop = asyncio.get_running_loop()
         for _ in range(20):
             last = append(log, 2)
@@ -243,14 +271,13 @@ def test_native_threads_serve_several_loops(tmp_path, monkeypatch):
             log.close()
 
 
-@pytest.mark.skipif(not NATIVE, reason="storage._fsync_worker is not built (or SUNDIAL_NO_EXTENSIONS=1)")
+@pytest.mark.skipif(not NATIVE, reason=NOT_BUILT)
 @pytest.mark.asyncio
 async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_files(log, monkeypatch, open_under):
     """A native worker that takes no more jobs (closed) makes the waiters fail at once,
     and the job's descriptors are closed, not leaked."""
     made = NativeFlushThreads(2)
-    monkeypatch.setattr(flusher_module, "_THREADS", made)
-    flusher = PartitionFlusher(log, "t", 0)
+    flusher = PartitionFlusher(log, "t", 0, threads=made)
     first = append(log, 1)
     await asyncio.wait_for(flusher.wait_flushed(first), 30)
     made.close()

@@ -2,10 +2,10 @@
 KAFKA_STORAGE_ERROR, in request order, and loses nothing acknowledged before.
 
 The broker runs in process (real BrokerServer, storage in a temporary directory, real
-sockets on loopback) so the failure can be injected: either into ``FlushJob.run`` (a
-replaced ``run`` sends the job to the Python fsync threads) or, on whichever fsync threads
-the process uses (native by default), as a pipe among the job's descriptors, which
-fdatasync refuses. Ground truth is what the test sent and read back.
+sockets on loopback) so the failure can be injected: either as the ``run_job`` of the
+Python fsync threads handed to the server (``BrokerServer(flush_threads=...)``) or, on
+the process's default fsync threads (native where built), as a pipe among the job's
+descriptors, which fdatasync refuses. Ground truth is what the test sent and read back.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import asyncio
 import errno
 import os
 import struct
+import threading
 import time
 
 import pytest
 
+from sundial.broker.flusher import FlushThreads
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 from sundial.storage import log as storage_log
@@ -51,17 +53,32 @@ async def produce_answers(reader, count: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def fail_every_fsync(monkeypatch, how: str):
-    """Make every flush fail from now on; returns the undo."""
-    if how == "run_hook":
-        real_run = storage_log.FlushJob.run
+class InjectedDisk:
+    """The ``run_job`` of fsync threads handed to the server: syncs for real, unless told to
+    fail every flush (``failing``) or to hold each one until ``gate`` is set."""
 
-        def failing_run(job):
+    def __init__(self) -> None:
+        self.failing = False
+        self.gate: threading.Event | None = None
+
+    def run(self, job) -> None:
+        if self.gate is not None:
+            self.gate.wait(120)  # the disk "hangs" until the test has its answers
+        if self.failing:
             job.discard()
             raise storage_log.KafkaStorageError.from_os_error(OSError(errno.EIO, "injected"), "flush failed")
+        job.run()
 
-        monkeypatch.setattr(storage_log.FlushJob, "run", failing_run)
-        return lambda: monkeypatch.setattr(storage_log.FlushJob, "run", real_run)
+
+def fail_every_fsync(monkeypatch, how: str, disk: InjectedDisk):
+    """Make every flush fail from now on; returns the undo."""
+    if how == "run_job":
+        disk.failing = True
+
+        def undo() -> None:
+            disk.failing = False
+
+        return undo
     real_prepare = storage_log.PartitionLog.prepare_flush
 
     def prepare_with_pipe(self, up_to_offset=None):
@@ -77,14 +94,16 @@ def fail_every_fsync(monkeypatch, how: str):
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("how", ["run_hook", "bad_descriptor"])
+@pytest.mark.parametrize("how", ["run_job", "bad_descriptor"])
 async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, monkeypatch, how):
     from sundial.broker.server import BrokerServer
     from sundial.broker.topics import create_topic
     from sundial.config import BrokerConfig
 
+    disk = InjectedDisk()
     server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
-                                        "group.initial.rebalance.delay.ms": "0"}))
+                                        "group.initial.rebalance.delay.ms": "0"}),
+                          flush_threads=FlushThreads(4, run_job=disk.run) if how == "run_job" else None)
     await server.start()
     try:
         create_topic(server.broker, "dur", 1, -1, {})
@@ -96,7 +115,7 @@ async def test_failed_fsync_answers_every_waiting_request_in_order(tmp_path, mon
         assert await produce_answers(reader, 5) == [(i, 0, i) for i in range(5)]
 
         # Every fsync fails from now on; 30 requests are in flight at once.
-        undo = fail_every_fsync(monkeypatch, how)
+        undo = fail_every_fsync(monkeypatch, how, disk)
         writer.write(b"".join(produce(100 + i, "dur", b"bad%d" % i) for i in range(30)))
         answers = await produce_answers(reader, 30)
         assert [a[0] for a in answers] == [100 + i for i in range(30)], "answers must stay in request order"
@@ -131,23 +150,17 @@ async def test_fsync_slower_than_timeout_answers_request_timed_out(tmp_path, mon
     from sundial.broker.server import BrokerServer
     from sundial.broker.topics import create_topic
     from sundial.config import BrokerConfig
-    import threading
-
+    disk = InjectedDisk()
     server = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
-                                        "group.initial.rebalance.delay.ms": "0"}))
+                                        "group.initial.rebalance.delay.ms": "0"}),
+                          flush_threads=FlushThreads(4, run_job=disk.run))
     await server.start()
     gate = threading.Event()
-    real_run = storage_log.FlushJob.run
-
-    def held_run(job):
-        gate.wait(120)  # the disk "hangs" until the test has its answers
-        real_run(job)
-
     try:
         create_topic(server.broker, "slow", 1, -1, {})
         port = server.bound_ports[server.config.listeners[0].name]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        monkeypatch.setattr(storage_log.FlushJob, "run", held_run)
+        disk.gate = gate
         writer.write(b"".join(produce(10 + i, "slow", b"v%d" % i, timeout_ms=200) for i in range(3)))
         answers = await produce_answers(reader, 3)
         assert [(a[0], a[1]) for a in answers] == [(10 + i, REQUEST_TIMED_OUT) for i in range(3)]
