@@ -9,8 +9,9 @@ share-state store (:mod:`broker.share.state_store`). As Kafka's ``KafkaApis`` an
   topic: a named topic without it answers TOPIC_AUTHORIZATION_FAILED for its partitions, and with
   ``Topics`` null (every initialized share-partition of the group) such topics are left out. A
   partition without state, or of a topic that does not exist, answers start offset -1 without an
-  error (as OffsetFetch answers -1). v1 adds the lag (KIP-1226): the high watermark less the SPSO
-  less the records from the SPSO on already acknowledged or archived; -1 without state.
+  error (as OffsetFetch answers -1). v1 adds the lag (KIP-1226): the latest offset (the high
+  watermark, asked of the ReplicaManager as ListOffsets asks it, as Kafka's coordinator does) less
+  the SPSO less the records from the SPSO on already acknowledged or archived; -1 without state.
 * **Alter** needs READ on the group and on each topic. The group must have no members
   (NON_EMPTY_GROUP); a group of another type answers GROUP_ID_NOT_FOUND. Each partition of an
   existing topic is initialized afresh at the given start offset (a new state epoch; everything in
@@ -37,6 +38,7 @@ import uuid
 import structlog
 
 from sundial.protocol.errors import ErrorCode
+from sundial.records.timestamps import LATEST_TIMESTAMP
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..groups.modern.errors import GroupError
@@ -50,6 +52,9 @@ ZERO_UUID = uuid.UUID(int=0)
 UNINITIALIZED_START_OFFSET = -1
 DEFAULT_LEADER_EPOCH = 0
 UNKNOWN_LAG = -1
+#: The ListOffsets version the lag's latest-offset lookup is answered as (v1: one offset, no
+#: read_committed; the high watermark).
+LATEST_OFFSET_LOOKUP_VERSION = 1
 
 _MESSAGES = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
@@ -114,9 +119,11 @@ def _described_partition(ctx, summary, topic: str, partition: int) -> dict:
                 "leader_epoch": DEFAULT_LEADER_EPOCH, "lag": UNKNOWN_LAG, "error_code": ErrorCode.NONE,
                 "error_message": None}
     lag = UNKNOWN_LAG
-    log = ctx.broker.logs.get_log(topic, partition)
-    if log is not None and summary.delivery_complete_count >= 0:
-        lag = max(0, log.high_watermark - summary.start_offset - summary.delivery_complete_count)
+    if summary.delivery_complete_count >= 0:
+        latest = ctx.broker.replica_manager.list_offset(topic, partition, LATEST_TIMESTAMP,
+                                                        api_version=LATEST_OFFSET_LOOKUP_VERSION)
+        if latest.error_code == ErrorCode.NONE and latest.offset >= 0:
+            lag = max(0, latest.offset - summary.start_offset - summary.delivery_complete_count)
     return {"partition_index": partition, "start_offset": summary.start_offset, "leader_epoch": summary.leader_epoch,
             "lag": lag, "error_code": ErrorCode.NONE, "error_message": None}
 

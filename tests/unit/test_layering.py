@@ -404,7 +404,7 @@ LOG_GETTERS = frozenset({"log_for", "get_log", "finish_open"})
 LOG_MANAGER_ATTRIBUTE = "logs"
 #: Handlers that still read a partition log's documented offsets themselves instead of asking the
 #: ReplicaManager (the list can only shrink).
-KNOWN_HANDLERS_HOLDING_A_LOG = {"broker/handlers/share_offsets.py"}
+KNOWN_HANDLERS_HOLDING_A_LOG: set[str] = set()
 #: Handlers that still read record bytes themselves; Produce's request-level checks are
 #: ``ReplicaManager.produce_records_error`` and ``carries_transactional_batch`` (the list can only shrink).
 KNOWN_HANDLERS_READING_BYTES: set[str] = set()

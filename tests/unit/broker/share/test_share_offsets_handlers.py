@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets through the real
 codec both ways (request encoded and decoded as the broker decodes it, response encoded and decoded
 with the protocol package's reader), over the in-memory share-state store, with Kafka's answers:
-error codes, ACLs, -1 for share-partitions without state, the v1 lag."""
+error codes, ACLs, -1 for share-partitions without state, the v1 lag (the latest offset asked of a
+real ReplicaManager over stand-in logs)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sundial.broker.handlers.share_offsets import (
 )
 from sundial.broker.share.state_batch import RecordState, StateBatch, StateChange
 from sundial.broker.groups.offsets import MemoryOffsetsLog
+from sundial.broker.replica_manager import ReplicaManager
 from sundial.broker.share.state_store import ShareStateStore
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.codec import decode_request, decode_response, encode_request, encode_response
@@ -114,6 +116,7 @@ class Broker:
     share_partitions: Manager = field(default_factory=Manager)
     authorizer: Authorizer | None = None
     share_state: ShareStateStore | None = None
+    replica_manager: ReplicaManager | None = None
 
 
 @dataclass
@@ -134,6 +137,7 @@ def new_broker() -> Broker:
     store = ShareStateStore(MemoryOffsetsLog(), FixedTopicIds({"t": T_ID, "u": U_ID}), now_ms=lambda: 1000)
     store.mark_loaded()
     broker.share_state = store
+    broker.replica_manager = ReplicaManager(None, broker.logs, purgatory=None, metrics=None, now_ms=lambda: 1000)
     return broker
 
 
