@@ -70,6 +70,7 @@ from sundial.storage.files import FileSlice
 from . import page_cache
 from .errors import NO_LOG_START_OFFSET, error_code_for
 from .flusher import PartitionFlusher, flush_threads as default_flush_threads
+from .log_mover import LogMover
 from .topics import INTERNAL_TOPICS
 
 logger = structlog.get_logger(__name__)
@@ -262,6 +263,7 @@ class ReplicaManager:
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
         self._flush_threads = flush_threads if flush_threads is not None else default_flush_threads()
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
+        self.log_mover = LogMover(self, now_ms)   # AlterReplicaLogDirs moves (broker.log_mover)
 
     # -- helpers ----------------------------------------------------------------------------
     def log_for(self, topic: str, partition: int):
@@ -831,6 +833,7 @@ class ReplicaManager:
                 log.mark_flushed(job)
 
     async def close(self) -> None:
+        await self.log_mover.close()
         self._flushers.clear()
 
 

@@ -196,6 +196,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # v0 (removed by Kafka 4.0, KIP-896) is the same on the wire as v1 and still served for old
     # clients; v5 (Kafka 4.3, IsCordoned) is not. DescribeTopicPartitions (KIP-966) has only v0.
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    # AlterReplicaLogDirs: Kafka 4 serves v1-v2 (v0, removed by KIP-896, is v1 on the wire).
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     # Kafka 4 group protocols, as Kafka 4.2 serves them (Kafka's JSON in protocol/schemas).
     # Consumer groups (KIP-848):

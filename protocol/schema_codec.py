@@ -53,6 +53,8 @@ from collections.abc import Mapping
 
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -235,6 +237,7 @@ SCHEMA_CLASSES: dict[int, tuple[type, type]] = {
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),

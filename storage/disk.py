@@ -17,6 +17,9 @@ stall on a slow or busy disk and that the broker runs off the event loop call
     writing a checkpoint file
 ``metadata``
     writing the topic list (``sundial-topics.json``) when a topic is created or deleted
+``move``
+    each step of an AlterReplicaLogDirs move: creating the future log, each chunk copied into
+    it, the swap (:mod:`storage.log_move`)
 
 The default :class:`Disk` does nothing. :class:`SlowDisk` sleeps, counts, and logs
 ``slow_disk_wait_started``/``slow_disk_wait_ended`` around each sleep; the
@@ -37,7 +40,7 @@ import structlog
 
 logger = structlog.get_logger(__name__)
 
-OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint", "metadata")
+OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint", "metadata", "move")
 
 #: Environment variable that installs a :class:`SlowDisk` (tests only).
 SLOW_DISK_ENV = "SUNDIAL_TEST_SLOW_DISK"

@@ -38,6 +38,13 @@ decision on the owner thread and file work that runs on any thread
 (:meth:`prepare_create_topic`, :meth:`prepare_delete_topic`): the broker runs the file
 work off the event loop, on one ordered thread, and answers once it is done.
 
+Moves between log dirs (AlterReplicaLogDirs, :mod:`storage.log_move`): :meth:`begin_move`
+decides one; :meth:`move_future_job` and :meth:`move_copy_job` build the copy steps;
+:meth:`start_swap` takes the log out of service and runs the swap as an open under way,
+so requests wait for it as for any open and :meth:`finish_open` installs the log where the
+swap left it. Start-up resolves the ``-future`` directories a stop left behind
+(``_resolve_moves_left``): never two live copies, never the live copy dropped.
+
 Shutdown: every open log is flushed and closed (final time-index entries, trimmed
 indexes, producer snapshots), both checkpoint files are written for every dir, then
 ``.kafka_cleanshutdown``.
@@ -69,6 +76,18 @@ from .checkpoints import (
 from .errors import KafkaStorageError
 from .log import PartitionLog
 from .log_dirs import ReplicaPlacement
+from .log_move import (
+    CommitOutcome,
+    LogDirNotFoundError,
+    LogMove,
+    copy_job,
+    future_dir_name,
+    future_job,
+    parse_future_dir_name,
+    promote_future,
+    resolve_leftovers,
+    swap_job,
+)
 from .retention import RetentionOutcome
 from .topics import (
     InvalidPartitionsError,
@@ -125,6 +144,9 @@ class LogManager:
         self._recovery_points: dict[str, dict[TopicPartition, int]] = {}
         self._log_start_offsets: dict[str, dict[TopicPartition, int]] = {}
         self._pending_dirs: list[list] = []                    # [path, due_ms | None, delay_ms]
+        self._moves: dict[TopicPartition, LogMove] = {}        # AlterReplicaLogDirs moves under way
+        self._swaps: dict[TopicPartition, LogMove] = {}        # moves whose swap runs (in _opening)
+        self._offline: set[TopicPartition] = set()             # a swap failed half-way: until a restart
         self._started = False
         self._shut_down = False
         self._checkpoint_lock = threading.Lock()
@@ -142,12 +164,18 @@ class LogManager:
             self._log_start_offsets[d] = read_offset_checkpoint(
                 os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT_FILE))
         found: dict[TopicPartition, str] = {}
+        futures: dict[TopicPartition, list[tuple[str, str]]] = {}
         for d in self.log_dirs:
             for name in os.listdir(d):
                 path = os.path.join(d, name)
                 if files.is_delete_dir(name):
                     shutil.rmtree(path, ignore_errors=True)
                     logger.info("deleted_partition_dir_removed", path=path)
+                    continue
+                future_of = parse_future_dir_name(name)
+                if future_of is not None:
+                    if os.path.isdir(path):
+                        futures.setdefault(future_of, []).append((d, name))
                     continue
                 parsed = files.parse_partition_dir_name(name)
                 if parsed is None or not os.path.isdir(path):
@@ -156,6 +184,7 @@ class LogManager:
                     raise KafkaStorageError(
                         f"duplicate log directories for {parsed[0]}-{parsed[1]}: {found[parsed]} and {d}")
                 found[parsed] = d
+        self._resolve_moves_left(found, futures)
         stored = read_metadata(self.log_dirs)
         if stored is None:
             self._adopt_topics(found)
@@ -208,6 +237,23 @@ class LogManager:
         finally:
             for pool in pools.values():
                 pool.shutdown(wait=True)
+
+    def _resolve_moves_left(self, found: dict[TopicPartition, str],
+                            futures: dict[TopicPartition, list[tuple[str, str]]]) -> None:
+        """Start-up: the ``-future`` directories of moves a stop cut short (:mod:`storage.log_move`):
+        discarded when the partition has its live directory, renamed to it when it has none."""
+        if not futures:
+            return
+        leftovers = resolve_leftovers(found, futures)
+        for path in leftovers.discard:
+            shutil.rmtree(path, ignore_errors=True)
+            logger.warning("log_move_abandoned", path=path,
+                           reason="the move did not complete before the stop; the partition stays where it was")
+        for tp, (d, name) in leftovers.promote.items():
+            promote_future(d, name, tp)
+            found[tp] = d
+            self._clean[d] = False   # its checkpoints do not know it yet: recover it from its start
+            logger.warning("log_move_completed_at_startup", topic=tp[0], partition=tp[1], log_dir=d)
 
     def _adopt_topics(self, found: dict[TopicPartition, str]) -> None:
         """No metadata file: rebuild the topic list from partition directories (logged)."""
@@ -393,6 +439,10 @@ class LogManager:
         dirs = []
         for p in range(meta.partitions):
             tp = (name, p)
+            move = self._moves.pop(tp, None)
+            if move is not None:
+                move.cancelled = True   # its mover discards the future
+            self._offline.discard(tp)
             self._drop_open_under_way(tp)
             log = self._logs.pop(tp, None)
             if log is not None:
@@ -431,11 +481,17 @@ class LogManager:
         fut = self._opening.pop(tp, None)
         if fut is None:
             return
+        swap = self._swaps.pop(tp, None)
         try:
-            log = fut.result()[0]
+            result = fut.result()
         except Exception:  # noqa: BLE001 - the partition is going away; its open's error does not matter
             return
-        log.close_handles()
+        if swap is not None:   # a move's swap: the data is where it ended, and the old copy goes too
+            outcome: CommitOutcome = result[3]
+            self._locations[tp] = outcome.log_dir
+            if outcome.deleted is not None:
+                self._pending_dirs.append([outcome.deleted, None, 0])
+        result[0].close_handles()
 
     def _schedule_dir_delete(self, tp: TopicPartition, path: str, delay_ms: int) -> None:
         target = _rename_for_delete(tp, path)
@@ -506,6 +562,8 @@ class LogManager:
         fut = self._opening.pop(tp, None)
         if fut is None:
             return self._logs.get(tp)
+        if tp in self._swaps:
+            return self._finish_swap(tp, fut)
         return self._install(tp, *fut.result())
 
     def _open_job(self, tp: TopicPartition) -> Callable[[], tuple] | None:
@@ -515,6 +573,9 @@ class LogManager:
         if meta is None or not 0 <= tp[1] < meta.partitions:
             return None
         self._check_started()
+        if tp in self._offline:
+            raise KafkaStorageError(f"partition {tp[0]}-{tp[1]} is offline: the swap of its log directory move "
+                                    "failed half-way; a restart completes it")
         d = self._locations.get(tp)
         if d is None:
             d = self._locations[tp] = self._pick_log_dir()
@@ -572,7 +633,103 @@ class LogManager:
             else:
                 out.append(ReplicaPlacement(topic, partition, d, pdir, size_bytes=log.size_bytes,
                                             log_end_offset=log.log_end_offset, high_watermark=log.high_watermark))
+            move = self._moves.get((topic, partition))
+            if move is not None and move.future_log_end_offset is not None:
+                out.append(ReplicaPlacement(topic, partition, move.target_dir, move.future_path, is_future=True,
+                                            size_bytes=move.future_size_bytes,
+                                            log_end_offset=move.future_log_end_offset))
         return out
+
+    # -- AlterReplicaLogDirs (storage.log_move) --------------------------------------------------------
+    def begin_move(self, topic: str, partition: int, log_dir: str) -> tuple[LogMove | None, LogMove | None]:
+        """Owner thread: decide a move of the partition to ``log_dir`` (Kafka
+        ``ReplicaManager.alterReplicaLogDirs``); ``(move to run, move cancelled)``, either None.
+
+        Already there: nothing to do (a move elsewhere under way is cancelled, as Kafka does when
+        the destination changes back). Already moving there: the same move goes on (returned as
+        neither). Raises LogDirNotFoundError (not a configured log dir, compared as the absolute
+        path, as Kafka does), UnknownTopicOrPartitionError, InvalidTopicError (a name too long
+        for a future directory), KafkaStorageError (the partition is offline or being swapped)."""
+        self._check_started()
+        if log_dir not in self.log_dirs:
+            raise LogDirNotFoundError(f"log dir {log_dir} is not found in the config")
+        tp = (topic, partition)
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions or tp not in self._locations:
+            raise UnknownTopicOrPartitionError(f"partition {topic}-{partition} does not exist")
+        if tp in self._offline or tp in self._swaps:
+            raise KafkaStorageError(f"partition {topic}-{partition} is being swapped or offline")
+        existing = self._moves.get(tp)
+        if existing is not None and existing.target_dir == log_dir:
+            return None, None
+        cancelled = None
+        if existing is not None:
+            existing.cancelled = True
+            del self._moves[tp]
+            cancelled = existing
+        current = self._locations[tp]
+        if current == log_dir:
+            return None, cancelled
+        move = LogMove(topic, partition, current, log_dir, os.path.join(log_dir, future_dir_name(topic, partition)))
+        self._moves[tp] = move
+        return move, cancelled
+
+    def end_move(self, move: LogMove) -> None:
+        """Forget ``move`` (done, failed or cancelled); owner thread."""
+        if self._moves.get(move.tp) is move:
+            del self._moves[move.tp]
+
+    def _move_source(self, move: LogMove) -> tuple[PartitionLog, bytes, TopicConfig]:
+        log = self._logs.get(move.tp)
+        meta = self._topics.get(move.topic)
+        if move.cancelled or self._moves.get(move.tp) is not move or log is None or log.closed or meta is None:
+            raise KafkaStorageError(f"the move of {move.topic}-{move.partition} is no longer under way")
+        return log, meta.topic_id, meta.config
+
+    def move_future_job(self, move: LogMove, now_ms: int) -> Callable[[], None]:
+        """Owner thread, the partition open: the job (any thread) creating the move's future log."""
+        log, topic_id, config = self._move_source(move)
+        return future_job(move, log, topic_id, config, self.producer_id_expiration_ms, now_ms)
+
+    def move_copy_job(self, move: LogMove, max_bytes: int, now_ms: int) -> Callable[[], int]:
+        """Owner thread: the job (any thread) copying the next ``max_bytes`` into the future log;
+        it returns the bytes copied (fewer than ``max_bytes``: the future reached the current end)."""
+        return copy_job(move, self._move_source(move)[0], max_bytes, now_ms)
+
+    def start_swap(self, move: LogMove, now_ms: int, submit: Callable[[Callable[[], Any]], concurrent.futures.Future]
+                   ) -> tuple[concurrent.futures.Future, Callable[[], None]]:
+        """Owner thread: take the current log out of service and run the swap
+        (:func:`storage.log_move.commit_move`) through ``submit`` (a worker thread). Until it ends the
+        partition is being opened: requests wait for it as for any open, and :meth:`finish_open`
+        installs the log where the swap left it. Returns the swap's future and ``after``, to call on
+        the owner thread once it is done and installed (the former log is marked flushed and closed)."""
+        log, topic_id, config = self._move_source(move)
+        job, after = swap_job(move, log, topic_id, config, now_ms, self.producer_id_expiration_ms)
+        tp = move.tp
+        del self._logs[tp]
+        fut = submit(job)
+        self._opening[tp] = fut
+        self._swaps[tp] = move
+        return fut, lambda: after(fut)
+
+    def _finish_swap(self, tp: TopicPartition, fut: concurrent.futures.Future) -> PartitionLog | None:
+        move = self._swaps.pop(tp)
+        if self._moves.get(tp) is move:
+            del self._moves[tp]
+        try:
+            log, topic_id, log_dir, outcome = fut.result()
+        except BaseException:
+            self._offline.add(tp)
+            logger.error("log_move_partition_offline", topic=tp[0], partition=tp[1],
+                         reason="the swap failed after the current directory was renamed; a restart completes it")
+            raise
+        self._locations[tp] = log_dir
+        meta = self._topics.get(tp[0])
+        if outcome.deleted is not None:
+            delay_ms = meta.config.file_delete_delay_ms if meta is not None else 0
+            self._pending_dirs.append([outcome.deleted, None, delay_ms])
+        self._clean[log_dir] = self._clean.get(log_dir, True)
+        return self._install(tp, log, topic_id, log_dir)
 
     # -- periodic work --------------------------------------------------------------------------------
     def run_retention(self, now_ms: int,
@@ -773,7 +930,7 @@ def _make_partition_dir(pdir: str, topic_id: bytes) -> None:
         raise KafkaStorageError.from_os_error(exc, f"cannot create partition directory {pdir}") from exc
 
 
-__all__ = ["LogManager", "PendingTopicChange", "remove_expired"]
+__all__ = ["LogDirNotFoundError", "LogManager", "PendingTopicChange", "remove_expired"]
 
 
 def _is_fresh_log_dir(log_dir: str) -> bool:

@@ -397,6 +397,7 @@ LOG_MANAGER_API = frozenset({
     "finish_delete_topic", "get_log", "is_open", "start_open", "finish_open", "open_logs", "all_partitions",
     "replica_placements", "log_dirs", "run_retention", "take_rename_jobs", "renamed", "take_expired_files",
     "delete_expired_files", "flush_all",
+    "begin_move", "move_future_job", "move_copy_job", "start_swap", "end_move",
 })
 #: Calls that hand out a ``PartitionLog``.
 LOG_GETTERS = frozenset({"log_for", "get_log", "finish_open"})
