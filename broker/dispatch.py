@@ -31,7 +31,6 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
 from .handlers import log_dirs
-from .handlers import alter_replica_log_dirs
 from .handlers import client_quotas
 from . import log_opening
 from .handlers import share_groups
@@ -66,7 +65,8 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.LIST_OFFSETS, list_offsets.handle_list_offsets, prepare=log_opening.open_list_offsets_partitions),
     # Producers
     Route(ApiKey.INIT_PRODUCER_ID, producer.handle_init_producer_id),
-    Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, producer.handle_offset_for_leader_epoch),
+    Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, producer.handle_offset_for_leader_epoch,
+          prepare=log_opening.open_offset_for_leader_epoch_partitions),
     # Topics and configs
     Route(ApiKey.CREATE_TOPICS, admin.handle_create_topics),
     Route(ApiKey.DELETE_TOPICS, admin.handle_delete_topics),
@@ -78,7 +78,6 @@ ROUTES: tuple[Route, ...] = (
     # Log dirs and paged topic descriptions
     Route(ApiKey.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs),
     Route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, log_dirs.handle_describe_topic_partitions),
-    Route(ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs.handle_alter_replica_log_dirs),
     # Consumer groups. Kafka 4 removed OffsetCommit/OffsetFetch v0-v1 from its JSON; the
     # protocol package still decodes them and the handlers serve them (old simple consumers).
     Route(ApiKey.FIND_COORDINATOR, groups.handle_find_coordinator),
@@ -119,7 +118,8 @@ ROUTES: tuple[Route, ...] = (
     Route(ApiKey.END_TXN, transactions.handle_end_txn),
     Route(ApiKey.DESCRIBE_TRANSACTIONS, transactions.handle_describe_transactions),
     Route(ApiKey.LIST_TRANSACTIONS, transactions.handle_list_transactions),
-    Route(ApiKey.DESCRIBE_PRODUCERS, transactions.handle_describe_producers),
+    Route(ApiKey.DESCRIBE_PRODUCERS, transactions.handle_describe_producers,
+          prepare=log_opening.open_describe_producers_partitions),
     Route(ApiKey.WRITE_TXN_MARKERS, write_txn_markers.handle_write_txn_markers),
     # Share groups (KIP-932): the share-group offsets admin APIs
     Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets),

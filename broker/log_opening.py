@@ -33,4 +33,14 @@ def open_delete_records_partitions(ctx, request):
     return ctx.broker.replica_manager.open_logs(_partitions(request.topics, "name", "partitions", "partition_index"))
 
 
-__all__ = ["open_produce_partitions", "open_list_offsets_partitions", "open_delete_records_partitions"]
+def open_offset_for_leader_epoch_partitions(ctx, request):
+    return ctx.broker.replica_manager.open_logs(_partitions(request.topics, "topic", "partitions", "partition"))
+
+
+def open_describe_producers_partitions(ctx, request):
+    return ctx.broker.replica_manager.open_logs(
+        (topic.name, index) for topic in request.topics or () for index in topic.partition_indexes or ())
+
+
+__all__ = ["open_produce_partitions", "open_list_offsets_partitions", "open_delete_records_partitions",
+           "open_offset_for_leader_epoch_partitions", "open_describe_producers_partitions"]
