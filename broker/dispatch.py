@@ -31,6 +31,7 @@ from sundial.protocol.schema_codec import encode_api_versions_fallback
 from .handlers import admin, api_versions, consumer_groups, fetch, groups, list_offsets, metadata, produce, \
     producer, sasl, security_admin, transactions
 from .handlers import log_dirs
+from .handlers import alter_replica_log_dirs
 from .handlers import client_quotas
 from . import log_opening
 from .handlers import share_groups
@@ -78,6 +79,7 @@ ROUTES: tuple[Route, ...] = (
     # Log dirs and paged topic descriptions
     Route(ApiKey.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs),
     Route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, log_dirs.handle_describe_topic_partitions),
+    Route(ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs.handle_alter_replica_log_dirs),
     # Consumer groups. Kafka 4 removed OffsetCommit/OffsetFetch v0-v1 from its JSON; the
     # protocol package still decodes them and the handlers serve them (old simple consumers).
     Route(ApiKey.FIND_COORDINATOR, groups.handle_find_coordinator),
