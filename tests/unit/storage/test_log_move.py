@@ -293,3 +293,24 @@ def test_a_crash_at_each_step_of_the_swap(tmp_path_factory):
         assert crashed
         where.append(os.path.basename(live[0]))
     assert where == ["d1", "d1", "d2", "d2"]
+
+
+def test_a_future_left_by_a_deleted_topic_is_removed_at_start(dirs):
+    mgr = _manager(dirs)
+    mgr.create_topic(TOPIC, 1)
+    source = _live_dirs(dirs)[0]
+    target = next(d for d in dirs if d != source)
+    _fill(mgr, 20)
+    move, _ = mgr.begin_move(TOPIC, 0, target)
+    mgr.move_future_job(move, NOW_MS)()
+    mgr.delete_topic(TOPIC)
+    assert move.cancelled
+    with pytest.raises(KafkaStorageError):
+        mgr.move_copy_job(move, 100, NOW_MS)
+    move.future_log.close_handles()
+    mgr.close_without_marker()      # killed before the mover removed the future
+    assert _leftover_futures(dirs) and not _live_dirs(dirs)
+    again = _manager(dirs)
+    assert again.topic(TOPIC) is None
+    assert _leftover_futures(dirs) == [] and _live_dirs(dirs) == []
+    again.shutdown()
