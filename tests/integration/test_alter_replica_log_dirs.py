@@ -11,7 +11,10 @@
   in exactly one directory, no ``-future`` is left, and every acknowledged record is read back.
 * Errors as Kafka answers them: LOG_DIR_NOT_FOUND for a path that is not a configured log dir,
   UNKNOWN_TOPIC_OR_PARTITION for a partition the broker does not have; ApiVersions advertises
-  the API (v1-v2).
+  the API (v1-v2); v1 sent as raw bytes through the project's codec.
+* ``sundial log-dirs --execute --reassignment-json-file`` with kafka-reassign-partitions.sh's JSON
+  moves the partition; a bad directory is reported with Kafka's error name and exit 1, a replica
+  on another broker is refused.
 
 The move is made slow enough to be seen and interrupted with the test-only environment variable
 ``SUNDIAL_TEST_SLOW_DISK=move:<ms>`` (storage/disk.py): each copy step of a move waits that long.
@@ -20,7 +23,10 @@ confluent-kafka 2.16's AdminClient has no alter_replica_log_dirs; kafka-python 3
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -334,5 +340,25 @@ def test_errors_and_api_versions(tmp_path):
         assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.results] \
             == [(topic, [(0, 0)])]
         wait_for(lambda: live_dirs(node, topic) == [other] and not future_dirs(node, topic), "the move to end")
+        # the tool, from kafka-reassign-partitions.sh's JSON
+        plan = tmp_path / "plan.json"
+
+        def tool(target: str, replicas=(1,)):
+            plan.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": topic, "partition": 0, "replicas": list(replicas), "log_dirs": [target] * len(replicas)}]}))
+            return subprocess.run([sys.executable, "-m", "sundial", "log-dirs", "--bootstrap-server", node.bootstrap,
+                                   "--execute", "--reassignment-json-file", str(plan)],
+                                  capture_output=True, text=True, timeout=60)
+
+        out = tool(where)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == [f"Successfully started log directory move for: {topic}-0-1 to {where}"]
+        wait_for(lambda: live_dirs(node, topic) == [where] and not future_dirs(node, topic), "the move to end")
+        out = tool("/nowhere")
+        assert out.returncode == 1
+        assert out.stdout.splitlines() == [f"Error moving {topic}-0-1 to /nowhere: LogDirNotFoundError"]
+        out = tool(other, replicas=(5,))
+        assert out.returncode == 1 and "moving replicas between brokers is not served" in out.stderr
+        assert live_dirs(node, topic) == [where]
     finally:
         assert node.stop() == 0, node.log_text()[-3000:]

@@ -53,3 +53,21 @@ def test_describe_is_required_as_in_kafka(capsys):
         build_parser().parse_args(["log-dirs", "--bootstrap-server", "127.0.0.1:9092"])
     assert exit_.value.code == 2
     assert "--describe" in capsys.readouterr().err
+
+
+def test_reassignment_plan_parsing():
+    from sundial.tools.log_dirs import parse_plan
+    plan = ('{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2],'
+            '"log_dirs":["/d2","any"]},{"topic":"audit","partition":3,"replicas":[1]}]}')
+    assert parse_plan(plan) == {("orders", 0, 1): "/d2"}
+    for bad in ("nope", "[]", '{"partitions":[{"topic":"t"}]}',
+                '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/a","/b"]}]}'):
+        with pytest.raises(ToolError) as err:
+            parse_plan(bad)
+        assert err.value.exit_code == 2
+
+
+def test_execute_needs_a_plan_and_excludes_describe(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["log-dirs", "--bootstrap-server", "127.0.0.1:9092", "--describe", "--execute"])
+    assert exit_.value.code == 2
