@@ -313,6 +313,13 @@ class ReplicaManager:
             except Exception as exc:  # noqa: BLE001 - reported by the request's look-up, which retries
                 logger.warning("partition_open_failed", topic=tp[0], partition=tp[1], error=str(exc))
 
+    async def _reopened(self, parts) -> None:
+        """Before a read that follows an ``await``: a partition may have been taken out of service
+        meanwhile (the swap of a log-dir move, :mod:`broker.log_mover`); wait for it off the loop."""
+        waiting = self.open_logs((p.topic, p.partition) for p in parts)
+        if waiting is not None:
+            await waiting
+
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._flushers if k[0] == topic]:
             del self._flushers[key]
@@ -569,6 +576,7 @@ class ReplicaManager:
                 woken = await waiter.wait(remaining)
                 if not woken:
                     break
+                await self._reopened(parts)
                 results, total, any_error = read_now()
                 if total >= min_bytes or any_error:
                     return await self._in_page_cache(results, read_now)
@@ -577,6 +585,7 @@ class ReplicaManager:
         finally:
             purgatory.unpark(waiter)
         # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
+        await self._reopened(parts)
         results, _, _ = read_now()
         return await self._in_page_cache(results, read_now)
 
@@ -596,6 +605,7 @@ class ReplicaManager:
             owned = page_cache.own(cold)
             await self.scheduler.run(page_cache.warm, owned)
             self.page_cache_warms += 1
+            await self._reopened(results)
             results, _, _ = read_now()
         return results
 

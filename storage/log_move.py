@@ -283,6 +283,7 @@ def copy_job(move: LogMove, log: PartitionLog, max_bytes: int, now_ms: int) -> C
 
     def job() -> int:
         copy_slices(future, slices, now_ms)
+        future.flush()   # step by step, so that the swap only has the tail to fsync
         move.future_log_end_offset, move.future_size_bytes = future.log_end_offset, future.size_bytes
         return sum(size for _fd, _pos, size in slices)
 
