@@ -356,7 +356,12 @@ def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_of
             raise KafkaStorageError("the future log is not open")
         copy_slices(future, tail, now_ms)
         tail = []
-        if future.log_end_offset != current_log_end_offset:
+        if future.log_end_offset < current_log_end_offset:
+            # The current log ends in a gap (its last records were compacted away under an empty
+            # active segment): the future's active segment starts where the current one ends,
+            # which is the log end offset it has once reopened.
+            future.roll(expected_next_offset=current_log_end_offset, reason="log_dir_move")
+        if max(future.log_end_offset, future.active_segment.base_offset) != current_log_end_offset:
             raise KafkaStorageError(
                 f"the future log ends at {future.log_end_offset}, the current one at {current_log_end_offset}")
         if log_start_offset > future.log_start_offset:

@@ -314,3 +314,23 @@ def test_a_future_left_by_a_deleted_topic_is_removed_at_start(dirs):
     assert again.topic(TOPIC) is None
     assert _leftover_futures(dirs) == [] and _live_dirs(dirs) == []
     again.shutdown()
+
+
+def test_a_log_ending_in_a_gap_keeps_its_log_end_offset(dirs):
+    mgr = _manager(dirs)
+    mgr.create_topic(TOPIC, 1)
+    source = _live_dirs(dirs)[0]
+    target = next(d for d in dirs if d != source)
+    _fill(mgr, 10)
+    log = mgr.get_log(TOPIC, 0)
+    end = log.log_end_offset
+    log.roll(expected_next_offset=end + 5)   # an empty active segment past the last record
+    mgr.shutdown()
+    mgr = _manager(dirs)
+    before = _content(mgr)
+    assert mgr.get_log(TOPIC, 0).log_end_offset == end + 5
+    _run_move(mgr, target)
+    assert _live_dirs(dirs) == [target]
+    assert mgr.get_log(TOPIC, 0).log_end_offset == end + 5
+    assert _content(mgr) == before
+    mgr.shutdown()
