@@ -334,3 +334,46 @@ def test_a_log_ending_in_a_gap_keeps_its_log_end_offset(dirs):
     assert mgr.get_log(TOPIC, 0).log_end_offset == end + 5
     assert _content(mgr) == before
     mgr.shutdown()
+
+
+def test_transactions_move_with_their_state(dirs):
+    """Aborted and committed transactions, one still open: the moved log answers the same last
+    stable offset, aborted-transaction list and producer descriptions (the oracle: the source log)."""
+    from sundial.records.builder import SimpleRecord, build_records
+    from sundial.records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+
+    mgr = _manager(dirs)
+    mgr.create_topic(TOPIC, 1)
+    source = _live_dirs(dirs)[0]
+    target = next(d for d in dirs if d != source)
+    log = mgr.get_log(TOPIC, 0)
+    seq = {}
+    for round_ in range(6):
+        for pid in (1000, 2000, 3000):
+            records = [SimpleRecord(NOW_MS + round_, None, b"t" * 50) for _ in range(2)]
+            data = build_records(2, records, producer_id=pid, producer_epoch=0, base_sequence=seq.get(pid, 0),
+                                 is_transactional=True).buffer
+            seq[pid] = seq.get(pid, 0) + 2
+            log.append(data, now_ms=NOW_MS)
+        for pid, control in ((1000, CONTROL_TYPE_ABORT), (2000, CONTROL_TYPE_COMMIT)):
+            log.append_txn_marker(producer_id=pid, producer_epoch=0, coordinator_epoch=0, control_type=control,
+                                  timestamp_ms=NOW_MS, now_ms=NOW_MS)
+        log.append(batch([NOW_MS]), now_ms=NOW_MS)
+    log.flush()
+
+    def facts(m):
+        lg = m.get_log(TOPIC, 0)
+        return (lg.log_end_offset, lg.last_stable_offset,
+                [(a.producer_id, a.first_offset) for a in lg.collect_aborted_transactions(0, lg.log_end_offset)],
+                sorted((p.producer_id, p.last_sequence, p.current_txn_start_offset) for p in lg.describe_producers()))
+
+    before = facts(mgr)
+    content = _content(mgr)
+    assert before[2]   # there are aborted transactions to carry
+    _run_move(mgr, target, chunk_bytes=900)
+    assert _live_dirs(dirs) == [target]
+    assert facts(mgr) == before and _content(mgr) == content
+    mgr.shutdown()
+    again = _manager(dirs)
+    assert facts(again) == before
+    again.shutdown()
