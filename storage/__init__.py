@@ -21,12 +21,14 @@ storage; its names listed in ``__all__`` are re-exported here.
   ``.snapshot`` files.
 * :mod:`storage.retention` — which segments retention may delete (incl. consumed retention).
 * :mod:`storage.recovery` — loading a partition directory, clean or unclean (LogLoader).
-* :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; with
+* :mod:`storage.segments` — the segment list of a log (its one owner, with the version every
+  cache and flush job keys on) and the one segment factory.
+* :mod:`storage.log` — :class:`PartitionLog`: append, roll, read, truncation; composing
   :mod:`storage.log_search` (ListOffsets and its caches), :mod:`storage.log_retention`
   (deleting old segments), :mod:`storage.log_flush` (flush jobs) and
   :mod:`storage.log_transactions` (producer state, markers, last stable offset, aborted
-  lists; docs/transactions.md) as its bases.
-* :mod:`storage.log_cleaning` (a base of the log), :mod:`storage.offset_map`,
+  lists; docs/transactions.md).
+* :mod:`storage.log_cleaning` (composed by the log), :mod:`storage.offset_map`,
   :mod:`storage.cleaner_batches`, :mod:`storage.cleaner_txn`, :mod:`storage.cleaned_segment`,
   :mod:`storage.cleaner`,
   :mod:`storage.cleaner_manager` — log compaction (docs/compaction.md); the cleaning itself

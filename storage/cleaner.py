@@ -96,7 +96,7 @@ class CleaningJob:
     legacy_delete_horizon_ms: int
     active_producers: dict[int, tuple[int, int]] = field(default_factory=dict)   # pid -> (last data offset, epoch)
     aborted_txns: list = field(default_factory=list)   # every .txnindex entry of the log (AbortedTxn)
-    log_generation: int = 0          # the log's truncation count when the snapshot was taken
+    log_generation: int = 0          # the log's segment-list version when the snapshot was taken
     aborted: bool = False
 
     def abort(self) -> None:

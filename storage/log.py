@@ -21,11 +21,27 @@ segment) → maybe roll (``segment.bytes``, ``segment.ms`` − jitter measured f
 first batch's timestamp, full index, relative-offset overflow) → append to the active
 segment → LEO and producer state.
 
-Timestamp search (ListOffsets, §6.2) is :mod:`storage.log_search`, retention
-:mod:`storage.log_retention`, flushing :mod:`storage.log_flush`, the log's side of
-compaction :mod:`storage.log_cleaning` and producer state, markers, the last stable
-offset and aborted-transaction lists :mod:`storage.log_transactions`;
-:class:`PartitionLog` inherits their methods.
+Composition
+-----------
+:class:`PartitionLog` owns the offsets (log start, log end, recovery point), the config and
+the append pipeline, and composes one collaborator per concern, each given only what it
+uses:
+
+* :class:`~storage.segments.LogSegments`: the segment list, its base offsets and its
+  version, the one owner of the list (every change goes through it);
+  :class:`~storage.segments.SegmentFactory` creates and opens every segment;
+* :class:`~storage.log_search.TimestampSearch`: ListOffsets (§6.2) and its caches, with a
+  :class:`~storage.log_search.BatchIndexCache` passed in by whoever builds the logs;
+* :class:`~storage.log_retention.LogRetention` and
+  :class:`~storage.log_retention.SegmentDeleter`: retention passes and the delayed removal
+  of every segment that leaves the log;
+* :class:`~storage.log_flush.LogFlushing`: what flushes must sync;
+* :class:`~storage.log_cleaning.LogCleaning`: the cleaning job's snapshot and the swap;
+* :class:`~storage.log_transactions.LogTransactions`: producer state (its
+  :class:`~storage.producer_state.ProducerStateManager` alone names and deletes snapshot
+  files), markers, the last stable offset and aborted-transaction lists.
+
+The public methods of the log delegate to them.
 
 Not thread-safe: the broker serialises calls per partition. A ``FileSlice`` returned by
 ``read`` is valid until the next call on this log.
@@ -33,7 +49,6 @@ Not thread-safe: the broker serialises calls per partition. A ``FileSlice`` retu
 
 from __future__ import annotations
 
-import bisect
 import os
 import random
 from dataclasses import dataclass
@@ -42,7 +57,7 @@ from typing import Iterator, NamedTuple
 import structlog
 
 from sundial.config.topic import TopicConfig
-from sundial.records.control import read_end_txn_marker
+from sundial.records.control import build_end_txn_marker, read_end_txn_marker
 from sundial.records.framing import iter_batches
 
 from . import files
@@ -50,12 +65,15 @@ from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .files import FileSlice
 from .log_cleaning import LogCleaning
 from .log_flush import FlushJob, LogFlushing
-from .log_retention import LogRetention
-from .log_search import TimestampSearch, SearchCache, next_cache_token
-from .log_transactions import AbortedTransaction, LogTransactions
-from .producer_state import ProducerStateManager
+from .log_retention import LogRetention, SegmentDeleter, SegmentRename
+from .log_search import BatchIndexCache, TimestampSearch
+from .log_transactions import AbortedTransaction, LogTransactions, ProducerDescription
+from .producer_state import OngoingTxn, ProducerStateManager
+from .record_rules import ORIGIN_COORDINATOR
 from .recovery import load_partition
-from .segment import LogSegment, random_segment_jitter
+from .retention import RetentionOutcome
+from .segment import LogSegment
+from .segments import LogSegments, SegmentFactory
 from .time_index import NO_TIMESTAMP, TimestampOffset
 from .validator import BatchInfo, ValidatedRecords, validate_records
 
@@ -106,50 +124,48 @@ class SegmentInfo:
     is_active: bool
 
 
-class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogTransactions):
-    """The log of one partition (see module doc). Build with :meth:`open` or :meth:`create`."""
+class PartitionLog:
+    """The log of one partition (see module doc). Build with :meth:`open` or :meth:`create`.
+
+    ``batch_indexes`` is the big-batch index cache of the timestamp search, shared by the logs
+    of whoever builds them (a new one of the default budget when not given).
+    """
 
     def __init__(self, dir_path: str, config: TopicConfig, segments: list[LogSegment], *, topic: str,
                  partition: int, log_start_offset: int, recovery_point: int,
-                 producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None) -> None:
+                 producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
+                 batch_indexes: BatchIndexCache | None = None, dir_dirty: bool = False,
+                 txn_rebuild_from: int | None = None) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
         self.dir = dir_path
         self.config = config
         self.topic = topic
         self.partition = partition
-        self._segments = segments
-        self._cache_token = next_cache_token()   # keys of the batch index cache (log_search); renewed on truncation
-        self._bases = [s.base_offset for s in segments]
         self._rng = rng or random.Random()
+        self._segments = LogSegments(segments)
+        self._factory = SegmentFactory(dir_path, self._rng)
         self.log_start_offset = log_start_offset
         self._leo = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self._leo)
         self._producers = ProducerStateManager(dir_path, producer_id_expiration_ms)
-        self._producers_loaded = False
-        self._txn_rebuild_from: int | None = None   # .txnindex files from here on are rebuilt by the scan
-        self._search: SearchCache | None = None
+        self._txn = LogTransactions(dir_path, topic, partition, self._segments, self._producers,
+                                    rebuild_from=txn_rebuild_from)
+        self._search = TimestampSearch(self._segments, batch_indexes or BatchIndexCache())
+        self._deleter = SegmentDeleter()
+        self._retention = LogRetention(topic, partition, self._segments, self._deleter,
+                                       self._producers.mark_snapshots_deleted)
+        self._flushing = LogFlushing(dir_path, self._segments, dir_dirty=dir_dirty)
+        self._cleaning = LogCleaning(dir_path, topic, partition, self._segments, self._factory, self._deleter,
+                                     self._producers)
         self._active_ready = False
-        self._generation = 0
-        self._dir_dirty = False
-        self._last_flush_ms: int | None = None
-        self._pending_deletes: list[tuple[int, list[str]]] = []
-        self._renames_owed: list = []   # LogRetention's SegmentRename jobs not yet given back
-        self._future_hold_logged: int | None = None   # base offset of the future-timestamp hold last warned
         self._closed = False
-        self._cleaning_job = None        # the pass in progress (LogCleaning), aborted by close
-        # some rolled (or rebuilt) segment's index files are not fsynced yet
-        self._index_sync_needed = False
-        for seg in segments:
-            seg.is_active = False
-        segments[-1].is_active = True
-        self._index_sync_needed = any(not s.indexes_durable for s in segments[:-1])
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
     def create(cls, dir_path: str, config: TopicConfig, *, topic: str, partition: int, start_offset: int = 0,
                producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
-               now_ms: int | None = None) -> "PartitionLog":
+               now_ms: int | None = None, batch_indexes: BatchIndexCache | None = None) -> "PartitionLog":
         """A new, empty log in ``dir_path`` (created if missing).
 
         ``now_ms`` is the creation time wall-clock rolling measures from when records carry
@@ -157,21 +173,18 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         """
         os.makedirs(dir_path, exist_ok=True)
         rng = rng or random.Random()
-        seg = LogSegment.create(dir_path, start_offset, index_interval_bytes=config.index_interval_bytes,
-                                max_index_size=config.segment_index_bytes,
-                                roll_jitter_ms=random_segment_jitter(config, rng), created_ms=now_ms,
-                                preallocate_bytes=config.segment_bytes if config.preallocate else 0)
+        seg = SegmentFactory(dir_path, rng).create(config, start_offset, created_ms=now_ms)
         log = cls(dir_path, config, [seg], topic=topic, partition=partition, log_start_offset=start_offset,
-                  recovery_point=start_offset, producer_id_expiration_ms=producer_id_expiration_ms, rng=rng)
-        log._dir_dirty = True
-        log._producers_loaded = True
-        log._producers.map_end_offset = start_offset
+                  recovery_point=start_offset, producer_id_expiration_ms=producer_id_expiration_ms, rng=rng,
+                  batch_indexes=batch_indexes, dir_dirty=True)
+        log._txn.start_empty(start_offset)
         return log
 
     @classmethod
     def open(cls, dir_path: str, config: TopicConfig, *, topic: str, partition: int, clean: bool = True,
              log_start_offset: int | None = None, recovery_point: int | None = None,
-             producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None) -> "PartitionLog":
+             producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
+             batch_indexes: BatchIndexCache | None = None) -> "PartitionLog":
         """Load an existing partition directory (recovering it after an unclean shutdown)."""
         rng = rng or random.Random()
         loaded = load_partition(dir_path, config, topic=topic, partition=partition, clean=clean,
@@ -179,9 +192,8 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
                                 recovery_point_checkpoint=recovery_point, rng=rng)
         log = cls(dir_path, config, loaded.segments, topic=topic, partition=partition,
                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
-                  producer_id_expiration_ms=producer_id_expiration_ms, rng=rng)
-        log._dir_dirty = loaded.created_segment
-        log._txn_rebuild_from = loaded.recovered_from
+                  producer_id_expiration_ms=producer_id_expiration_ms, rng=rng, batch_indexes=batch_indexes,
+                  dir_dirty=loaded.created_segment, txn_rebuild_from=loaded.recovered_from)
         if loaded.recovered_from is not None:
             # Rebuild producer state and the recovered segments' .txnindex now (Kafka's load does):
             # a later clean shutdown must not leave a stale or missing aborted-transaction entry.
@@ -199,12 +211,12 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (do not mutate)."""
-        return self._segments
+        return self._segments.as_list()
 
     @property
     def size_bytes(self) -> int:
@@ -214,9 +226,12 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
     def unflushed_messages(self) -> int:
         return self._leo - self.recovery_point
 
-    def _segment_index_for(self, offset: int) -> int:
-        """Index of the segment whose range holds ``offset`` (floor by base offset; 0 if below all)."""
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+    def _advance_log_start(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (never lowers it); producers below it are forgotten."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+        self._txn.truncate_head(self.log_start_offset)
+        return self.log_start_offset
 
     # -- config -------------------------------------------------------------------------------------
     def update_config(self, config: TopicConfig) -> None:
@@ -233,7 +248,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
                              leader_epoch=leader_epoch, origin=origin)
         if v.record_count == 0:
             return AppendResult(-1, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0)
-        marker = self._marker_of(records, origin) if any(b.is_control for b in v.batches) else None
+        marker = self._txn.marker_of(records, origin) if any(b.is_control for b in v.batches) else None
         dup = self._producers.check(v.batches, origin=origin, marker=marker)
         if dup is not None:
             logger.debug("duplicate_batch_ignored", topic=self.topic, partition=self.partition,
@@ -276,11 +291,24 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         self._producers.check(batches, origin="replication")
         return self._append_validated(v, now_ms)
 
+    def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          control_type: int, timestamp_ms: int, now_ms: int, leader_epoch: int = 0) -> AppendResult:
+        """Append one COMMIT/ABORT marker as the transaction coordinator does; an AppendResult.
+
+        Raises InvalidProducerEpochError (older producer epoch),
+        TransactionCoordinatorFencedError (older coordinator epoch) or KafkaStorageError.
+        """
+        batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     coordinator_epoch=coordinator_epoch, control_type=control_type,
+                                     timestamp_ms=timestamp_ms)
+        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
+
     def _append_validated(self, v, now_ms: int, marker=None) -> AppendResult:
         chunks = v.chunks
         size = v.size_bytes or sum(len(c) for c in chunks)
         segment = self._maybe_roll(size, v.max_timestamp_ms, v.first_offset, v.last_offset, now_ms)
-        indexed = self._index_abort_before_append(v, marker, segment)
+        txn = self._txn
+        indexed = txn.index_abort_before_append(v, marker, segment) if marker is not None else False
         try:
             segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
                            size_bytes=size)
@@ -291,7 +319,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         self._leo = v.last_offset + 1
         completed = self._producers.update(v.batches, marker=marker, now_ms=now_ms)
         if completed:
-            self._index_completed(completed, segment, indexed=indexed)
+            txn.index_completed(completed, segment, indexed=indexed)
         self._producers.map_end_offset = self._leo
         return AppendResult(v.first_offset, v.last_offset, v.log_append_time_ms, self.log_start_offset,
                             v.record_count, size, False, v.max_timestamp_ms)
@@ -299,7 +327,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
     # -- rolling --------------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, max_timestamp_ms: int, first_offset: int, last_offset: int,
                     now_ms: int) -> LogSegment:
-        seg = self._segments[-1]
+        seg = self._segments.active
         if not self._active_ready:
             seg.ensure_active_capacity()
             self._active_ready = True
@@ -318,15 +346,15 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         """Start a new active segment at ``max(expected_next_offset, LEO)`` (§5.4)."""
         self._check_open()
         new_base = max(expected_next_offset or 0, self._leo)
-        self._finish_renames(new_base)
-        active = self._segments[-1]
-        if new_base in self._bases:
+        self._deleter.finish_renames(new_base)
+        segments = self._segments
+        active = segments.active
+        if segments.has_base(new_base):
             if active.base_offset == new_base and active.size_bytes == 0:
                 logger.warning("empty_active_segment_recreated", topic=self.topic, partition=self.partition,
                                base_offset=new_base)
-                self._segments.pop()
-                self._bases.pop()
-                self._schedule_delete([active], now_ms or 0)
+                segments.pop_empty_active()
+                self._deleter.schedule_delete([active], now_ms or 0, self.config.file_delete_delay_ms)
             else:
                 raise KafkaStorageError(
                     f"trying to roll a new log segment for {self.topic}-{self.partition} with base offset "
@@ -342,19 +370,11 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
                     logger.warning("stale_segment_file_removed", path=path)
                     files.remove_quietly(path)
             active.on_become_inactive()
-        cfg = self.config
-        seg = LogSegment.create(self.dir, new_base, index_interval_bytes=cfg.index_interval_bytes,
-                                max_index_size=cfg.segment_index_bytes,
-                                roll_jitter_ms=random_segment_jitter(cfg, self._rng), created_ms=now_ms,
-                                preallocate_bytes=cfg.segment_bytes if cfg.preallocate else 0)
-        seg.is_active = True
-        self._segments.append(seg)
-        self._bases.append(new_base)
-        self._search = None
+        seg = self._factory.create(self.config, new_base, created_ms=now_ms)
+        segments.add(seg)
         self._active_ready = True
-        self._dir_dirty = True
-        self._index_sync_needed = True
-        if self._producers_loaded:
+        self._flushing.note_segment_rolled()
+        if self._txn.loaded:
             self._producers.map_end_offset = self._leo
             try:
                 self._producers.take_snapshot(new_base, sync=False)
@@ -402,18 +422,96 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
         max_offset = stable if read_committed else leo
         if offset >= max_offset:
             return FetchDataInfo([], leo, lso, last_stable_offset=stable, aborted_transactions=aborted)
-        i = self._segment_index_for(offset)
-        while i < len(self._segments):
-            seg = self._segments[i]
-            limit = self._position_limit(i, max_offset) if read_committed else None
+        segments = self._segments
+        txn = self._txn
+        i = segments.index_for(offset)
+        while i < len(segments):
+            seg = segments[i]
+            limit = txn.position_limit(i, max_offset) if read_committed else None
             found = seg.read(offset, max_bytes, seg.size_bytes if limit is None else limit, min_one_message)
             if found is not None:
                 if read_committed:
-                    upper = self._fetch_upper_bound(i, found.position, found.slice.size)
-                    aborted = self.collect_aborted_transactions(offset, upper)
+                    upper = txn.fetch_upper_bound(i, found.position, found.slice.size, leo)
+                    aborted = txn.collect_aborted_transactions(offset, upper)
                 return FetchDataInfo([found.slice], leo, lso, found.first_entry_incomplete, stable, aborted)
             i += 1
         return FetchDataInfo([], leo, lso, last_stable_offset=stable, aborted_transactions=aborted)
+
+    # -- timestamp search (storage.log_search) -------------------------------------------------------------
+    def fetch_offset_by_timestamp(self, target_ms: int) -> TimestampOffset | None:
+        """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
+
+        Negative targets: -2/-4 earliest (LSO), -1 latest (LEO), -3 max timestamp,
+        -5 nothing tiered (None). None means "not found" (offset -1, timestamp -1).
+        """
+        self._check_open()
+        return self._search.fetch_offset_by_timestamp(target_ms, self.log_start_offset, self._leo)
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""
+        self._check_open()
+        return self._search.max_timestamp_offset()
+
+    def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0: segment base offsets (Kafka ``legacyFetchOffsetsBefore``), newest first."""
+        self._check_open()
+        return self._search.legacy_offsets_before(timestamp_ms, max_num_offsets, now_ms, self.log_start_offset,
+                                                  self._leo)
+
+    def record_timestamp_at(self, offset: int) -> int | None:
+        """Timestamp of the record at ``offset`` (None outside [LSO, LEO) or without one)."""
+        self._check_open()
+        return self._search.record_timestamp_at(offset, self.log_start_offset, self._leo)
+
+    # -- transactions (storage.log_transactions) ----------------------------------------------------------
+    def _ensure_producer_state(self, now_ms: int | None) -> None:
+        self._txn.ensure_loaded(now_ms, self.log_start_offset, self._leo)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        self._ensure_producer_state(None)
+        return self._producers
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        return self._txn.remove_expired_producers(now_ms)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        self._ensure_producer_state(None)
+        return self._txn.first_unstable_offset(self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.first_unstable_offset
+        hwm = self.high_watermark
+        return hwm if first is None else min(first, hwm)
+
+    def ongoing_transactions(self) -> list[OngoingTxn]:
+        """Open transactions (producer id, first offset, start ms), oldest first."""
+        self._ensure_producer_state(None)
+        return self._txn.ongoing_transactions()
+
+    def describe_producers(self) -> list[ProducerDescription]:
+        """Every producer the partition knows (Kafka ``activeProducers``), by producer id."""
+        self._ensure_producer_state(None)
+        return self._txn.describe_producers()
+
+    def describe_producer(self, producer_id: int) -> ProducerDescription | None:
+        """One producer of :meth:`describe_producers`, None when the partition does not know it."""
+        self._ensure_producer_state(None)
+        return self._txn.describe_producer(producer_id)
+
+    def transaction_summary(self, now_ms: int) -> dict:
+        """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
+        ongoing = self.ongoing_transactions()
+        lso = self.last_stable_offset
+        oldest_ms = max(0, now_ms - min(t.start_ms for t in ongoing)) if ongoing else 0
+        return {"open_transactions": len(ongoing), "last_stable_offset": lso,
+                "last_stable_offset_lag": self.high_watermark - lso, "oldest_open_transaction_ms": oldest_ms}
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
+        """Kafka ``collectAbortedTransactions`` from the segment holding ``fetch_offset``."""
+        return self._txn.collect_aborted_transactions(fetch_offset, upper_bound_offset)
 
     # -- log start / truncation -------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
@@ -429,8 +527,7 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
             self.log_start_offset = offset
             logger.info("log_start_offset_incremented", topic=self.topic, partition=self.partition,
                         log_start_offset=offset, reason="delete_records")
-            if self._producers_loaded:
-                self._producers.truncate_head(offset)
+            self._txn.truncate_head(offset)
         return self.log_start_offset
 
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
@@ -440,27 +537,19 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
             raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset")
         if offset >= self._leo:
             return False
-        self._cache_token = next_cache_token()
-        self._generation += 1
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms=now_ms)
             return True
-        keep = bisect.bisect_right(self._bases, offset)
-        doomed = self._segments[keep:]
-        del self._segments[keep:]
-        del self._bases[keep:]
-        self._schedule_delete(doomed, now_ms or 0)
-        active = self._segments[-1]
-        active.truncate_to(offset)
-        active.is_active = True
+        delay_ms = self.config.file_delete_delay_ms
+        doomed = self._segments.truncate_to(
+            offset, lambda gone: self._deleter.schedule_delete(gone, now_ms or 0, delay_ms))
         self._active_ready = True
         self._leo = offset
         self.log_start_offset = min(offset, self.log_start_offset)
         self.recovery_point = min(self.recovery_point, offset)
-        self._search = None
         self._producers.delete_snapshots_above(offset)
-        if self._producers_loaded:
-            self._load_producer_state(now_ms)
+        if self._txn.loaded:
+            self._txn.load(now_ms, self.log_start_offset, self._leo)
         logger.info("log_truncated", topic=self.topic, partition=self.partition, offset=offset,
                     segments_removed=len(doomed))
         return True
@@ -468,31 +557,112 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete every segment and start empty at ``offset``."""
         self._check_open()
-        self._generation += 1
-        self._cache_token = next_cache_token()
         doomed = list(self._segments)
-        cfg = self.config
-        self._finish_renames(offset)
+        self._deleter.finish_renames(offset)
         for seg in doomed:
             if seg.base_offset == offset:
                 seg.rename_suffix(files.DELETED_SUFFIX)
-        seg = LogSegment.create(self.dir, offset, index_interval_bytes=cfg.index_interval_bytes,
-                                max_index_size=cfg.segment_index_bytes,
-                                roll_jitter_ms=random_segment_jitter(cfg, self._rng), created_ms=now_ms,
-                                preallocate_bytes=cfg.segment_bytes if cfg.preallocate else 0)
-        self._schedule_delete(doomed, now_ms or 0)
-        seg.is_active = True
-        self._segments = [seg]
-        self._bases = [offset]
+        seg = self._factory.create(self.config, offset, created_ms=now_ms)
+        self._deleter.schedule_delete(doomed, now_ms or 0, self.config.file_delete_delay_ms)
+        self._segments.reset(seg)
         self._leo = offset
         self.log_start_offset = offset
         self.recovery_point = offset
-        self._search = None
         self._active_ready = True
-        self._dir_dirty = True
+        self._flushing.note_dir_changed()
         self._producers.delete_snapshots_above(-1)
-        self._producers.clear(offset)
-        self._producers_loaded = True
+        self._txn.start_empty(offset)
+
+    # -- retention (storage.log_retention) --------------------------------------------------------------
+    @property
+    def defer_renames(self) -> bool:
+        """Retention's renames become :class:`~storage.log_retention.SegmentRename` jobs for the
+        broker's scheduler (set by the log manager of a broker that has one)."""
+        return self._deleter.defer_renames
+
+    @defer_renames.setter
+    def defer_renames(self, value: bool) -> None:
+        self._deleter.defer_renames = value
+
+    def delete_old_segments(self, now_ms: int, consumed_upto: int | None = None) -> RetentionOutcome:
+        """One retention pass (reference §7, seed 004); see :mod:`storage.retention`."""
+        self._check_open()
+        outcome = self._retention.delete_old_segments(
+            self.config, now_ms, consumed_upto, log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark, log_end_offset=lambda: self._leo,
+            roll=lambda at_ms: self.roll(at_ms, reason="retention"), advance_log_start=self._advance_log_start)
+        outcome.log_start_offset = self.log_start_offset
+        return outcome
+
+    def take_rename_jobs(self) -> list[SegmentRename]:
+        """The renames owed, handed over to be run on any thread and given back to :meth:`renamed`."""
+        return self._deleter.take_rename_jobs()
+
+    def renamed(self, job: SegmentRename) -> None:
+        """Owner thread, after ``job.run()``: its files now wait for their unlink."""
+        self._deleter.renamed(job)
+
+    def take_expired_files(self, now_ms: int) -> list[str]:
+        """Hand over the ``.deleted`` files whose delay has passed and forget them (the caller removes them)."""
+        return self._deleter.take_expired_files(now_ms)
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Remove ``.deleted`` files whose delay has passed; number of files removed."""
+        return self._deleter.delete_expired_files(now_ms)
+
+    def pending_delete_paths(self) -> list[str]:
+        return self._deleter.pending_delete_paths()
+
+    # -- flushing (storage.log_flush) -------------------------------------------------------------------
+    def prepare_flush(self, up_to_offset: int | None = None) -> FlushJob | None:
+        """A :class:`FlushJob` making offsets below the target durable, or None if nothing to do."""
+        self._check_open()
+        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
+        return self._flushing.prepare(target, self.recovery_point)
+
+    def mark_flushed(self, job: FlushJob) -> None:
+        """After ``job.run()``: advance the recovery point (owning thread only)."""
+        if not self._flushing.completed(job):
+            return  # truncated or swapped meanwhile: the synced range may not match the log any more
+        new_point = min(job.target_offset, self._leo)
+        if new_point > self.recovery_point:
+            self.recovery_point = new_point
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Synchronous flush on the calling thread (shutdown, tests)."""
+        job = self.prepare_flush(up_to_offset)
+        if job is not None:
+            job.run()
+            self.mark_flushed(job)
+
+    def maybe_flush_due(self, now_ms: int, *, time_check: bool = True) -> FlushJob | None:
+        """A flush job if ``flush.messages``, ``flush.ms`` (checked only with ``time_check``) or a
+        past roll asks for one."""
+        if self._closed:
+            return None
+        cfg = self.config
+        target = self._flushing.due_target(now_ms, time_check=time_check, unflushed=self.unflushed_messages,
+                                           flush_messages=cfg.flush_messages, flush_ms=cfg.flush_ms,
+                                           recovery_point=self.recovery_point)
+        if target is None:
+            return None
+        return self.prepare_flush(None if target < 0 else target)
+
+    # -- compaction (storage.log_cleaning) --------------------------------------------------------------
+    def cleaning_job(self, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int):
+        """A snapshot for one cleaning pass (owner thread); close it with ``job.close()``."""
+        self._check_open()
+        self._ensure_producer_state(now_ms)
+        return self._cleaning.cleaning_job(self.config, first_dirty_offset, first_uncleanable_offset, now_ms)
+
+    def replace_segments(self, cleaned, now_ms: int) -> bool:
+        """Swap ``cleaned`` in for the segments it replaces (owner thread); False when refused."""
+        if self._closed:
+            return False
+        swapped = self._cleaning.replace_segments(self.config, cleaned, now_ms)
+        if swapped:
+            self._flushing.note_dir_changed()
+        return swapped
 
     # -- info -----------------------------------------------------------------------------------------
     def segments_info(self) -> list[SegmentInfo]:
@@ -505,12 +675,9 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
 
     def summary(self) -> dict:
         """Gauges for metrics: offsets, segment count, size and the largest record timestamp."""
-        cache = self._search_cache()
-        max_ts = max(cache.prefix_max_ts[-1] if cache.prefix_max_ts else NO_TIMESTAMP,
-                     self._segments[-1].max_timestamp_so_far)
         return {"log_start_offset": self.log_start_offset, "log_end_offset": self._leo,
                 "segment_count": len(self._segments), "size_bytes": self.size_bytes,
-                "max_timestamp_ms": max_ts, "recovery_point": self.recovery_point}
+                "max_timestamp_ms": self._search.max_timestamp_ms(), "recovery_point": self.recovery_point}
 
     # -- life cycle -------------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -523,22 +690,22 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
             return
         if flush:
             self.flush()
-        self._finish_renames()
-        if self._producers_loaded:
+        self._deleter.finish_renames()
+        if self._txn.loaded:
             try:
                 self._producers.map_end_offset = self._leo
                 self._producers.take_snapshot(self._leo)
                 self._producers.retain_latest_snapshots(keep=max(2, len(self._segments) + 1))
             except OSError as exc:
                 logger.warning("producer_snapshot_failed", topic=self.topic, partition=self.partition, error=str(exc))
-        self._abort_cleaning()
+        self._cleaning.abort()
         for seg in self._segments:
             seg.close()
         self._closed = True
 
     def close_handles(self) -> None:
         """Release descriptors and mappings without writing (topic deletion, failed start)."""
-        self._abort_cleaning()
+        self._cleaning.abort()
         for seg in self._segments:
             seg.close_handles()
         self._closed = True
@@ -552,4 +719,5 @@ class PartitionLog(TimestampSearch, LogRetention, LogFlushing, LogCleaning, LogT
                 f"log_end_offset={self._leo}, segments={len(self._segments)})")
 
 
-__all__ = ["PartitionLog", "AppendResult", "FetchDataInfo", "FlushJob", "SegmentInfo", "TimestampOffset"]
+__all__ = ["PartitionLog", "AppendResult", "FetchDataInfo", "FlushJob", "SegmentInfo", "TimestampOffset",
+           "AbortedTransaction", "ProducerDescription", "BatchIndexCache"]

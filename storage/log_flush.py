@@ -1,6 +1,9 @@
 """Making a partition log durable: flush jobs prepared on the owning thread, run on any thread.
 
-:class:`LogFlushing` is a base of :class:`storage.log.PartitionLog`.
+:class:`LogFlushing` is a collaborator of :class:`storage.log.PartitionLog`: it reads the
+log's :class:`~storage.segments.LogSegments` and owns what the next flush must also sync
+(the directory, the index files of rolled segments); the log owns the recovery point and
+hands it in.
 
 ``prepare_flush`` (owner thread) returns a :class:`FlushJob` holding duplicated
 descriptors of every ``.log`` with data between the recovery point and the target,
@@ -11,8 +14,9 @@ descriptors to a native worker (storage/_fsync_worker.c) that does the same work
 (sync in order, stop at the first failure, close all); its errno then becomes the
 error ``run`` would have raised through :func:`flush_failure`.
 ``maybe_flush_due(now_ms)`` applies ``flush.messages`` / ``flush.ms`` and Kafka's
-flush-on-roll. A job prepared before a
-truncation does not move the recovery point (the log's generation changed).
+flush-on-roll. A job carries the segment list's version at its preparation; one prepared
+before a truncation or a cleaner's swap does not move the recovery point
+(:meth:`storage.segments.LogSegments.bytes_unchanged_since`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 
 from .errors import KafkaStorageError
 from .segment import LogSegment
+from .segments import LogSegments
 
 
 def flush_failure(exc: OSError) -> KafkaStorageError:
@@ -87,23 +92,39 @@ class FlushJob:
 
 
 class LogFlushing:
-    """Flushing of a :class:`~storage.log.PartitionLog` (see module doc)."""
+    """What the flushes of one log must sync (see module doc)."""
 
-    def prepare_flush(self, up_to_offset: int | None = None) -> FlushJob | None:
-        """A :class:`FlushJob` making offsets below the target durable, or None if nothing to do."""
-        self._check_open()
-        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
-        pending = ([s for s in self._segments if not s.is_active and not s.indexes_durable]
+    def __init__(self, dir_path: str, segments: LogSegments, *, dir_dirty: bool) -> None:
+        self.dir = dir_path
+        self._segments = segments
+        self._dir_dirty = dir_dirty
+        # some rolled (or rebuilt) segment's index files are not fsynced yet
+        self._index_sync_needed = any(not s.indexes_durable for s in segments[:-1])
+        self._last_flush_ms: int | None = None
+
+    def note_dir_changed(self) -> None:
+        """A segment file was created, renamed or swapped in: the next flush syncs the directory."""
+        self._dir_dirty = True
+
+    def note_segment_rolled(self) -> None:
+        """A new segment was created and the previous one's indexes wait for their sync."""
+        self._dir_dirty = True
+        self._index_sync_needed = True
+
+    def prepare(self, target: int, recovery_point: int) -> FlushJob | None:
+        """A :class:`FlushJob` making offsets below ``target`` durable, or None if nothing to do."""
+        segments = self._segments
+        pending = ([s for s in segments if not s.is_active and not s.indexes_durable]
                    if self._index_sync_needed else [])
-        if target <= self.recovery_point and not pending:
+        if target <= recovery_point and not pending:
             return None
         fds: list[int] = []
         segs: list[LogSegment] = []
         try:
             chosen = set()
-            if target > self.recovery_point:
-                for seg in self._segments[self._segment_index_for(self.recovery_point):]:
-                    if seg.base_offset >= target and seg.base_offset > self.recovery_point:
+            if target > recovery_point:
+                for seg in segments[segments.index_for(recovery_point):]:
+                    if seg.base_offset >= target and seg.base_offset > recovery_point:
                         break
                     with_indexes = not seg.is_active and not seg.indexes_durable
                     fds.extend(seg.flush_fds(include_indexes=with_indexes))
@@ -111,7 +132,7 @@ class LogFlushing:
                     if with_indexes:
                         segs.append(seg)
             for seg in pending:   # rolled segments whose trimmed indexes are not on disk yet
-                if id(seg) not in chosen and seg.base_offset < max(target, self.recovery_point):
+                if id(seg) not in chosen and seg.base_offset < max(target, recovery_point):
                     fds.extend(seg.flush_fds(include_indexes=True))
                     segs.append(seg)
             if self._dir_dirty:
@@ -121,43 +142,33 @@ class LogFlushing:
                 os.close(fd)
             raise KafkaStorageError.from_os_error(exc, f"cannot prepare flush of {self.dir}") from exc
         self._dir_dirty = False
-        return FlushJob(fds, target, self._generation, segs)
+        return FlushJob(fds, target, segments.version, segs)
 
-    def mark_flushed(self, job: FlushJob) -> None:
-        """After ``job.run()``: advance the recovery point (owning thread only)."""
-        if job.generation != self._generation:
-            return  # truncated meanwhile: the synced range may not match the log any more
+    def completed(self, job: FlushJob) -> bool:
+        """After ``job.run()``: note its segments' indexes durable; False when the job no longer
+        describes the log (truncated or swapped meanwhile) and the recovery point must stay."""
+        if not self._segments.bytes_unchanged_since(job.generation):
+            return False
         for seg in job.segments:
             seg.indexes_durable = True
         if self._index_sync_needed:
             self._index_sync_needed = any(not s.is_active and not s.indexes_durable for s in self._segments)
-        new_point = min(job.target_offset, self._leo)
-        if new_point > self.recovery_point:
-            self.recovery_point = new_point
+        return True
 
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """Synchronous flush on the calling thread (shutdown, tests)."""
-        job = self.prepare_flush(up_to_offset)
-        if job is not None:
-            job.run()
-            self.mark_flushed(job)
-
-    def maybe_flush_due(self, now_ms: int, *, time_check: bool = True) -> FlushJob | None:
-        """A flush job if ``flush.messages``, ``flush.ms`` (checked only with ``time_check``) or a
-        past roll asks for one."""
-        if self._closed:
-            return None
+    def due_target(self, now_ms: int, *, time_check: bool, unflushed: int, flush_messages: int, flush_ms: int,
+                   recovery_point: int) -> int | None:
+        """The offset a flush is due up to (``flush.messages``, ``flush.ms`` checked only with
+        ``time_check``, or a past roll), -1 for the log end offset, None when none is due."""
         if self._last_flush_ms is None:
             self._last_flush_ms = now_ms
-        unflushed = self.unflushed_messages
-        cfg = self.config
-        due = unflushed > 0 and (unflushed >= cfg.flush_messages
-                                 or (time_check and now_ms - self._last_flush_ms >= cfg.flush_ms))
+        due = unflushed > 0 and (unflushed >= flush_messages
+                                 or (time_check and now_ms - self._last_flush_ms >= flush_ms))
         if due:
             self._last_flush_ms = now_ms
-            return self.prepare_flush()
-        if self.recovery_point < self._segments[-1].base_offset or self._index_sync_needed:
-            return self.prepare_flush(self._segments[-1].base_offset)
+            return -1
+        active_base = self._segments.active.base_offset
+        if recovery_point < active_base or self._index_sync_needed:
+            return active_base
         return None
 
 

@@ -1,7 +1,9 @@
 """Timestamp search in a partition log (ListOffsets), with the caches that keep it cheap.
 
-:class:`TimestampSearch` is a base of :class:`storage.log.PartitionLog`; its methods
-work on the log's segments and state like the log's own.
+:class:`TimestampSearch` is a collaborator of :class:`storage.log.PartitionLog`: it reads
+the log's :class:`~storage.segments.LogSegments` and is handed the log start and end
+offsets by each call. The big-batch index cache (:class:`BatchIndexCache`) is built by
+whoever builds the logs and passed in, so one budget covers every log that shares it.
 
 Timestamp search (Kafka ``fetchOffsetByTimestamp``; reference §6.2)
 --------------------------------------------------------------------
@@ -25,8 +27,8 @@ candidate segment (KAFKA-9157 and its neighbours):
 
 A prefix-max array over the inactive segments' largest record timestamps makes the first
 candidate a ``bisect`` instead of a walk over every segment; it is rebuilt lazily after
-deletions or truncation (the log sets ``_search`` to None) and the active segment is looked
-at separately (its max moves with appends).
+any change of the segment list (it is keyed on the list's version) and the active segment
+is looked at separately (its max moves with appends).
 
 Negative targets are ListOffsets' sentinels: -2/-4 earliest (LSO), -1 latest (LEO), -3
 the first record holding the largest timestamp (KAFKA-16310), -5 nothing tiered.
@@ -50,9 +52,8 @@ from sundial.records.timestamps import (
     MAX_TIMESTAMP,
 )
 
-from .segment import LogSegment
+from .segments import LogSegments
 from .time_index import NO_TIMESTAMP, TimestampOffset
-
 
 
 class SearchCache(NamedTuple):
@@ -61,25 +62,43 @@ class SearchCache(NamedTuple):
     prefix_argmax_ts: list[int]       # index of the first segment reaching prefix_max_ts
 
 
-class _BatchIndexCache:
-    """Running-max timestamp indexes of big batches, shared by every log (LRU, bounded bytes).
+#: Default budget of a :class:`BatchIndexCache`.
+BATCH_INDEX_CACHE_BYTES = 64 * 1024 * 1024
+
+
+class BatchIndexCache:
+    """Running-max timestamp indexes of big batches, shared by the logs it is given to (LRU,
+    bounded bytes).
 
     A timestamp search ends with a linear walk inside one batch; with 1 MiB batches of
     small records that walk is ~10^4 records. The second time a search lands in the same
     batch, its :class:`~records.search.BatchTimestampIndex` (16 bytes per record) is
     built, and later searches there are a bisect. The first visit only walks, so a cold
     lookup never pays for building an index that may not be used again. Keys carry the
-    log's cache token, which changes when the log is truncated or replaced, so an index
-    can never outlive the bytes it describes.
+    log's namespace (:meth:`new_namespace`) and the segment list's version of its last
+    rewrite (:meth:`storage.segments.LogSegments.bytes_unchanged_since`), which changes when
+    the log is truncated or a cleaned segment swapped in, so an index can never outlive the
+    bytes it describes.
     """
 
     MIN_RECORDS = 512
 
-    def __init__(self, budget_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, budget_bytes: int = BATCH_INDEX_CACHE_BYTES) -> None:
         self.budget_bytes = budget_bytes
         self.used_bytes = 0
         self._indexes: "OrderedDict[tuple, object]" = OrderedDict()
         self._seen: "OrderedDict[tuple, None]" = OrderedDict()
+        self._namespaces = 0
+
+    def new_namespace(self) -> int:
+        """A key prefix of its own for one log."""
+        self._namespaces += 1
+        return self._namespaces
+
+    @property
+    def index_count(self) -> int:
+        """Indexes built and held."""
+        return len(self._indexes)
 
     def find(self, key: tuple, data: memoryview, position: int, target_ms: int, min_offset: int):
         index = self._indexes.get(key)
@@ -104,21 +123,23 @@ class _BatchIndexCache:
         return find_first_at_or_after(BatchView(data, 0, position), target_ms, min_offset)
 
 
-_BATCH_INDEXES = _BatchIndexCache()
-_cache_tokens = iter(range(1, 2**62))
-
-
-def next_cache_token() -> int:
-    """A fresh key prefix for :data:`_BATCH_INDEXES` (a new or truncated log takes one)."""
-    return next(_cache_tokens)
-
-
 class TimestampSearch:
-    """ListOffsets of a :class:`~storage.log.PartitionLog` (see module doc)."""
+    """ListOffsets over one log's segments (see module doc)."""
 
-    def _search_cache(self) -> SearchCache:
-        cache = self._search
-        if cache is None:
+    def __init__(self, segments: LogSegments, batch_indexes: BatchIndexCache) -> None:
+        self._segments = segments
+        self._batch_indexes = batch_indexes
+        self._namespace = batch_indexes.new_namespace()
+        self._cache: SearchCache | None = None
+        self._cache_version = -1
+
+    def forget_cache(self) -> None:
+        """Rebuild the prefix arrays on the next search (after a segment's mtime was set by hand)."""
+        self._cache = None
+
+    def search_cache(self) -> SearchCache:
+        cache = self._cache
+        if cache is None or not self._segments.unchanged_since(self._cache_version):
             pm_largest: list[int] = []
             pm_ts: list[int] = []
             pm_arg: list[int] = []
@@ -133,49 +154,56 @@ class TimestampSearch:
                     best_ts, arg = ts, i
                 pm_ts.append(best_ts)
                 pm_arg.append(arg)
-            cache = self._search = SearchCache(pm_largest, pm_ts, pm_arg)
+            cache = self._cache = SearchCache(pm_largest, pm_ts, pm_arg)
+            self._cache_version = self._segments.version
         return cache
 
-    def _candidate_segments(self, target_ms: int):
+    def candidate_segments(self, target_ms: int):
         """Segments that may hold a record with timestamp >= target_ms, oldest first: the first
         whose largest record timestamp reaches it (a bisect), then every later one that does."""
-        pm = self._search_cache().prefix_max_ts
+        pm = self.search_cache().prefix_max_ts
         for seg in self._segments[bisect.bisect_left(pm, target_ms):]:
             if seg.max_timestamp_so_far >= target_ms:
                 yield seg
 
-    def fetch_offset_by_timestamp(self, target_ms: int) -> TimestampOffset | None:
+    def max_timestamp_ms(self) -> int:
+        """The largest record timestamp of the log (-1 without one)."""
+        cache = self.search_cache()
+        return max(cache.prefix_max_ts[-1] if cache.prefix_max_ts else NO_TIMESTAMP,
+                   self._segments.active.max_timestamp_so_far)
+
+    def fetch_offset_by_timestamp(self, target_ms: int, log_start_offset: int,
+                                  log_end_offset: int) -> TimestampOffset | None:
         """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
 
         Negative targets: -2/-4 earliest (LSO), -1 latest (LEO), -3 max timestamp,
         -5 nothing tiered (None). None means "not found" (offset -1, timestamp -1).
         """
-        self._check_open()
         if target_ms < 0:
             if target_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                return TimestampOffset(NO_TIMESTAMP, self.log_start_offset, None)
+                return TimestampOffset(NO_TIMESTAMP, log_start_offset, None)
             if target_ms == LATEST_TIMESTAMP:
-                return TimestampOffset(NO_TIMESTAMP, self._leo, None)
+                return TimestampOffset(NO_TIMESTAMP, log_end_offset, None)
             if target_ms == MAX_TIMESTAMP:
                 return self.max_timestamp_offset()
             return None
-        token = self._cache_token
-        for seg in self._candidate_segments(target_ms):
+        cache_find = self._batch_indexes.find
+        prefix = (self._namespace, self._segments.rewrite_version)
+        for seg in self.candidate_segments(target_ms):
             base = seg.base_offset
 
             def find_in_batch(data, position, t_ms, min_offset, base=base):
-                return _BATCH_INDEXES.find((token, base, position), data, position, t_ms, min_offset)
+                return cache_find((prefix, base, position), data, position, t_ms, min_offset)
 
-            found = seg.find_offset_by_timestamp(target_ms, self.log_start_offset, find_in_batch)
+            found = seg.find_offset_by_timestamp(target_ms, log_start_offset, find_in_batch)
             if found is not None:
                 return found
         return None
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""
-        self._check_open()
-        cache = self._search_cache()
-        seg = self._segments[-1]
+        cache = self.search_cache()
+        seg = self._segments.active
         if cache.prefix_max_ts:
             best = cache.prefix_max_ts[-1]
             if best >= seg.max_timestamp_so_far:
@@ -190,12 +218,13 @@ class TimestampSearch:
         epoch = header.leader_epoch if header.magic >= 2 and header.leader_epoch >= 0 else None
         return TimestampOffset(max_ts, offset, epoch)
 
-    def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int, log_start_offset: int,
+                              log_end_offset: int) -> list[int]:
         """ListOffsets v0: segment base offsets (Kafka ``legacyFetchOffsetsBefore``), newest first."""
-        self._check_open()
-        entries = [(max(s.base_offset, self.log_start_offset), s.last_modified_ms()) for s in self._segments]
-        if self._segments[-1].size_bytes > 0:
-            entries.append((self._leo, now_ms))
+        segments = self._segments
+        entries = [(max(s.base_offset, log_start_offset), s.last_modified_ms()) for s in segments]
+        if segments.active.size_bytes > 0:
+            entries.append((log_end_offset, now_ms))
         if timestamp_ms == LATEST_TIMESTAMP:
             start = len(entries) - 1
         elif timestamp_ms == EARLIEST_TIMESTAMP:
@@ -209,12 +238,11 @@ class TimestampSearch:
         count = min(max(max_num_offsets, 0), start + 1)
         return [entries[start - j][0] for j in range(count)]
 
-    def record_timestamp_at(self, offset: int) -> int | None:
+    def record_timestamp_at(self, offset: int, log_start_offset: int, log_end_offset: int) -> int | None:
         """Timestamp of the record at ``offset`` (None outside [LSO, LEO) or without one)."""
-        self._check_open()
-        if offset < self.log_start_offset or offset >= self._leo:
+        if offset < log_start_offset or offset >= log_end_offset:
             return None
-        seg = self._segments[self._segment_index_for(offset)]
+        seg = self._segments[self._segments.index_for(offset)]
         header = seg.translate_offset(offset)
         if header is None:
             return None
@@ -233,5 +261,5 @@ class TimestampSearch:
         return None
 
 
-__all__ = ["TimestampSearch", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP",
-           "LATEST_TIERED_TIMESTAMP"]
+__all__ = ["TimestampSearch", "BatchIndexCache", "SearchCache", "BATCH_INDEX_CACHE_BYTES", "LATEST_TIMESTAMP",
+           "EARLIEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]

@@ -1,8 +1,11 @@
 """The partition log's side of transactions: markers, the last stable offset, aborted lists.
 
 Kafka's ``UnifiedLog`` (``lastStableOffset``, ``collectAbortedTransactions``, the
-completed-transaction step of ``append``) and ``LogSegment.updateTxnIndex``, as a mixin
-of :class:`storage.log.PartitionLog`.
+completed-transaction step of ``append``) and ``LogSegment.updateTxnIndex``, as a
+collaborator of :class:`storage.log.PartitionLog`. It owns the log's
+:class:`~storage.producer_state.ProducerStateManager` and whether it is loaded, reads the
+log's :class:`~storage.segments.LogSegments`, and is handed the log start and end offsets
+by each call that needs them.
 
 * **Markers.** A control batch may be appended only with origin ``coordinator`` (or by
   ``append_as_follower``); clients get ``InvalidRecordError`` from the validator. Its one
@@ -34,20 +37,18 @@ from typing import NamedTuple
 import structlog
 
 from sundial.records.batch import BatchView
-from sundial.records.control import build_end_txn_marker, read_end_txn_marker
+from sundial.records.control import read_end_txn_marker
 from sundial.records.errors import CorruptRecordError, InvalidRecordError
 from sundial.records.framing import iter_batches, walk_headers
 from sundial.records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 
-from . import files
 from .errors import KafkaStorageError
 from .producer_state import CompletedTxn, OngoingTxn, ProducerStateManager
+from .segments import LogSegments
 from .txn_index import AbortedTxn
 from .validator import BatchInfo
 
 logger = structlog.get_logger(__name__)
-
-ORIGIN_COORDINATOR = "coordinator"
 
 
 class AbortedTransaction(NamedTuple):
@@ -69,25 +70,50 @@ class ProducerDescription(NamedTuple):
 
 
 class LogTransactions:
-    """Mixin of :class:`storage.log.PartitionLog` (see module doc)."""
+    """Producer state and transaction bookkeeping of one log (see module doc)."""
+
+    def __init__(self, dir_path: str, topic: str, partition: int, segments: LogSegments,
+                 producers: ProducerStateManager, *, rebuild_from: int | None = None) -> None:
+        self.dir = dir_path
+        self.topic = topic
+        self.partition = partition
+        self._segments = segments
+        self._producers = producers
+        self._loaded = False
+        self._rebuild_from = rebuild_from   # .txnindex files from here on are rebuilt by the scan
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The manager, loaded or not (callers that need it loaded call :meth:`ensure_loaded`)."""
+        return self._producers
+
+    def start_empty(self, offset: int) -> None:
+        """A new log, or one reset at ``offset``: no producers, nothing to load (snapshots above
+        ``offset`` are gone)."""
+        self._producers.clear(offset)
+        self._loaded = True
 
     # -- producer state (snapshot + scan) -----------------------------------------------------------------------------
-    def _ensure_producer_state(self, now_ms: int | None) -> None:
-        if self._producers_loaded:
+    def ensure_loaded(self, now_ms: int | None, log_start_offset: int, log_end_offset: int) -> None:
+        if self._loaded:
             return
-        self._producers_loaded = True
-        self._load_producer_state(now_ms)
+        self._loaded = True
+        self.load(now_ms, log_start_offset, log_end_offset)
 
-    def _load_producer_state(self, now_ms: int | None) -> None:
+    def load(self, now_ms: int | None, log_start_offset: int, log_end_offset: int) -> None:
         """Snapshot + header scan (markers parsed). After an unclean shutdown the state comes
         from the rebuild of the recovered segments' ``.txnindex`` (:meth:`_rebuild_txn_indexes`)."""
         rebuilt = None
-        if self._txn_rebuild_from is not None:
-            rebuild_from, self._txn_rebuild_from = self._txn_rebuild_from, None
-            rebuilt = self._rebuild_txn_indexes(rebuild_from)
+        if self._rebuild_from is not None:
+            rebuild_from, self._rebuild_from = self._rebuild_from, None
+            rebuilt = self._rebuild_txn_indexes(rebuild_from, log_start_offset)
         psm = self._producers
         scanned = 0
-        snap = None if rebuilt is not None else psm.load_latest_snapshot(self._leo, now_ms)
+        snap = None if rebuilt is not None else psm.load_latest_snapshot(log_end_offset, now_ms)
         if rebuilt is not None:
             # The rebuild scanned the log up to its end: its state is the state.
             psm.producers, psm.ongoing = rebuilt.producers, rebuilt.ongoing
@@ -98,22 +124,17 @@ class LogTransactions:
         else:
             start = snap
         if snap is not None or rebuilt is None:
-            scanned = self._scan_producer_state(psm, max(start, self.log_start_offset), None)
-        psm.map_end_offset = self._leo
-        psm.truncate_head(self.log_start_offset)
+            scanned = self._scan_producer_state(psm, max(start, log_start_offset), None)
+        psm.map_end_offset = log_end_offset
+        psm.truncate_head(log_start_offset)
         if now_ms is not None:
             psm.remove_expired(now_ms)
-        # Drop stray snapshots (not at a segment base), keeping the newest one.
-        bases = set(self._bases)
-        offsets = psm.snapshot_offsets()
-        for off in offsets[:-1]:
-            if off not in bases:
-                files.remove_quietly(files.snapshot_file(self.dir, off))
+        psm.remove_stray_snapshots(self._segments.base_offsets())
         if scanned:
             logger.info("producer_state_loaded", topic=self.topic, partition=self.partition,
                         snapshot_offset=snap, batches_scanned=scanned, producers=len(psm.producers))
 
-    def _rebuild_txn_indexes(self, rebuild_from: int) -> ProducerStateManager:
+    def _rebuild_txn_indexes(self, rebuild_from: int, log_start_offset: int) -> ProducerStateManager:
         """Kafka ``LogSegment.recover``'s producer-state and transaction-index part: producer
         state as of the newest snapshot at or below ``rebuild_from`` (else the log start; newer
         snapshots are deleted), then a scan to the log end that refills the ``.txnindex`` of
@@ -122,7 +143,7 @@ class LogTransactions:
         # Snapshots above the first recovered segment may describe data the crash lost (Kafka's
         # recovery deletes them too): the state comes from the one at or below it plus the scan.
         snap = psm.load_latest_snapshot(rebuild_from, None)
-        start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
+        start = log_start_offset if snap is None else max(snap, log_start_offset)
         if snap is None:
             psm.clear(start)
         for seg in self._segments:
@@ -138,7 +159,7 @@ class LogTransactions:
         """Feed ``psm`` the batches from ``start`` to the log end; aborts whose marker is at or
         above ``index_from`` are appended to their segment's ``.txnindex``. Batches scanned."""
         scanned = 0
-        for seg in self._segments[self._segment_index_for(start):]:
+        for seg in self._segments[self._segments.index_for(start):]:
             if seg.size_bytes == 0 or seg.next_offset <= start:
                 continue
             position = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
@@ -161,7 +182,7 @@ class LogTransactions:
                     done = psm.update_from_view(view, marker)
                     if done is not None:
                         if index_from is not None and done.last_offset >= index_from:
-                            self._index_completed([done], seg, psm)
+                            self.index_completed([done], seg, psm)
                         else:
                             psm.complete_txn(done)
                     continue
@@ -171,19 +192,19 @@ class LogTransactions:
                                       bool(h.attributes & TRANSACTIONAL_FLAG_MASK), h.max_timestamp)])
         return scanned
 
-    @property
-    def producer_state(self) -> ProducerStateManager:
-        self._ensure_producer_state(None)
-        return self._producers
-
     def remove_expired_producers(self, now_ms: int) -> int:
-        if not self._producers_loaded:
+        if not self._loaded:
             return 0
         return self._producers.remove_expired(now_ms)
 
+    def truncate_head(self, log_start_offset: int) -> None:
+        """The log start offset moved: forget producers below it (when loaded)."""
+        if self._loaded:
+            self._producers.truncate_head(log_start_offset)
+
     # -- markers ---------------------------------------------------------------------------------
     @staticmethod
-    def _marker_of(records, origin: str):
+    def marker_of(records, origin: str):
         """The EndTxnMarker of a control batch in ``records`` (None when there is none)."""
         for view in iter_batches(records):
             if view.magic >= 2 and view.is_control:
@@ -193,19 +214,7 @@ class LogTransactions:
                 return marker
         return None
 
-    def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                          control_type: int, timestamp_ms: int, now_ms: int, leader_epoch: int = 0):
-        """Append one COMMIT/ABORT marker as the transaction coordinator does; an AppendResult.
-
-        Raises InvalidProducerEpochError (older producer epoch),
-        TransactionCoordinatorFencedError (older coordinator epoch) or KafkaStorageError.
-        """
-        batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
-                                     coordinator_epoch=coordinator_epoch, control_type=control_type,
-                                     timestamp_ms=timestamp_ms)
-        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
-
-    def _index_abort_before_append(self, v, marker, segment) -> bool:
+    def index_abort_before_append(self, v, marker, segment) -> bool:
         """Write the ``.txnindex`` entry of an ABORT marker about to be appended (True when done).
 
         Written before the marker, so a failed index write (disk full) fails the append
@@ -223,14 +232,14 @@ class LogTransactions:
         segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
         return True
 
-    def _index_completed(self, completed: list[CompletedTxn], segment=None, psm=None, *,
+    def index_completed(self, completed: list[CompletedTxn], segment=None, psm=None, *,
                          indexed: bool = False) -> None:
         """Record completed transactions: aborts into the marker's segment ``.txnindex`` (unless
         ``indexed`` before the append), then out of the open set."""
         psm = self._producers if psm is None else psm
         for txn in completed:
             if txn.is_aborted and not indexed:
-                seg = segment if segment is not None else self._segments[self._segment_index_for(txn.last_offset)]
+                seg = segment if segment is not None else self._segments[self._segments.index_for(txn.last_offset)]
                 lso = psm.last_stable_offset_after(txn)
                 try:
                     seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
@@ -239,56 +248,37 @@ class LogTransactions:
                                    error=str(exc))
             psm.complete_txn(txn)
 
-    # -- offsets ---------------------------------------------------------------------------------
-    @property
-    def first_unstable_offset(self) -> int | None:
-        self._ensure_producer_state(None)
+    # -- offsets (producer state loaded by the caller) -------------------------------------------------------------
+    def first_unstable_offset(self, log_start_offset: int) -> int | None:
         first = self._producers.first_unstable_offset()
         if first is None:
             return None
-        return max(first, self.log_start_offset)
-
-    @property
-    def last_stable_offset(self) -> int:
-        first = self.first_unstable_offset
-        hwm = self.high_watermark
-        return hwm if first is None else min(first, hwm)
+        return max(first, log_start_offset)
 
     def ongoing_transactions(self) -> list[OngoingTxn]:
         """Open transactions (producer id, first offset, start ms), oldest first."""
-        self._ensure_producer_state(None)
         return self._producers.ongoing_transactions()
 
     def describe_producers(self) -> list[ProducerDescription]:
         """Every producer the partition knows (Kafka ``activeProducers``), by producer id."""
-        self._ensure_producer_state(None)
         return [ProducerDescription(pid, e.producer_epoch, e.last_seq, e.last_timestamp_ms, e.coordinator_epoch,
                                     e.current_txn_first_offset)
                 for pid, e in sorted(self._producers.producers.items())]
 
     def describe_producer(self, producer_id: int) -> ProducerDescription | None:
         """One producer of :meth:`describe_producers`, None when the partition does not know it."""
-        self._ensure_producer_state(None)
         e = self._producers.producers.get(producer_id)
         if e is None:
             return None
         return ProducerDescription(producer_id, e.producer_epoch, e.last_seq, e.last_timestamp_ms,
                                    e.coordinator_epoch, e.current_txn_first_offset)
 
-    def transaction_summary(self, now_ms: int) -> dict:
-        """Gauges: open transactions, LSO lag in offsets and the oldest open transaction's age (ms)."""
-        ongoing = self.ongoing_transactions()
-        lso = self.last_stable_offset
-        oldest_ms = max(0, now_ms - min(t.start_ms for t in ongoing)) if ongoing else 0
-        return {"open_transactions": len(ongoing), "last_stable_offset": lso,
-                "last_stable_offset_lag": self.high_watermark - lso, "oldest_open_transaction_ms": oldest_ms}
-
     # -- reads -----------------------------------------------------------------------------------
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
         """Kafka ``collectAbortedTransactions`` from the segment holding ``fetch_offset``."""
         out: list[AbortedTransaction] = []
-        i = self._segment_index_for(fetch_offset)
         segments = self._segments
+        i = segments.index_for(fetch_offset)
         try:
             while i < len(segments):
                 found, complete = segments[i].txn_index.collect_aborted(fetch_offset, upper_bound_offset)
@@ -301,16 +291,16 @@ class LogTransactions:
                                                        f"{self.partition}") from exc
         return out
 
-    def _fetch_upper_bound(self, segment_index: int, position: int, size: int) -> int:
+    def fetch_upper_bound(self, segment_index: int, position: int, size: int, log_end_offset: int) -> int:
         seg = self._segments[segment_index]
         found = seg.offset_index.fetch_upper_bound_offset(position, size)
         if found is not None:
             return found.offset
         if segment_index + 1 < len(self._segments):
             return self._segments[segment_index + 1].base_offset
-        return self.log_end_offset
+        return log_end_offset
 
-    def _position_limit(self, segment_index: int, max_offset: int) -> int | None:
+    def position_limit(self, segment_index: int, max_offset: int) -> int | None:
         """File position in segment ``segment_index`` where offset ``max_offset`` starts (None: no limit)."""
         seg = self._segments[segment_index]
         if max_offset >= seg.next_offset:

@@ -492,6 +492,13 @@ class ProducerStateManager:
             if off > offset:
                 files.remove_quietly(files.snapshot_file(self.dir, off))
 
+    def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> None:
+        """Remove the snapshots that are not at a segment's base offset, except the newest one."""
+        bases = set(segment_bases)
+        for off in self.snapshot_offsets()[:-1]:
+            if off not in bases:
+                files.remove_quietly(files.snapshot_file(self.dir, off))
+
     def retain_latest_snapshots(self, keep: int = 2) -> None:
         offs = self.snapshot_offsets()
         for off in offs[:-keep] if keep > 0 else offs:

@@ -46,7 +46,8 @@ from sundial.records.framing import walk_headers
 from . import files
 from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .offset_index import IndexFullError
-from .segment import LogSegment, random_segment_jitter
+from .segment import LogSegment
+from .segments import SegmentFactory
 
 logger = structlog.get_logger(__name__)
 
@@ -68,14 +69,11 @@ class LoadedLog:
 
 
 def _new_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    return LogSegment.create(dir_path, base, index_interval_bytes=config.index_interval_bytes,
-                             max_index_size=config.segment_index_bytes, roll_jitter_ms=random_segment_jitter(config, rng),
-                             preallocate_bytes=config.segment_bytes if config.preallocate else 0)
+    return SegmentFactory(dir_path, rng).create(config, base)
 
 
 def _open_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    return LogSegment.open(dir_path, base, index_interval_bytes=config.index_interval_bytes,
-                           max_index_size=config.segment_index_bytes, roll_jitter_ms=random_segment_jitter(config, rng))
+    return SegmentFactory(dir_path, rng).open(config, base)
 
 
 def clean_leftovers(dir_path: str) -> tuple[list[int], list[int]]:

@@ -93,7 +93,7 @@ def test_search_equals_brute_force(appends, interval, segment_bytes, delete_to, 
             records.extend(zip(range(r.first_offset, r.last_offset + 1), reported))
         for seg in log.segments:   # fixed, distinct mtimes keep the model deterministic
             seg.set_last_modified_ms(BASE - 1000 + seg.base_offset)
-        log._search = None
+        log._search.forget_cache()   # the mtimes were set by hand
         if delete_to:
             log.delete_records(int(delete_to * log.log_end_offset))
         if retention:

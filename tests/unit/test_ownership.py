@@ -26,8 +26,6 @@ PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipe
 
 #: (class, base class) pairs from different modules that still share private attributes.
 KNOWN_SHARED = {
-    ("PartitionLog", "TimestampSearch"), ("PartitionLog", "LogRetention"), ("PartitionLog", "LogFlushing"),
-    ("PartitionLog", "LogCleaning"), ("PartitionLog", "LogTransactions"),
     ("LogSegment", "SegmentRecovery"), ("Group", "GroupMetadata"),
 }
 

@@ -149,8 +149,8 @@ def test_segments_without_timestamped_records_are_never_searched(new_log):
     assert len(log.segments) >= 3
     for i, seg in enumerate(log.segments[:-1]):
         seg.set_last_modified_ms(1000 * (i + 1))
-    log._search = None
-    assert list(log._candidate_segments(1500)) == []
+    log._search.forget_cache()   # the mtimes were set by hand
+    assert list(log._search.candidate_segments(1500)) == []
     assert log.fetch_offset_by_timestamp(1500) is None
 
 
@@ -206,9 +206,9 @@ def test_many_segments_search_uses_prefix_max(new_log):
         expect = brute_force_search_segments(segments, target, 0)
         got = log.fetch_offset_by_timestamp(target)
         assert ((got.offset, got.timestamp_ms) if got else None) == expect
-    cache = log._search
+    cache = log._search.search_cache()
     log.fetch_offset_by_timestamp(NOW_MS)
-    assert log._search is cache  # not rebuilt per lookup
+    assert log._search.search_cache() is cache  # not rebuilt per lookup
 
 
 def test_build_records_v2_in_test_helper_matches_kafka_python():
