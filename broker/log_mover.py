@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 from typing import Any, Callable
 
 import structlog
@@ -66,7 +67,8 @@ class LogMover:
             logger.info("log_move_cancelled", topic=topic, partition=partition, target_dir=cancelled.target_dir,
                         reason="another destination was asked for")
         if move is not None:
-            task = asyncio.get_running_loop().create_task(self._move(move))
+            # a context of its own: the move outlives the request (its log events carry no connection)
+            task = asyncio.get_running_loop().create_task(self._move(move), context=contextvars.Context())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
