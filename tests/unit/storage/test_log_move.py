@@ -20,6 +20,7 @@ from log_helpers import NOW_MS, batch
 
 from sundial.storage import disk, files
 from sundial.storage.errors import KafkaStorageError
+from sundial.storage.log_dirs import measure_log_dirs
 from sundial.storage.log_manager import LogManager
 from sundial.storage.log_move import (
     LogDirNotFoundError,
@@ -152,6 +153,15 @@ def test_describe_sees_the_future_replica_during_the_copy(dirs):
     assert 0 < placements[True].log_end_offset < current_leo
     assert placements[True].partition_dir == move.future_path
     assert os.path.basename(move.future_path).endswith("-future")
+    # DescribeLogDirs' facts: the future in the target with its lag, its size the bytes it holds
+    reports = {r.log_dir: r for r in measure_log_dirs(mgr.log_dirs, mgr.replica_placements())}
+    (future,) = reports[target].replicas
+    (current,) = reports[source].replicas
+    assert (future.is_future, current.is_future) == (True, False)
+    assert future.offset_lag == current_leo - placements[True].log_end_offset > 0 and current.offset_lag == 0
+    future_dir_bytes = sum(os.path.getsize(os.path.join(move.future_path, n)) for n in os.listdir(move.future_path)
+                           if n.endswith(".log"))
+    assert 0 < future.size_bytes <= future_dir_bytes
     mgr.close_without_marker()
 
 
