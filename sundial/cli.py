@@ -116,9 +116,21 @@ SUBCOMMANDS = {
 }
 
 
+def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` ran: ``sundial topics create``'s, not ``sundial``'s."""
+    while True:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, actions[0].dest, None) if actions else None
+        if name not in (actions[0].choices if actions else {}):
+            return parser
+        parser = actions[0].choices[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage line, not sundial's: "sundial console-consumer: error: ..."
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code = args.func(args)
     except KeyboardInterrupt:

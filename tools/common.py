@@ -246,8 +246,10 @@ def add_bootstrap_argument(parser, flag: str = "--bootstrap-server", *, required
                         help=f"{what} (HOST:PORT, several comma-separated; any Kafka-compatible broker)")
 
 
-def add_command_config_argument(parser) -> None:
-    parser.add_argument("--command-config", metavar="FILE",
+def add_command_config_argument(parser, *aliases: str) -> None:
+    """``--command-config FILE``; ``aliases``: Kafka's older names of it for the tool (the console
+    tools' ``--producer.config`` / ``--consumer.config``)."""
+    parser.add_argument("--command-config", *aliases, dest="command_config", metavar="FILE",
                         help="properties file with client settings (security.protocol, sasl.mechanism, "
                              "sasl.username, sasl.password, sasl.jaas.config, ssl.ca.location, "
                              "ssl.certificate.location, ssl.key.location, client.id)")

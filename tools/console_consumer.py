@@ -113,7 +113,7 @@ def add_parser(subparsers) -> None:
                    metavar="KEY=VALUE", help="output format, repeatable: print.timestamp, print.key, print.value, "
                                              "print.partition, print.offset, print.headers (true/false), "
                                              "key.separator, line.separator, headers.separator, null.literal")
-    add_command_config_argument(p)
+    add_command_config_argument(p, "--consumer.config")
     p.add_argument("--request-timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                    help=f"how long to wait for the broker (connect and each request; default {DEFAULT_TIMEOUT_MS})")
     p.set_defaults(func=run)

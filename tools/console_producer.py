@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--timeout", type=int, default=1000, metavar="MS",
                    help="how long a record may wait for its batch to fill (linger; default 1000)")
     p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement before the next line")
-    add_command_config_argument(p)
+    add_command_config_argument(p, "--producer.config")
     p.add_argument("--request-timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                    help=f"how long to wait for the broker (connect, metadata and each request; default "
                         f"{DEFAULT_TIMEOUT_MS})")
