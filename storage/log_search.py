@@ -162,7 +162,9 @@ class TimestampSearch:
         """Segments that may hold a record with timestamp >= target_ms, oldest first: the first
         whose largest record timestamp reaches it (a bisect), then every later one that does."""
         pm = self.search_cache().prefix_max_ts
-        for seg in self._segments[bisect.bisect_left(pm, target_ms):]:
+        segments = self._segments.as_list()
+        for i in range(bisect.bisect_left(pm, target_ms), len(segments)):   # no copy of the tail
+            seg = segments[i]
             if seg.max_timestamp_so_far >= target_ms:
                 yield seg
 
