@@ -75,6 +75,7 @@ from .checkpoints import (
 )
 from .errors import KafkaStorageError
 from .log import PartitionLog
+from .log_search import BatchIndexCache
 from .log_dirs import ReplicaPlacement
 from .log_move import (
     CommitOutcome,
@@ -118,7 +119,8 @@ class LogManager:
     def __init__(self, log_dirs: list[str] | str, broker_explicit: Mapping[str, Any] | None = None, *,
                  producer_id_expiration_ms: int = 86_400_000, now_ms: Callable[[], int] | None = None,
                  rng: random.Random | None = None, recovery_threads_per_data_dir: int = 1,
-                 executor: concurrent.futures.Executor | None = None) -> None:
+                 executor: concurrent.futures.Executor | None = None,
+                 batch_indexes: BatchIndexCache | None = None) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [log_dirs]
         if not log_dirs:
@@ -132,6 +134,8 @@ class LogManager:
             raise ValueError("recovery_threads_per_data_dir must be at least 1")
         self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
         self._executor = executor
+        # one budget for the search indexes of every log this manager opens
+        self._batch_indexes = batch_indexes if batch_indexes is not None else BatchIndexCache()
         self._opening: dict[TopicPartition, concurrent.futures.Future] = {}   # opens under way
         self._topics: dict[str, TopicMetadata] = {}
         self._creating: dict[str, TopicMetadata] = {}          # topics whose creation is being made durable
@@ -583,7 +587,7 @@ class LogManager:
         pdir = os.path.join(d, files.partition_dir_name(*tp))
         log_start_offset = self._log_start_offsets.get(d, {}).get(tp)
         recovery_point = self._recovery_points.get(d, {}).get(tp)
-        expiration_ms, rng = self.producer_id_expiration_ms, self._rng
+        expiration_ms, rng, batch_indexes = self.producer_id_expiration_ms, self._rng, self._batch_indexes
 
         def job() -> tuple[PartitionLog, bytes, str]:
             disk.current().pause("open")
@@ -591,7 +595,8 @@ class LogManager:
                 _make_partition_dir(pdir, meta.topic_id)
             log = PartitionLog.open(pdir, meta.config, topic=tp[0], partition=tp[1], clean=clean,
                                     log_start_offset=log_start_offset, recovery_point=recovery_point,
-                                    producer_id_expiration_ms=expiration_ms, rng=rng)
+                                    producer_id_expiration_ms=expiration_ms, rng=rng,
+                                    batch_indexes=batch_indexes)
             try:
                 if read_partition_metadata(pdir) != meta.topic_id:
                     write_partition_metadata(pdir, meta.topic_id)
@@ -704,7 +709,8 @@ class LogManager:
         installs the log where the swap left it. Returns the swap's future and ``after``, to call on
         the owner thread once it is done and installed (the former log is marked flushed and closed)."""
         log, topic_id, config = self._move_source(move)
-        job, after = swap_job(move, log, topic_id, config, now_ms, self.producer_id_expiration_ms)
+        job, after = swap_job(move, log, topic_id, config, now_ms, self.producer_id_expiration_ms,
+                             batch_indexes=self._batch_indexes)
         tp = move.tp
         del self._logs[tp]
         fut = submit(job)

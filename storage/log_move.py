@@ -48,6 +48,7 @@ from sundial.records.framing import iter_batches
 from . import disk, files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .log import PartitionLog
+from .log_search import BatchIndexCache
 from .topics import InvalidTopicError, write_partition_metadata
 
 logger = structlog.get_logger(__name__)
@@ -291,7 +292,8 @@ def copy_job(move: LogMove, log: PartitionLog, max_bytes: int, now_ms: int) -> C
 
 
 def swap_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicConfig, now_ms: int,
-             producer_id_expiration_ms: int) -> tuple[Callable[[], tuple], Callable[[Any], None]]:
+             producer_id_expiration_ms: int, batch_indexes: BatchIndexCache | None = None
+             ) -> tuple[Callable[[], tuple], Callable[[Any], None]]:
     """Owner thread of ``log``, which takes no more appends from now on: ``(job, after)``. ``job``
     (any thread) is :func:`commit_move` with the rest of ``log`` and an fsync of it first; it
     returns ``(log now serving, topic id, its log dir, CommitOutcome)``. ``after(future of job)``
@@ -308,7 +310,8 @@ def swap_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicCon
     def job() -> tuple:
         outcome = commit_move(move, tail=tail, log_start_offset=lso, current_log_end_offset=leo, config=config,
                               now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms,
-                              before_swap=flush_job.run if flush_job is not None else None)
+                              before_swap=flush_job.run if flush_job is not None else None,
+                              batch_indexes=batch_indexes)
         return outcome.log, topic_id, outcome.log_dir, outcome
 
     def after(fut) -> None:
@@ -336,7 +339,8 @@ class CommitOutcome:
 
 def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_offset: int,
                 current_log_end_offset: int, config: TopicConfig, now_ms: int,
-                producer_id_expiration_ms: int, before_swap=None) -> CommitOutcome:
+                producer_id_expiration_ms: int, before_swap=None,
+                batch_indexes: BatchIndexCache | None = None) -> CommitOutcome:
     """The swap (see module doc), on a worker thread, while appends to the partition wait.
 
     ``tail`` is the rest of the current log (descriptors owned by this call). ``before_swap``
@@ -376,7 +380,7 @@ def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_of
         # Its files were not closed cleanly (the old log object is closed after this): recover.
         log = PartitionLog.open(current_path, config, topic=tp[0], partition=tp[1], clean=False,
                                 log_start_offset=log_start_offset,
-                                producer_id_expiration_ms=producer_id_expiration_ms)
+                                producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes)
         return CommitOutcome(log, move.source_dir, None, exc)
     # The commit point: the current directory goes away only now that the future is durable.
     deleted = os.path.join(move.source_dir, files.delete_dir_name(*tp))
@@ -393,7 +397,7 @@ def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_of
         raise KafkaStorageError.from_os_error(exc, f"cannot swap in the moved log of {tp[0]}-{tp[1]}") from exc
     log = PartitionLog.open(final_path, config, topic=tp[0], partition=tp[1], clean=True,
                             log_start_offset=log_start_offset, recovery_point=current_log_end_offset,
-                            producer_id_expiration_ms=producer_id_expiration_ms)
+                            producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes)
     return CommitOutcome(log, move.target_dir, deleted)
 
 

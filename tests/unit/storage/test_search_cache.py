@@ -92,3 +92,24 @@ def test_logs_sharing_a_cache_never_answer_from_each_other(tmp_path, log, indexe
         assert indexes.index_count == 2
     finally:
         other.close_handles()
+
+
+def test_the_logs_of_one_manager_share_its_cache(tmp_path):
+    """The budget of the big-batch indexes holds for all the partitions a LogManager opens, not per log."""
+    from sundial.storage.log_manager import LogManager
+
+    shared = BatchIndexCache()
+    mgr = LogManager([str(tmp_path)], {"log.message.timestamp.after.max.ms": 2**63 - 1}, batch_indexes=shared)
+    mgr.startup()
+    try:
+        mgr.create_topic("t", 2)
+        stamps = {0: [NOW_MS - 50_000 + i for i in range(1000)], 1: [NOW_MS - 90_000 + 2 * i for i in range(1000)]}
+        logs = {p: mgr.get_log("t", p) for p in (0, 1)}
+        for p, plog in logs.items():
+            plog.append(big_batch(stamps[p]), now_ms=NOW_MS)
+        for _ in range(3):
+            for p, plog in logs.items():
+                assert _answer(plog, stamps[p][400]) == (400, stamps[p][400])
+        assert shared.index_count == 2
+    finally:
+        mgr.shutdown()
