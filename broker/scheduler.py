@@ -28,6 +28,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import threading
 from typing import Any, Callable
 
 import structlog
@@ -44,6 +45,8 @@ class Scheduler:
         self.threads = threads
         self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="sundial-scheduler")
         self.ordered = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sundial-scheduler-ordered")
+        self._closing = False
+        self._threads_started = threading.Event()    # set when the helper below is done
         # Every thread started now, from a helper thread: an executor starts its threads on demand
         # and ``Thread.start`` waits until the new thread runs, which on a busy host kept the
         # event loop waiting (up to 220 ms seen) on the first jobs after each start. The helper
@@ -55,15 +58,21 @@ class Scheduler:
         # are fewer than the maximum and none idle (a new thread only counts as idle after its
         # first job), so calling it once per thread starts them all without queueing any job a
         # caller's jobs could wait behind. Not under the executor's lock, which ``submit`` takes:
-        # a submit racing with this at most starts one of the threads itself.
-        for executor, count in ((self.executor, self.threads), (self.ordered, 1)):
-            for _ in range(count):
-                if executor._shutdown:
-                    return
-                try:
-                    executor._adjust_thread_count()
-                except RuntimeError:   # the interpreter is shutting down
-                    return
+        # a submit racing with this at most starts one of the threads itself. :meth:`close` waits
+        # for this helper to end before it shuts the executors down: their shutdown walks the set
+        # of threads this adds to ("Set changed size during iteration" when a server stopped
+        # right after it started, on a busy host).
+        try:
+            for executor, count in ((self.executor, self.threads), (self.ordered, 1)):
+                for _ in range(count):
+                    if self._closing or executor._shutdown:
+                        return
+                    try:
+                        executor._adjust_thread_count()
+                    except RuntimeError:   # the interpreter is shutting down
+                        return
+        finally:
+            self._threads_started.set()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on a scheduler thread; the loop goes on meanwhile."""
@@ -87,6 +96,8 @@ class Scheduler:
 
     def close(self) -> None:
         """Wait for the jobs under way, start no more."""
+        self._closing = True
+        self._threads_started.wait()
         self.ordered.shutdown(wait=True, cancel_futures=False)
         self.executor.shutdown(wait=True, cancel_futures=False)
 

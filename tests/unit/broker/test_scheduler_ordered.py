@@ -57,3 +57,48 @@ def test_every_thread_is_started_without_a_job_from_the_caller():
         assert any(n.startswith("sundial-scheduler-ordered") for n in names), names
     finally:
         scheduler.close()
+
+
+class _HeldStart(Scheduler):
+    """A scheduler whose thread-starting helper waits at a gate: the helper is still at work when
+    ``close`` begins, as on a busy host where a server stops right after it started."""
+
+    def __init__(self, threads: int, gate: threading.Event) -> None:
+        self.gate = gate
+        self.helper_done = threading.Event()
+        super().__init__(threads)
+
+    def _start_threads(self) -> None:
+        self.gate.wait(10)
+        try:
+            super()._start_threads()
+        finally:
+            self.helper_done.set()
+
+
+def test_close_waits_for_the_thread_starting_helper():
+    gate = threading.Event()
+    scheduler = _HeldStart(4, gate)
+    errors: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            scheduler.close()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive(), "close returned while the helper could still add threads"
+    gate.set()
+    closer.join(30)
+    assert not closer.is_alive() and errors == []
+    assert scheduler.helper_done.is_set()
+    # no thread outlives close: the helper saw it and started none after it
+    assert not [t for t in scheduler.executor._threads | scheduler.ordered._threads if t.is_alive()]
+
+
+def test_a_scheduler_closed_at_once_many_times_over():
+    for _ in range(200):
+        Scheduler(4).close()
