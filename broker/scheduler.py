@@ -57,20 +57,22 @@ class Scheduler:
         # ``_adjust_thread_count`` is what ``submit`` calls: it starts one more thread while there
         # are fewer than the maximum and none idle (a new thread only counts as idle after its
         # first job), so calling it once per thread starts them all without queueing any job a
-        # caller's jobs could wait behind. Not under the executor's lock, which ``submit`` takes:
-        # a submit racing with this at most starts one of the threads itself. :meth:`close` waits
-        # for this helper to end before it shuts the executors down: their shutdown walks the set
-        # of threads this adds to ("Set changed size during iteration" when a server stopped
-        # right after it started, on a busy host).
+        # caller's jobs could wait behind. Under the executor's lock, as ``submit`` calls it:
+        # without it a submit racing with this could start a second thread for the ordered
+        # executor, and its jobs ran out of order. (A submit in the first moments may wait for one
+        # thread start here.) :meth:`close` waits for this helper to end before it shuts the
+        # executors down: their shutdown walks the set of threads this adds to ("Set changed size
+        # during iteration" when a server stopped right after it started, on a busy host).
         try:
-            for executor, count in ((self.executor, self.threads), (self.ordered, 1)):
+            for executor, count in ((self.ordered, 1), (self.executor, self.threads)):
                 for _ in range(count):
-                    if self._closing or executor._shutdown:
-                        return
-                    try:
-                        executor._adjust_thread_count()
-                    except RuntimeError:   # the interpreter is shutting down
-                        return
+                    with executor._shutdown_lock:
+                        if self._closing or executor._shutdown:
+                            return
+                        try:
+                            executor._adjust_thread_count()
+                        except RuntimeError:   # the interpreter is shutting down
+                            return
         finally:
             self._threads_started.set()
 

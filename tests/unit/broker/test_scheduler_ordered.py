@@ -102,3 +102,16 @@ def test_close_waits_for_the_thread_starting_helper():
 def test_a_scheduler_closed_at_once_many_times_over():
     for _ in range(200):
         Scheduler(4).close()
+
+
+def test_the_ordered_executor_never_has_two_threads():
+    """A job submitted while the helper starts the threads must not start a second ordered thread
+    (two threads ran the ordered jobs out of order on a busy host)."""
+    for _ in range(100):
+        scheduler = Scheduler(2)
+        try:
+            scheduler.ordered.submit(lambda: None).result(10)
+            assert scheduler._threads_started.wait(10)
+            assert len(scheduler.ordered._threads) == 1
+        finally:
+            scheduler.close()
