@@ -21,7 +21,6 @@ from there, :data:`DAEMONS_UNAVAILABLE` says why and such tests skip with that r
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -264,18 +263,6 @@ def broker_factory(tmp_path):
         if proc.running:
             code = proc.stop()
             assert code == 0, f"sundial exited with {code} on SIGTERM:\n{proc.log_text()[-3000:]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _collect_clients_held_by_cycles():
-    """After each module, collect what only a reference cycle keeps alive.
-
-    A client whose frame is held by a caught exception's traceback (``pytest.raises`` keeps it)
-    lives until the collector's rare full pass; a librdkafka client then goes on reconnecting to
-    a daemon its module stopped, and its log lines land in later tests' output.
-    """
-    yield
-    gc.collect()
 
 
 @pytest.fixture(scope="session", autouse=True)
