@@ -9,6 +9,8 @@ storage; its names listed in ``__all__`` are re-exported here.
 
 * :mod:`storage.errors` — exceptions named after the Kafka errors they map to (the
   record-format ones come from :mod:`records.errors`).
+* :mod:`storage.origin` — :class:`AppendOrigin`, where an append comes from (client,
+  coordinator, replication) and so which checks it gets.
 * :mod:`storage.validator` — append-time validation (LogValidator);
   :mod:`storage.convert` — down-conversion for old fetchers.
 * :mod:`storage.files` — file names, atomic writes, positional writes, :class:`FileSlice`.
@@ -64,6 +66,7 @@ from .errors import (
 from .files import FileSlice
 from .log import AppendResult, FetchDataInfo, FlushJob, PartitionLog, SegmentInfo
 from .log_manager import LogManager
+from .origin import AppendOrigin
 from sundial.records import (
     BatchView,
     Record,
@@ -95,8 +98,8 @@ __all__ = [
     "InvalidOffsetError", "RecordError", "TopicAlreadyExistsError", "InvalidTopicError", "InvalidPartitionsError",
     "UnknownTopicOrPartitionError",
     # logs
-    "LogManager", "PartitionLog", "AppendResult", "FetchDataInfo", "FlushJob", "SegmentInfo", "FileSlice",
-    "TimestampOffset", "RetentionOutcome", "DeletedSegment", "HeldSegment", "TopicMetadata", "validate_topic_name",
+    "LogManager", "PartitionLog", "AppendOrigin", "AppendResult", "FetchDataInfo", "FlushJob", "SegmentInfo",
+    "FileSlice", "TimestampOffset", "RetentionOutcome", "DeletedSegment", "HeldSegment", "TopicMetadata", "validate_topic_name",
     # records and validation
     "BatchView", "Record", "iter_batches", "iter_file_batches", "iter_records", "find_first_at_or_after",
     "first_record_with_timestamp", "validate_records", "ValidatedRecords", "BatchInfo",

@@ -68,8 +68,8 @@ from .log_flush import FlushJob, LogFlushing
 from .log_retention import LogRetention, SegmentDeleter, SegmentRename
 from .log_search import BatchIndexCache, TimestampSearch
 from .log_transactions import AbortedTransaction, LogTransactions, ProducerDescription
+from .origin import AppendOrigin
 from .producer_state import OngoingTxn, ProducerStateManager
-from .record_rules import ORIGIN_COORDINATOR
 from .recovery import load_partition
 from .retention import RetentionOutcome
 from .segment import LogSegment
@@ -240,7 +240,8 @@ class PartitionLog:
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
     # -- append ---------------------------------------------------------------------------------------
-    def append(self, records, *, now_ms: int, leader_epoch: int = 0, origin: str = "client") -> AppendResult:
+    def append(self, records, *, now_ms: int, leader_epoch: int = 0,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Validate and append one partition's records (see module doc)."""
         self._check_open()
         self._ensure_producer_state(now_ms)
@@ -286,9 +287,9 @@ class PartitionLog:
             if len(views) > 1:
                 raise ValueError("a follower append holding a control batch must hold one batch")
             marker = read_end_txn_marker(views[0])
-            self._producers.check(batches, origin="replication", marker=marker)
+            self._producers.check(batches, origin=AppendOrigin.REPLICATION, marker=marker)
             return self._append_validated(v, now_ms, marker)
-        self._producers.check(batches, origin="replication")
+        self._producers.check(batches, origin=AppendOrigin.REPLICATION)
         return self._append_validated(v, now_ms)
 
     def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -301,7 +302,7 @@ class PartitionLog:
         batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
                                      coordinator_epoch=coordinator_epoch, control_type=control_type,
                                      timestamp_ms=timestamp_ms)
-        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=ORIGIN_COORDINATOR)
+        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
 
     def _append_validated(self, v, now_ms: int, marker=None) -> AppendResult:
         chunks = v.chunks

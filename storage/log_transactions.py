@@ -7,8 +7,8 @@ collaborator of :class:`storage.log.PartitionLog`. It owns the log's
 log's :class:`~storage.segments.LogSegments`, and is handed the log start and end offsets
 by each call that needs them.
 
-* **Markers.** A control batch may be appended only with origin ``coordinator`` (or by
-  ``append_as_follower``); clients get ``InvalidRecordError`` from the validator. Its one
+* **Markers.** A control batch may be appended only with origin ``AppendOrigin.COORDINATOR``
+  (or by ``append_as_follower``); clients get ``InvalidRecordError`` from the validator. Its one
   record must be an ABORT/COMMIT marker (else ``InvalidRecordError``). After the append,
   every transaction it completed is indexed: an ABORT adds
   ``AbortedTxn(producer_id, first_offset, marker offset, LSO after completion)`` to the
@@ -43,6 +43,7 @@ from sundial.records.framing import iter_batches, walk_headers
 from sundial.records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 
 from .errors import KafkaStorageError
+from .origin import AppendOrigin
 from .producer_state import CompletedTxn, OngoingTxn, ProducerStateManager
 from .segments import LogSegments
 from .txn_index import AbortedTxn
@@ -204,7 +205,7 @@ class LogTransactions:
 
     # -- markers ---------------------------------------------------------------------------------
     @staticmethod
-    def marker_of(records, origin: str):
+    def marker_of(records, origin: AppendOrigin):
         """The EndTxnMarker of a control batch in ``records`` (None when there is none)."""
         for view in iter_batches(records):
             if view.magic >= 2 and view.is_control:

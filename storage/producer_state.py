@@ -21,12 +21,12 @@ Transactions (Kafka ``ProducerAppendInfo.appendDataBatch`` / ``appendEndTxnMarke
   batch's first offset (``current_txn_first_offset``); the partition remembers it in
   ``ongoing`` (first offset → :class:`OngoingTxn`). A non-transactional batch from a
   producer with an open transaction → :class:`InvalidTxnStateError` (any origin).
-* A control batch (COMMIT/ABORT marker, origin coordinator or the log) closes the open
+* A control batch (COMMIT/ABORT marker, from the coordinator, a follower append or the log) closes the open
   transaction and yields a :class:`CompletedTxn` (none when the producer had no open
   transaction: the marker is appended anyway). Its epoch older than the producer's →
   :class:`InvalidProducerEpochError`; its coordinator epoch older than the last one
-  seen → :class:`TransactionCoordinatorFencedError` (both only logged for appends
-  rebuilt from the log). The producer takes the marker's epoch, coordinator epoch and
+  seen → :class:`TransactionCoordinatorFencedError` (both only logged for a follower's
+  append, :attr:`AppendOrigin.REPLICATION`; appends rebuilt from the log are not checked). The producer takes the marker's epoch, coordinator epoch and
   timestamp; a marker adds no batch metadata (no sequence).
 * :meth:`last_stable_offset_after` gives the LSO to record with a completed
   transaction: the first offset of the earliest open transaction of another producer,
@@ -77,6 +77,7 @@ from .errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from .origin import AppendOrigin
 
 logger = structlog.get_logger(__name__)
 
@@ -189,7 +190,7 @@ class ProducerStateManager:
         self.map_end_offset = 0
 
     # -- checks on the append path -------------------------------------------------------------------
-    def check(self, batches: Iterable, *, origin: str = "client", marker=None) -> DuplicateBatch | None:
+    def check(self, batches: Iterable, *, origin: AppendOrigin = AppendOrigin.CLIENT, marker=None) -> DuplicateBatch | None:
         """Validate the producer fields of the batches about to be appended.
 
         Returns a :class:`DuplicateBatch` for an idempotent retry (nothing must be
@@ -213,7 +214,7 @@ class ProducerStateManager:
                 continue
             first_seq = _field(b, "base_sequence")
             last_seq = _field(b, "last_sequence")
-            if origin == "client" and current is not None:
+            if origin is AppendOrigin.CLIENT and current is not None:
                 dup = current.find_duplicate(epoch, first_seq, last_seq)
                 if dup is not None:
                     return DuplicateBatch(dup.first_offset, dup.last_offset, dup.timestamp_ms)
@@ -222,7 +223,7 @@ class ProducerStateManager:
                     and not _field(b, "is_transactional", False)):
                 raise InvalidTxnStateError(f"expected transactional write from producer {pid} at offset "
                                            f"{first_offset}")
-            if origin != "client":
+            if origin is not AppendOrigin.CLIENT:
                 continue
             updated = pending.get(pid)
             if updated is None:
@@ -258,19 +259,20 @@ class ProducerStateManager:
         return None
 
     @staticmethod
-    def _check_marker(pid: int, current: ProducerEntry | None, epoch: int, marker, offset: int, origin: str) -> None:
+    def _check_marker(pid: int, current: ProducerEntry | None, epoch: int, marker, offset: int,
+                      origin: AppendOrigin) -> None:
         if current is None:
             return
         if epoch < current.producer_epoch:
             message = (f"epoch of producer {pid} at offset {offset} is {epoch}, which is smaller than the last seen "
                        f"epoch {current.producer_epoch}")
-            if origin != "replication" and origin != "log":
+            if origin is not AppendOrigin.REPLICATION:
                 raise InvalidProducerEpochError(message)
             logger.warning("marker_with_old_producer_epoch", reason=message)
         if current.coordinator_epoch > marker.coordinator_epoch:
             message = (f"invalid coordinator epoch for producer {pid} at offset {offset}: "
                        f"{marker.coordinator_epoch} (zombie), {current.coordinator_epoch} (current)")
-            if origin != "replication" and origin != "log":
+            if origin is not AppendOrigin.REPLICATION:
                 raise TransactionCoordinatorFencedError(message)
             logger.info("marker_with_old_coordinator_epoch", reason=message)
 

@@ -28,10 +28,7 @@ from .errors import (
     InvalidTimestampError,
     UnsupportedForMessageFormatError,
 )
-
-ORIGIN_CLIENT = "client"
-ORIGIN_COORDINATOR = "coordinator"
-ORIGIN_REPLICATION = "replication"
+from .origin import AppendOrigin
 
 
 def timestamp_window(config: TopicConfig, now_ms: int) -> tuple[int, int]:
@@ -46,12 +43,12 @@ class ValidationContext:
     __slots__ = ("config", "now_ms", "leader_epoch", "client", "to_magic", "source", "target", "log_append",
                  "bounded", "compact", "before_ms", "after_ms", "lowest_ms", "highest_ms")
 
-    def __init__(self, config: TopicConfig, now_ms: int, leader_epoch: int, origin: str, source: int,
+    def __init__(self, config: TopicConfig, now_ms: int, leader_epoch: int, origin: AppendOrigin, source: int,
                  target: int) -> None:
         self.config = config
         self.now_ms = now_ms
         self.leader_epoch = leader_epoch
-        self.client = origin == ORIGIN_CLIENT
+        self.client = origin is AppendOrigin.CLIENT
         self.to_magic = config.record_version
         self.source = source
         self.target = target
@@ -195,5 +192,4 @@ def check_rebuild_timestamps(recs: Sequence[RecordToCheck]) -> None:
 
 
 __all__ = ["ValidationContext", "validate_batch", "timestamp_error", "raise_record_errors", "RecordToCheck",
-           "records_of", "check_records", "check_rebuild_timestamps", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR",
-           "ORIGIN_REPLICATION"]
+           "records_of", "check_records", "check_rebuild_timestamps"]

@@ -124,10 +124,8 @@ from .errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from .origin import AppendOrigin
 from .record_rules import (
-    ORIGIN_CLIENT,
-    ORIGIN_COORDINATOR,
-    ORIGIN_REPLICATION,
     RecordToCheck,
     ValidationContext,
     check_rebuild_timestamps,
@@ -184,13 +182,14 @@ class ValidatedRecords:
 # ---------------------------------------------------------------- entry point
 
 def validate_records(records, *, config: TopicConfig, next_offset: int, now_ms: int, leader_epoch: int = 0,
-                     origin: str = ORIGIN_CLIENT) -> ValidatedRecords:
+                     origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords:
     """Validate ``records`` (bytes-like, one partition's data) for an append at ``next_offset``.
 
-    ``origin`` is ``"client"`` (Produce: all client rules apply) or ``"coordinator"``.
+    ``origin`` is :attr:`AppendOrigin.CLIENT` (Produce: all client rules apply) or
+    :attr:`AppendOrigin.COORDINATOR`.
     An input holding no complete entry gives ``record_count == 0`` and no chunks.
     """
-    if origin == ORIGIN_CLIENT:
+    if origin is AppendOrigin.CLIENT:
         fast = _one_batch_in_place(records, config, next_offset, now_ms, leader_epoch)
         if fast is not None:
             return fast
@@ -199,7 +198,7 @@ def validate_records(records, *, config: TopicConfig, next_offset: int, now_ms: 
 
 
 def validate_general(records, *, config: TopicConfig, next_offset: int, now_ms: int, leader_epoch: int = 0,
-                     origin: str = ORIGIN_CLIENT) -> ValidatedRecords:
+                     origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords:
     """:func:`validate_records` without the one-batch shortcut: every path, every rule."""
     views = _analyze(records, config, origin)
     if not views:
@@ -233,10 +232,10 @@ def _stored_codec(config: TopicConfig, source: int) -> int:
     return source if wanted == "producer" else codecs.codec_id(wanted)
 
 
-def _analyze(records, config: TopicConfig, origin: str) -> list[BatchView]:
+def _analyze(records, config: TopicConfig, origin: AppendOrigin) -> list[BatchView]:
     views = []
     max_bytes = config.max_message_bytes
-    client = origin == ORIGIN_CLIENT
+    client = origin is AppendOrigin.CLIENT
     for view in iter_batches(records):
         if client and view.magic >= MAGIC_V2 and view.base_offset != 0:
             raise InvalidRecordError(
@@ -569,5 +568,4 @@ def _rebuild(first: BatchView, recs: list[RecordToCheck], ctx: ValidationContext
                             ctx.now_ms if ctx.log_append else NO_TIMESTAMP, True, batches, len(buffer))
 
 
-__all__ = ["validate_records", "ValidatedRecords", "BatchInfo", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR",
-           "ORIGIN_REPLICATION"]
+__all__ = ["validate_records", "ValidatedRecords", "BatchInfo"]

@@ -42,9 +42,9 @@ Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447)
 --------------------------------------------------------
 A transactional commit is written as Kafka writes it: the same OffsetCommit records in
 a *transactional* batch carrying the producer id and epoch (base sequence -1, appended
-with the coordinator's origin, so the partition's producer state checks the epoch:
-an older one is INVALID_PRODUCER_EPOCH). Its offsets stay **pending** (per producer id,
-then group) and are neither fetched nor counted by consumed retention until the
+with ``AppendOrigin.COORDINATOR`` as every write of this store, so the partition's
+producer state checks the epoch: an older one is INVALID_PRODUCER_EPOCH). Its offsets stay
+**pending** (per producer id, then group) and are neither fetched nor counted by consumed retention until the
 transaction coordinator writes the COMMIT marker into this partition
 (:meth:`OffsetStore.complete_txn`): then each pending offset replaces the committed
 one unless a newer record (a higher log offset) already did, as Kafka's
@@ -66,6 +66,7 @@ from sundial.records.builder import SimpleRecord, build_batch
 from sundial.records.control import read_end_txn_marker
 from sundial.records.framing import iter_records
 from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from sundial.storage.origin import AppendOrigin
 
 from ..flusher import PartitionFlusher
 from ..topics import OFFSETS_TOPIC
@@ -98,8 +99,6 @@ TopicPartition = tuple[str, int]
 
 #: What a replayed record is: plain, in a transactional batch, or a COMMIT/ABORT marker.
 PLAIN, TXN_DATA, TXN_COMMIT, TXN_ABORT = 0, 1, 2, 3
-#: Origin of appends made by a coordinator (no sequence checks; Kafka ``AppendOrigin.COORDINATOR``).
-COORDINATOR_ORIGIN = "coordinator"
 
 
 class ReplayRecord(NamedTuple):
@@ -276,12 +275,11 @@ class PartitionOffsetsLog:
     def append(self, records, now_ms, producer=None):
         simple = [SimpleRecord(now_ms, key, value) for key, value in records]
         if producer is None:
-            result = self.log.append(build_batch(MAGIC_V2, simple), now_ms=now_ms)
+            batch = build_batch(MAGIC_V2, simple)
         else:
             batch = build_batch(MAGIC_V2, simple, producer_id=producer[0], producer_epoch=producer[1],
                                 is_transactional=True)
-            result = self.log.append(batch, now_ms=now_ms, origin=COORDINATOR_ORIGIN)
-        return result.last_offset
+        return self.log.append(batch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR).last_offset
 
     async def wait_durable(self, last_offset):
         log = self.log
