@@ -53,7 +53,7 @@ import structlog
 import sundial.storage.errors as se
 from sundial.records.codecs import ZSTD
 from sundial.records.control import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
-from sundial.records.layout import MAGIC_V2
+from sundial.records.layout import INT32_MAX, MAGIC_V2
 from sundial.storage.batch_peek import first_batch_is_transactional, peek_first_batch
 from sundial.storage.convert import down_convert
 from sundial.protocol.errors import ErrorCode
@@ -549,7 +549,7 @@ class ReplicaManager:
         hard_limit = api_version <= 2
         client_max_magic = 0 if api_version <= 1 else 1 if api_version <= 3 else 2
         if hard_limit:
-            max_bytes = 2**31 - 1
+            max_bytes = INT32_MAX
         else:
             max_bytes = min(max_bytes, self.config["fetch.max.bytes"])
         waiting = self.open_logs((p.topic, p.partition) for p in parts)

@@ -59,6 +59,7 @@ import structlog
 from sundial.config.topic import TopicConfig
 from sundial.records.control import build_end_txn_marker, read_end_txn_marker
 from sundial.records.framing import iter_batches
+from sundial.records.layout import INT32_MAX
 
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
@@ -339,7 +340,7 @@ class PartitionLog:
             return seg
         logger.debug("segment_roll_due", topic=self.topic, partition=self.partition, base_offset=seg.base_offset,
                     reason=reason, size_bytes=seg.size_bytes, incoming_bytes=size)
-        expected = first_offset if first_offset >= 0 else last_offset - 0x7FFFFFFF
+        expected = first_offset if first_offset >= 0 else last_offset - INT32_MAX
         return self.roll(now_ms, expected_next_offset=expected, reason=reason)
 
     def roll(self, now_ms: int | None = None, *, expected_next_offset: int | None = None,

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from sundial.records.index_entries import OFFSET_ENTRY as _ENTRY
 from sundial.records.index_entries import OFFSET_ENTRY_SIZE
 from sundial.records.index_entries import RELATIVE_OFFSET as _REL
+from sundial.records.layout import INT32_MAX
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex
@@ -81,7 +82,7 @@ class OffsetIndex(AbstractIndex):
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
-        if rel < 0 or rel > 0x7FFFFFFF:
+        if rel < 0 or rel > INT32_MAX:
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
         return rel

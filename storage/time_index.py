@@ -35,6 +35,7 @@ from sundial.records.index_entries import RELATIVE_OFFSET as _REL
 from sundial.records.index_entries import TIME_ENTRY as _ENTRY
 from sundial.records.index_entries import TIME_ENTRY_RELATIVE_OFFSET_AT, TIME_ENTRY_SIZE
 from sundial.records.index_entries import TIMESTAMP as _TS
+from sundial.records.layout import INT32_MAX
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .index import AbstractIndex
@@ -142,7 +143,7 @@ class TimeIndex(AbstractIndex):
         if timestamp_ms <= last.timestamp_ms:
             return False
         rel = offset - self.base_offset
-        if rel < 0 or rel > 0x7FFFFFFF:
+        if rel < 0 or rel > INT32_MAX:
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
         if self._entries >= self._max_entries:

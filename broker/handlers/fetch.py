@@ -21,11 +21,10 @@ no partitions (its bytes are not counted), as Kafka answers it.
 from __future__ import annotations
 
 from sundial.protocol.errors import ErrorCode
+from sundial.records.layout import INT32_MAX
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..replica_manager import FetchOutcome, FetchPartition
-
-INT32_MAX = 2**31 - 1
 
 
 async def handle_fetch(ctx, request):

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from sundial.protocol.errors import ErrorCode
+from sundial.records.layout import INT32_MAX
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-INT32_MAX = 2**31 - 1
 
 SessionKey = tuple[str, str]            # (group id, member id)
 TopicIdPartition = tuple[uuid.UUID, int]

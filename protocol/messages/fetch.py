@@ -59,6 +59,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from sundial.records.layout import INT32_MAX
+
 from ..primitives import (
     INT32,
     Reader,
@@ -73,7 +75,6 @@ from ..primitives import (
 from .common import BufferList, field, payload_size
 
 FIRST_FLEXIBLE = 12
-INT32_MAX = 0x7FFFFFFF
 
 _I = struct.Struct(">i")
 _IQ = struct.Struct(">iq")
