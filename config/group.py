@@ -51,8 +51,6 @@ S = ConfigType.STRING
 LATEST, EARLIEST, BY_DURATION = "latest", "earliest", "by_duration"
 #: ``share.isolation.level`` values (Kafka ``IsolationLevel``).
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
-#: ListOffsets' sentinel timestamps (Kafka ``ListOffsetsRequest``).
-EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +80,12 @@ class ShareAutoOffsetReset:
         """BY_DURATION only: the duration in whole milliseconds (rounded down)."""
         return self.duration_ns // 1_000_000
 
-    def list_offsets_timestamp(self, now_ms: int) -> int:
-        """The timestamp a ListOffsets lookup of the start offset uses: -2 (earliest), -1 (latest), or
-        ``now_ms`` minus the duration for by_duration, rounded down to a millisecond as Java's
-        ``Instant.toEpochMilli`` does and never below 0 (Kafka could reach the sentinels -1/-2 or
-        overflow for durations longer than the epoch; 0 finds the first record, which is what such a
-        duration means)."""
-        if self.strategy == EARLIEST:
-            return EARLIEST_TIMESTAMP
-        if self.strategy == LATEST:
-            return LATEST_TIMESTAMP
+    def start_ms(self, now_ms: int) -> int:
+        """BY_DURATION only: the first record time a share-partition starts at, ``now_ms`` minus the
+        duration, rounded down to a millisecond as Java's ``Instant.toEpochMilli`` does and never
+        below 0 (Kafka could reach ListOffsets' negative sentinels or overflow for durations longer
+        than the epoch; 0 finds the first record, which is what such a duration means). The broker
+        maps EARLIEST and LATEST to ListOffsets' sentinels (``records.timestamps``)."""
         return max(0, (now_ms * 1_000_000 - self.duration_ns) // 1_000_000)
 
     def __str__(self) -> str:

@@ -50,10 +50,11 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import structlog
 
 import sundial.storage.errors as se
-from sundial.config.group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED
+from sundial.config.group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED, ShareAutoOffsetReset
 from sundial.protocol.errors import ErrorCode
 from sundial.records.framing import walk_headers
 from sundial.records.layout import MAGIC_V2
+from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sundial.storage.files import FileSlice
 
 from .. import page_cache
@@ -90,7 +91,7 @@ class FetchSettings:
     record_lock_duration_ms: int
     delivery_count_limit: int
     partition_max_record_locks: int
-    auto_offset_reset: Any          # config.group.ShareAutoOffsetReset or an equivalent
+    auto_offset_reset: ShareAutoOffsetReset
     isolation_level: str
 
 
@@ -108,18 +109,15 @@ def settings_from_configs(group_configs, share_config) -> Callable[[str], FetchS
     return settings
 
 
-def list_offsets_timestamp(reset, now_ms: int) -> int:
-    """The ListOffsets timestamp of a ``share.auto.offset.reset`` value: -2 earliest, -1 latest,
-    now minus the duration for by_duration."""
-    if hasattr(reset, "list_offsets_timestamp"):
-        return reset.list_offsets_timestamp(now_ms)
-    strategy = getattr(reset, "strategy", str(reset))
-    if strategy == EARLIEST:
-        return -2
-    if strategy == LATEST:
-        return -1
-    if strategy == BY_DURATION:
-        return max(0, now_ms - int(getattr(reset, "duration_ms")))
+def list_offsets_timestamp(reset: ShareAutoOffsetReset, now_ms: int) -> int:
+    """The ListOffsets timestamp of a ``share.auto.offset.reset`` value: EARLIEST_TIMESTAMP (-2),
+    LATEST_TIMESTAMP (-1), or for by_duration :meth:`ShareAutoOffsetReset.start_ms`."""
+    if reset.strategy == EARLIEST:
+        return EARLIEST_TIMESTAMP
+    if reset.strategy == LATEST:
+        return LATEST_TIMESTAMP
+    if reset.strategy == BY_DURATION:
+        return reset.start_ms(now_ms)
     raise ValueError(f"unknown share.auto.offset.reset {reset!r}")
 
 

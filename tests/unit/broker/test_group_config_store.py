@@ -60,7 +60,7 @@ def test_changes_survive_a_reopen(tmp_path):
     assert reopened.overrides("g1") == {"consumer.session.timeout.ms": "50000",
                                         "share.auto.offset.reset": "by_duration:PT10M"}
     assert reopened.consumer_session_timeout_ms("g1") == 50000
-    assert reopened.share_auto_offset_reset("g1").list_offsets_timestamp(1_000_000) == 1_000_000 - 600_000
+    assert reopened.share_auto_offset_reset("g1").start_ms(1_000_000) == 1_000_000 - 600_000
     assert reopened.share_isolation_level("g2") == "read_committed"
     with open(tmp_path / FILE_NAME) as fh:
         doc = json.load(fh)

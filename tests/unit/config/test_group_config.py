@@ -362,14 +362,12 @@ def test_stored_values_outside_narrowed_bounds_are_capped():
                               ("consumer.session.timeout.ms", 60000, 50000)]
 
 
-def test_list_offsets_timestamp_of_each_strategy():
+def test_start_ms_of_a_duration():
     now = 1_700_000_000_123
-    assert ShareAutoOffsetReset.parse("earliest").list_offsets_timestamp(now) == -2
-    assert ShareAutoOffsetReset.parse("latest").list_offsets_timestamp(now) == -1
-    assert ShareAutoOffsetReset.parse("by_duration:PT1H").list_offsets_timestamp(now) == now - 3_600_000
+    assert ShareAutoOffsetReset.parse("by_duration:PT1H").start_ms(now) == now - 3_600_000
     # Instant.toEpochMilli rounds down: 0.5 ms back from a whole millisecond is the millisecond before
-    assert ShareAutoOffsetReset.parse("by_duration:PT0.0005S").list_offsets_timestamp(now) == now - 1
-    assert ShareAutoOffsetReset.parse("by_duration:P100000D").list_offsets_timestamp(now) == 0
+    assert ShareAutoOffsetReset.parse("by_duration:PT0.0005S").start_ms(now) == now - 1
+    assert ShareAutoOffsetReset.parse("by_duration:P100000D").start_ms(now) == 0
 
 
 def test_describe_rows_sources_and_values():

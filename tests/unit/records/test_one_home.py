@@ -12,6 +12,8 @@ PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipe
 #: name -> the one module that defines it
 HOMES = {
     "INT32_MAX": "records/layout.py",
+    "EARLIEST_TIMESTAMP": "records/timestamps.py",
+    "LATEST_TIMESTAMP": "records/timestamps.py",
 }
 
 

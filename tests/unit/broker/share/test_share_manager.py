@@ -494,3 +494,14 @@ async def test_cold_pages_are_read_in_off_the_loop_before_acquiring(env_factory,
     got = (await env.fetch("A"))[("t", 0)]
     assert ranges(got) == [(0, 2, 1)] and offsets_in(got) == [0, 1, 2]
     assert len(warmed) == 1                          # once per fetch, then read again and acquired
+
+
+def test_list_offsets_timestamp_of_each_reset_strategy():
+    """share.auto.offset.reset as the ListOffsets lookup of a new share-partition's start: Kafka's
+    sentinels -2 (earliest) and -1 (latest), or the duration's start time."""
+    from sundial.broker.share.manager import list_offsets_timestamp
+    now = 1_700_000_000_123
+    assert list_offsets_timestamp(ShareAutoOffsetReset.parse("earliest"), now) == -2
+    assert list_offsets_timestamp(ShareAutoOffsetReset.parse("latest"), now) == -1
+    assert list_offsets_timestamp(ShareAutoOffsetReset.parse("by_duration:PT1H"), now) == now - 3_600_000
+    assert list_offsets_timestamp(ShareAutoOffsetReset.parse("by_duration:P100000D"), now) == 0
