@@ -71,6 +71,14 @@ def last_sequence_of(base_sequence: int, last_offset_delta: int) -> int:
     return (base_sequence + last_offset_delta) % (1 << 31)
 
 
+def decrement_sequence(seq: int, decrement: int) -> int:
+    """Kafka ``DefaultRecordBatch.decrementSequence``: ``seq`` moved back by ``decrement``,
+    wrapping at 2^31 as :func:`last_sequence_of` does forward."""
+    if seq < decrement:
+        return (seq - decrement) % (1 << 31)
+    return seq - decrement
+
+
 class BatchView:
     """Header view of one log entry: a v2 record batch or a legacy (v0/v1) message.
 
@@ -324,4 +332,4 @@ class BatchView:
 
     set_legacy_timestamp = set_max_timestamp
 
-__all__ = ["BatchView"]
+__all__ = ["BatchView", "last_sequence_of", "decrement_sequence"]

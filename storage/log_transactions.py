@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import structlog
 
-from sundial.records.batch import BatchView
+from sundial.records.batch import BatchView, last_sequence_of
 from sundial.records.control import read_end_txn_marker
 from sundial.records.errors import CorruptRecordError, InvalidRecordError
 from sundial.records.framing import iter_batches, walk_headers
@@ -187,7 +187,7 @@ class LogTransactions:
                         else:
                             psm.complete_txn(done)
                     continue
-                last_seq = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset - h.first_field) % (1 << 31)
+                last_seq = last_sequence_of(h.base_sequence, h.last_offset - h.first_field)
                 psm.update([BatchInfo(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
                                       h.first_field, h.last_offset, h.last_offset - h.first_field + 1,
                                       bool(h.attributes & TRANSACTIONAL_FLAG_MASK), h.max_timestamp)])

@@ -68,6 +68,7 @@ from typing import Iterable, NamedTuple
 import structlog
 from crc32c import crc32c
 
+from sundial.records.batch import decrement_sequence
 from sundial.records.layout import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE
 
 from . import files
@@ -162,13 +163,6 @@ class ProducerEntry:
         if epoch != self.producer_epoch:
             self.batches.clear()
             self.producer_epoch = epoch
-
-
-def decrement_sequence(seq: int, decrement: int) -> int:
-    """Kafka ``DefaultRecordBatch.decrementSequence`` (sequences wrap at 2^31)."""
-    if seq < decrement:
-        return INT32_MAX - (decrement - seq) + 1
-    return seq - decrement
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
