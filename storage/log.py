@@ -469,11 +469,6 @@ class PartitionLog:
     def _ensure_producer_state(self, now_ms: int | None) -> None:
         self._txn.ensure_loaded(now_ms, self.log_start_offset, self._leo)
 
-    @property
-    def producer_state(self) -> ProducerStateManager:
-        self._ensure_producer_state(None)
-        return self._producers
-
     def remove_expired_producers(self, now_ms: int) -> int:
         return self._txn.remove_expired_producers(now_ms)
 

@@ -30,6 +30,7 @@ from sundial.storage.errors import (
     TransactionCoordinatorFencedError,
 )
 from sundial.storage.log import PartitionLog
+from sundial.storage.origin import AppendOrigin
 from sundial.storage.producer_state import ProducerStateManager
 
 
@@ -126,7 +127,7 @@ def test_transaction_opens_and_markers_close_it(tmp_path):
     assert [(t.producer_id, t.first_offset, t.start_ms) for t in log.ongoing_transactions()] == [(1, 1, NOW_MS + 5)]
     log.append(txn_data(2, 0), now_ms=NOW_MS)                         # 3-4
     log.append(txn_data(1, 2), now_ms=NOW_MS)                         # 5-6 (same transaction)
-    assert log.producer_state.producers[1].current_txn_first_offset == a.first_offset
+    assert log.describe_producer(1).current_txn_start_offset == a.first_offset
     # a non-transactional batch of a producer inside a transaction is refused (and nothing is appended)
     with pytest.raises(InvalidTxnStateError):
         log.append(txn_data(1, 4, transactional=False), now_ms=NOW_MS)
@@ -149,7 +150,7 @@ def test_marker_epoch_rules(tmp_path):
     with pytest.raises(InvalidProducerEpochError):
         marker(log, 1, commit=True, epoch=2)
     marker(log, 1, commit=False, epoch=4, coord=5)                     # newer epoch: accepted (fencing abort)
-    assert log.producer_state.producers[1].producer_epoch == 4
+    assert log.describe_producer(1).producer_epoch == 4
     with pytest.raises(TransactionCoordinatorFencedError):
         marker(log, 1, commit=True, epoch=4, coord=4)
     leo = log.log_end_offset
@@ -171,7 +172,7 @@ def test_coordinator_control_batch_must_hold_a_marker(tmp_path):
     bogus = build_records(2, [SimpleRecord(NOW_MS, struct.pack(">hh", 0, 9), b"\0\0\0\0\0\0")], producer_id=1,
                           producer_epoch=0, is_transactional=True, is_control=True).buffer
     with pytest.raises(InvalidRecordError):
-        log.append(bogus, now_ms=NOW_MS, origin="coordinator")
+        log.append(bogus, now_ms=NOW_MS, origin=AppendOrigin.COORDINATOR)
     assert log.log_end_offset == 0
 
 
