@@ -38,6 +38,7 @@ from sundial.records import iter_batches, iter_records  # noqa: E402
 from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
 from sundial.records.control import build_end_txn_marker  # noqa: E402
 from sundial.storage.log import PartitionLog  # noqa: E402
+from sundial.storage.origin import AppendOrigin  # noqa: E402
 
 TXN_PIDS = (1, 2, 3)
 PLAIN_PIDS = (7, 8)      # idempotent, never transactional
@@ -222,7 +223,7 @@ def test_marker_is_a_record_for_time_lookups(tmp_path):
     log.append(build_records(2, [SimpleRecord(NOW_MS, b"k", b"v")], producer_id=1, producer_epoch=0,
                              base_sequence=0, is_transactional=True).buffer, now_ms=NOW_MS)
     log.append(build_end_txn_marker(producer_id=1, producer_epoch=0, coordinator_epoch=0, control_type=1,
-                                    timestamp_ms=NOW_MS + 10), now_ms=NOW_MS, origin="coordinator")
+                                    timestamp_ms=NOW_MS + 10), now_ms=NOW_MS, origin=AppendOrigin.COORDINATOR)
     found = log.fetch_offset_by_timestamp(NOW_MS + 5)
     assert (found.offset, found.timestamp_ms) == (1, NOW_MS + 10)
 

@@ -22,6 +22,7 @@ from sundial.storage.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from sundial.storage.origin import AppendOrigin
 from sundial.storage.validator import validate_records
 
 NOW = 1_700_000_000_000
@@ -280,7 +281,7 @@ def test_compression_level_does_not_recompress_but_codec_does():
 def test_v2_client_batch_must_have_base_offset_zero():
     with pytest.raises(InvalidRecordError, match="baseOffset"):
         validate(make(2, [NOW], base_offset=5), cfg(2))
-    assert validate(make(2, [NOW], base_offset=5), cfg(2), origin="coordinator").first_offset == 0
+    assert validate(make(2, [NOW], base_offset=5), cfg(2), origin=AppendOrigin.COORDINATOR).first_offset == 0
 
 
 def test_batch_larger_than_max_message_bytes():
