@@ -6,6 +6,9 @@ run while a file operation is held on another thread (no timing assertions)."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
+import mmap
 import os
 import threading
 import time
@@ -152,6 +155,68 @@ def test_page_cache_probe_sees_cached_and_evicted_ranges(tmp_path):
             page_cache.warm(page_cache.own([(fd, 0, 2 << 20)]))
             assert page_cache.cached(fd, 0, 2 << 20)
         assert page_cache.cached(fd, 0, 0)
+    finally:
+        os.close(fd)
+
+
+def test_cachestat_probe_agrees_with_mincore_page_by_page(tmp_path):
+    """cachestat(2) (one system call) against mmap + mincore as the oracle, on a file with
+    resident and evicted stretches, over ranges that start and end inside pages."""
+    probe = page_cache._CachestatProbe(page_cache._libc)
+    page = mmap.PAGESIZE
+    path = str(tmp_path / "seg")
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(64 * page))
+        fh.flush()
+        os.fsync(fh.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if probe.available:
+            probe.cached(fd, 0, page)
+        if not probe.available:
+            pytest.skip("no cachestat(2) here (kernel before 6.5, or refused by a seccomp filter)")
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        for first in (3, 20, 40):                       # three resident stretches of 5 pages
+            os.pread(fd, 5 * page, first * page)
+        ranges = [(0, 1), (3 * page, 5 * page), (3 * page + 10, 5 * page - 10), (3 * page, 5 * page + 1),
+                  (20 * page - 1, 2), (21 * page + 7, 100), (40 * page, 5 * page), (0, 64 * page),
+                  (44 * page + page - 1, 1), (45 * page, 1)]
+        ranges += [(a * 97 % (64 * page), b) for a, b in zip(range(1, 400, 7), range(1, 40000, 700))]
+        checked = 0
+        for position, size in ranges:
+            size = min(size, 64 * page - position)
+            want = page_cache._cached_mincore(fd, position, size)
+            if want is None:
+                continue
+            assert probe.cached(fd, position, size) is want, (position, size)
+            checked += 1
+        assert checked > 10
+    finally:
+        os.close(fd)
+
+
+def test_a_refused_cachestat_is_not_asked_again_and_the_other_probes_answer(tmp_path):
+    calls = []
+
+    class RefusingLibc:
+        def syscall(self, *args):
+            calls.append(args[0])
+            ctypes.set_errno(errno.ENOSYS)
+            return -1
+
+    probe = page_cache._CachestatProbe(RefusingLibc())
+    if not probe.available:
+        pytest.skip("not Linux")
+    assert probe.cached(0, 0, 4096) is None
+    assert not probe.available and calls == [451]
+    path = str(tmp_path / "f")
+    with open(path, "wb") as fh:
+        fh.write(b"x" * 100_000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.pread(fd, 100_000, 0)
+        assert page_cache._cached_rwf(fd, 0, 4096) in (True, None)
+        assert page_cache._cached_mincore(fd, 0, 100_000) in (True, None)
     finally:
         os.close(fd)
 
