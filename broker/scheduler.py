@@ -28,12 +28,110 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import queue
 import threading
 from typing import Any, Callable
 
 import structlog
 
 logger = structlog.get_logger(__name__)
+
+
+class Workers(concurrent.futures.Executor):
+    """``count`` threads over one first-in first-out queue of jobs.
+
+    :meth:`submit` only queues: it never starts a thread, so the event loop never waits for one
+    to start (``Thread.start`` waits until the new thread runs, up to 220 ms seen on a busy host
+    for a pool that starts its threads on demand). :class:`Scheduler` starts the threads
+    (:meth:`start_thread`) from a helper thread; jobs queued before they run wait for them. With
+    one thread, jobs run one at a time in the order they were queued."""
+
+    def __init__(self, name: str, count: int) -> None:
+        self.name = name
+        self.count = count
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._shut_down = False
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        with self._lock:
+            if self._shut_down:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            self._jobs.put((future, fn, args, kwargs))
+        return future
+
+    def start_thread(self) -> bool:
+        """Start one more thread (up to ``count``); False once shut down or full."""
+        with self._lock:
+            if self._shut_down or len(self._threads) >= self.count:
+                return False
+            thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+        thread.start()
+        return True
+
+    def live_threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [t for t in self._threads if t.is_alive()]
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            _run(*job)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Queue no more jobs; the threads finish the queued ones (cancelled instead with
+        ``cancel_futures``) and end. With ``wait``, returns when they have, having run itself any
+        job no thread was started to run."""
+        with self._lock:
+            self._shut_down = True
+            threads = list(self._threads)
+            if cancel_futures:
+                _cancel_queued(self._jobs)
+            for _ in threads:
+                self._jobs.put(None)
+        if not wait:
+            return
+        for thread in threads:
+            if thread.ident is not None:   # one still starting takes its end marker when it runs
+                thread.join()
+        while True:   # left by a close that came before any thread was started
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                _run(*job)
+
+
+def _run(future: concurrent.futures.Future, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - handed to whoever awaits the job, as an executor does
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def _cancel_queued(jobs: queue.SimpleQueue) -> None:
+    kept = []
+    while True:
+        try:
+            job = jobs.get_nowait()
+        except queue.Empty:
+            break
+        if job is None:
+            kept.append(job)
+        else:
+            job[0].cancel()
+    for job in kept:
+        jobs.put(job)
 
 
 class Scheduler:
@@ -43,38 +141,28 @@ class Scheduler:
         if threads < 1:
             raise ValueError("the scheduler needs at least one thread")
         self.threads = threads
-        self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="sundial-scheduler")
-        self.ordered = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sundial-scheduler-ordered")
+        self.executor = Workers("sundial-scheduler", threads)
+        self.ordered = Workers("sundial-scheduler-ordered", 1)
         self._closing = False
-        self._threads_started = threading.Event()    # set when the helper below is done
-        # Every thread started now, from a helper thread: an executor starts its threads on demand
-        # and ``Thread.start`` waits until the new thread runs, which on a busy host kept the
-        # event loop waiting (up to 220 ms seen) on the first jobs after each start. The helper
-        # itself is started without that wait.
+        self._threads_started = threading.Event()    # set when the starter below is done
+        # Every thread is started at construction, from a helper thread that is itself started
+        # without waiting for it to run: the loop never waits for a thread start.
         _thread.start_new_thread(self._start_threads, ())
 
     def _start_threads(self) -> None:
-        # ``_adjust_thread_count`` is what ``submit`` calls: it starts one more thread while there
-        # are fewer than the maximum and none idle (a new thread only counts as idle after its
-        # first job), so calling it once per thread starts them all without queueing any job a
-        # caller's jobs could wait behind. Under the executor's lock, as ``submit`` calls it:
-        # without it a submit racing with this could start a second thread for the ordered
-        # executor, and its jobs ran out of order. (A submit in the first moments may wait for one
-        # thread start here.) :meth:`close` waits for this helper to end before it shuts the
-        # executors down: their shutdown walks the set of threads this adds to ("Set changed size
-        # during iteration" when a server stopped right after it started, on a busy host).
         try:
-            for executor, count in ((self.ordered, 1), (self.executor, self.threads)):
-                for _ in range(count):
-                    with executor._shutdown_lock:
-                        if self._closing or executor._shutdown:
-                            return
-                        try:
-                            executor._adjust_thread_count()
-                        except RuntimeError:   # the interpreter is shutting down
-                            return
+            for workers in (self.ordered, self.executor):
+                for _ in range(workers.count):
+                    if self._closing or not workers.start_thread():
+                        return
+        except RuntimeError:   # the interpreter is shutting down
+            return
         finally:
             self._threads_started.set()
+
+    def started(self, timeout_s: float | None = None) -> bool:
+        """True once every thread has been started (or the start stopped because of :meth:`close`)."""
+        return self._threads_started.wait(timeout_s)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on a scheduler thread; the loop goes on meanwhile."""
@@ -99,9 +187,9 @@ class Scheduler:
     def close(self) -> None:
         """Wait for the jobs under way, start no more."""
         self._closing = True
-        self._threads_started.wait()
+        self._threads_started.wait()   # the executors' shutdown joins the threads it started
         self.ordered.shutdown(wait=True, cancel_futures=False)
         self.executor.shutdown(wait=True, cancel_futures=False)
 
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "Workers"]

@@ -96,7 +96,7 @@ def test_close_waits_for_the_thread_starting_helper():
     assert not closer.is_alive() and errors == []
     assert scheduler.helper_done.is_set()
     # no thread outlives close: the helper saw it and started none after it
-    assert not [t for t in scheduler.executor._threads | scheduler.ordered._threads if t.is_alive()]
+    assert not scheduler.executor.live_threads() and not scheduler.ordered.live_threads()
 
 
 def test_a_scheduler_closed_at_once_many_times_over():
@@ -111,7 +111,53 @@ def test_the_ordered_executor_never_has_two_threads():
         scheduler = Scheduler(2)
         try:
             scheduler.ordered.submit(lambda: None).result(10)
-            assert scheduler._threads_started.wait(10)
-            assert len(scheduler.ordered._threads) == 1
+            assert scheduler.started(10)
+            assert len(scheduler.ordered.live_threads()) == 1
+            assert len(scheduler.executor.live_threads()) == 2
         finally:
             scheduler.close()
+
+
+def test_a_submit_never_starts_a_thread():
+    """Jobs queued before any thread runs wait for the starter; the caller does not start one."""
+    gate = threading.Event()
+    scheduler = _HeldStart(2, gate)
+    try:
+        futures = [scheduler.ordered.submit(lambda i=i: i) for i in range(5)]
+        futures += [scheduler.executor.submit(lambda: "x")]
+        assert not scheduler.ordered.live_threads() and not scheduler.executor.live_threads()
+        assert not any(f.done() for f in futures)
+        gate.set()
+        assert [f.result(30) for f in futures] == [0, 1, 2, 3, 4, "x"]
+    finally:
+        gate.set()
+        scheduler.close()
+
+
+def test_jobs_queued_before_a_close_that_stopped_the_start_still_run():
+    gate = threading.Event()
+    scheduler = _HeldStart(2, gate)
+    ran = []
+    futures = [scheduler.ordered.submit(ran.append, i) for i in range(3)]
+    closer = threading.Thread(target=scheduler.close)
+    closer.start()
+    while not scheduler._closing:   # close has begun: the starter will start nothing
+        threading.Event().wait(0.001)
+    gate.set()
+    closer.join(30)
+    assert not closer.is_alive()
+    assert ran == [0, 1, 2] and all(f.done() for f in futures)
+    with pytest.raises(RuntimeError):
+        scheduler.ordered.submit(lambda: None)
+
+
+def test_a_failing_job_hands_its_exception_to_the_caller():
+    scheduler = Scheduler(1)
+    try:
+        def boom():
+            raise OSError("disk")
+        with pytest.raises(OSError, match="disk"):
+            scheduler.executor.submit(boom).result(10)
+        assert scheduler.executor.submit(lambda: 7).result(10) == 7
+    finally:
+        scheduler.close()
