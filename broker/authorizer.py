@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 
 import structlog
 
+from sundial.config.components import AuthorizerConfig
 from sundial.storage.files import write_file_atomically
 
 from .store_lock import update_lock
@@ -397,10 +398,11 @@ class Authorizer:
         store.rules(force=True)
 
     @classmethod
-    def from_config(cls, config, data_dir: str) -> "Authorizer":
-        path = config["sundial.acls.file"] or os.path.join(data_dir, "acls.json")
-        auth = cls(AclStore(path), super_users=config["super.users"],
-                   allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"])
+    def from_config(cls, config: AuthorizerConfig, data_dir: str) -> "Authorizer":
+        """The authorizer of ``config`` (the broker's ``authorizer`` view), its rules in ``acls_path``."""
+        path = config.acls_path(data_dir)
+        auth = cls(AclStore(path), super_users=config.super_users,
+                   allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
         logger.info("authorizer_enabled", acls_file=path, rules=len(auth.store.rules()),
                     super_users=sorted(auth.super_users),
                     allow_everyone_if_no_acl_found=auth.allow_everyone_if_no_acl_found)

@@ -123,11 +123,11 @@ class Connection(asyncio.Protocol):
         self._server = server
         self._broker = server.broker
         self._listener = listener
-        cfg = server.broker.config
-        self._decoder = FrameDecoder(cfg["socket.request.max.bytes"])
-        self._max_queued = max(1, cfg["queued.max.requests"])
-        self._max_queued_bytes = cfg["sundial.connection.max.queued.bytes"]
-        self._send_buffer_bytes = cfg["socket.send.buffer.bytes"]
+        sockets = server.broker.config.sockets
+        self._decoder = FrameDecoder(sockets.request_max_bytes)
+        self._max_queued = max(1, sockets.queued_max_requests)
+        self._max_queued_bytes = sockets.connection_max_queued_bytes
+        self._send_buffer_bytes = sockets.send_buffer_bytes
         self._pool = server.request_pool
         self._queued_bytes = 0  # bodies of frames queued or being handled
         self._partial_bytes = 0  # grant held by the frame being received (0: none)
@@ -142,8 +142,8 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._task: asyncio.Task | None = None
         self._in_request = False
-        self._pipeline = ProducePipeline(self, cfg["sundial.connection.max.pending.produce.requests"],
-                                         cfg["sundial.connection.max.pending.produce.bytes"])
+        self._pipeline = ProducePipeline(self, sockets.max_pending_produce_requests,
+                                         sockets.max_pending_produce_bytes)
         self.transport: asyncio.Transport | None = None
         self.conn_id = f"{listener.name}-{next(_conn_ids)}"
         self.peer_host = "?"

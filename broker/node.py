@@ -36,14 +36,12 @@ is PLAINTEXT; the principal is ``User:ANONYMOUS``) and ``authorizer`` (None: no
 from __future__ import annotations
 
 import functools
-import os
 import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from sundial.config import BrokerConfig
-from sundial.config.quotas import ClientQuotaConfig
 from sundial.storage import LogManager
 
 from .authorizer import Authorizer
@@ -131,13 +129,12 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     """Build the daemon's parts in order (see the module docstring); the logs are loaded already."""
     data_dir = logs.log_dirs[0]
     if any(l.security_protocol != "PLAINTEXT" for l in config.listeners):
-        security = SecurityManager(config, data_dir)
+        security = SecurityManager(config.sasl, config.listeners, data_dir)
         credentials = security.credentials
     else:
         security = None
-        credentials = CredentialStore(config["sundial.credentials.file"]
-                                      or os.path.join(data_dir, "credentials.json"))
-    authorizer = Authorizer.from_config(config, data_dir) if config["authorizer.class.name"] else None
+        credentials = CredentialStore(config.sasl.credentials_path(data_dir))
+    authorizer = Authorizer.from_config(config.authorizer, data_dir) if config.authorizer.enabled else None
     producer_ids = ProducerIdManager(data_dir)
     group_configs = GroupConfigStore.open(data_dir, config.group_coordinator)
     groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs)
@@ -152,9 +149,7 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     share_partitions = SharePartitionManager.for_broker(config, replica_manager=replica_manager, store=share_state,
                                                         groups=groups, group_configs=group_configs, now_ms=now_ms)
     groups.share.add_deletion_listener(share_state.on_group_deleted)  # DeleteGroups deletes the state too
-    quotas = ClientQuotas(ClientQuotaStore.open(data_dir), ClientQuotaConfig(
-        window_num=config["quota.window.num"], window_size_seconds=config["quota.window.size.seconds"]),
-        metrics=metrics)
+    quotas = ClientQuotas(ClientQuotaStore.open(data_dir), config.quotas, metrics=metrics)
     return Broker(config, now_ms=now_ms, cluster_id=cluster_id, advertised=advertised, logs=logs, metrics=metrics,
                   purgatory=purgatory, dispatcher=dispatcher, producer_ids=producer_ids,
                   group_configs=group_configs, groups=groups,

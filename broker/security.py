@@ -44,13 +44,15 @@ Successes and failures are counted per listener and mechanism for the metrics
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 import struct
+from typing import Sequence
 
 import structlog
 
 from sundial.config import ConfigError
+from sundial.config.broker import Listener
+from sundial.config.components import SaslConfig, SslConfig
 from sundial.protocol.api_keys import ApiKey
 
 from .sasl import ALL_MECHANISMS, MAX_TOKEN_BYTES, CredentialStore, FailureLogLimit, SaslAuthenticationError, \
@@ -72,19 +74,20 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required
 
 
 # -- TLS ---------------------------------------------------------------------------------------------
-def build_server_ssl_context(cfg) -> ssl.SSLContext:
-    """An ``ssl.SSLContext`` for SSL/SASL_SSL listeners from Kafka's ``ssl.*`` keys (raises ConfigError)."""
-    keystore = cfg["ssl.keystore.location"]
+def build_server_ssl_context(cfg: SslConfig) -> ssl.SSLContext:
+    """An ``ssl.SSLContext`` for SSL/SASL_SSL listeners from Kafka's ``ssl.*`` keys, typed (the
+    broker's ``ssl`` view); raises ConfigError naming the key at fault."""
+    keystore = cfg.keystore_location
     if not keystore:
         raise ConfigError("ssl.keystore.location", "an SSL or SASL_SSL listener needs a PEM keystore")
-    for key in ("ssl.keystore.type", "ssl.truststore.type"):
-        if str(cfg[key]).upper() != "PEM":
-            raise ConfigError(key, f"Sundial reads PEM files only, not {cfg[key]}")
-    if cfg["ssl.truststore.password"]:
+    for key, store_type in (("ssl.keystore.type", cfg.keystore_type), ("ssl.truststore.type", cfg.truststore_type)):
+        if str(store_type).upper() != "PEM":
+            raise ConfigError(key, f"Sundial reads PEM files only, not {store_type}")
+    if cfg.truststore_password:
         # Kafka's DefaultSslEngineFactory refuses it for PEM too: a PEM bundle has no password
         raise ConfigError("ssl.truststore.password", "SSL trust store password cannot be specified for PEM format")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = [v for v in cfg["ssl.enabled.protocols"]]
+    versions = [v for v in cfg.enabled_protocols]
     unknown = [v for v in versions if v not in _TLS_VERSIONS]
     if unknown or not versions:
         raise ConfigError("ssl.enabled.protocols", f"unknown TLS versions {unknown or versions}; "
@@ -94,7 +97,7 @@ def build_server_ssl_context(cfg) -> ssl.SSLContext:
         ctx.minimum_version, ctx.maximum_version = chosen[0], chosen[-1]
     except (ValueError, ssl.SSLError) as exc:
         raise ConfigError("ssl.enabled.protocols", str(exc)) from None
-    password = cfg["ssl.key.password"] or cfg["ssl.keystore.password"] or None
+    password = cfg.key_password or cfg.keystore_password or None
     try:
         ctx.load_cert_chain(keystore, password=password)
     except FileNotFoundError:
@@ -102,8 +105,8 @@ def build_server_ssl_context(cfg) -> ssl.SSLContext:
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError("ssl.keystore.location", f"cannot load certificate chain and key from {keystore}: "
                                                     f"{exc}") from None
-    mode = _CLIENT_AUTH[cfg["ssl.client.auth"]]
-    truststore = cfg["ssl.truststore.location"]
+    mode = _CLIENT_AUTH[cfg.client_auth]
+    truststore = cfg.truststore_location
     if truststore:
         try:
             ctx.load_verify_locations(cafile=truststore)
@@ -111,10 +114,10 @@ def build_server_ssl_context(cfg) -> ssl.SSLContext:
             raise ConfigError("ssl.truststore.location", f"cannot load CA certificates from {truststore}: "
                                                           f"{exc}") from None
     elif mode != ssl.CERT_NONE:
-        raise ConfigError("ssl.client.auth", f"ssl.client.auth={cfg['ssl.client.auth']} needs "
+        raise ConfigError("ssl.client.auth", f"ssl.client.auth={cfg.client_auth} needs "
                                              f"ssl.truststore.location")
     ctx.verify_mode = mode
-    suites = [s for s in cfg["ssl.cipher.suites"] if s]
+    suites = [s for s in cfg.cipher_suites if s]
     if suites:
         try:
             ctx.set_ciphers(":".join(suites))
@@ -122,7 +125,7 @@ def build_server_ssl_context(cfg) -> ssl.SSLContext:
             raise ConfigError("ssl.cipher.suites", "no usable cipher in the list (give OpenSSL cipher names)") \
                 from None
     ctx.options |= ssl.OP_NO_COMPRESSION
-    logger.info("tls_context_built", keystore=keystore, truststore=truststore, client_auth=cfg["ssl.client.auth"],
+    logger.info("tls_context_built", keystore=keystore, truststore=truststore, client_auth=cfg.client_auth,
                 protocols=versions)
     return ctx
 
@@ -176,25 +179,26 @@ class SaslSession:
 class SecurityManager:
     """Principals and SASL for every connection; created when a listener is not PLAINTEXT."""
 
-    def __init__(self, cfg, data_dir: str) -> None:
+    def __init__(self, cfg: SaslConfig, listeners: Sequence[Listener], data_dir: str) -> None:
+        """``cfg`` is the broker's ``sasl`` view, ``listeners`` its listeners."""
         self.config = cfg
-        mechanisms = [m.strip().upper() for m in cfg["sasl.enabled.mechanisms"] if m.strip()]
+        mechanisms = [m.strip().upper() for m in cfg.enabled_mechanisms if m.strip()]
         unsupported = [m for m in mechanisms if m not in ALL_MECHANISMS]
         if unsupported:
             raise ConfigError("sasl.enabled.mechanisms", f"Sundial does not implement {', '.join(unsupported)} "
                                                          f"(it offers {', '.join(ALL_MECHANISMS)})")
         self.mechanisms = mechanisms
-        path = cfg["sundial.credentials.file"] or os.path.join(data_dir, "credentials.json")
+        path = cfg.credentials_path(data_dir)
         self.credentials = CredentialStore(path)
         self.credentials.refresh()
-        self.failed_authentication_delay_s = cfg["connection.failed.authentication.delay.ms"] / 1000
-        self._failure_log = FailureLogLimit(cfg["sundial.authentication.failure.log.interval.ms"] / 1000)
+        self.failed_authentication_delay_s = cfg.failed_authentication_delay_ms / 1000
+        self._failure_log = FailureLogLimit(cfg.failure_log_interval_ms / 1000)
         #: (listener, mechanism) -> [successes, failures]
         self._counts: dict[tuple[str, str], list[int]] = {}
-        if any(l.security_protocol in SASL_PROTOCOLS for l in cfg.listeners):
+        if any(l.security_protocol in SASL_PROTOCOLS for l in listeners):
             logger.info("sasl_enabled", mechanisms=mechanisms, credentials_file=path,
                         users=len(self.credentials.users()))
-        clear_text = [l.name for l in cfg.listeners if l.security_protocol == "SASL_PLAINTEXT"]
+        clear_text = [l.name for l in listeners if l.security_protocol == "SASL_PLAINTEXT"]
         if "PLAIN" in mechanisms and clear_text:
             # PLAIN sends the password itself; without TLS anyone on the path reads it.
             logger.warning("sasl_plain_without_tls", listeners=clear_text,

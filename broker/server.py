@@ -70,18 +70,6 @@ logger = structlog.get_logger(__name__)
 SUNDIAL_VERSION = __version__
 
 
-#: Longest period a periodic task is given (asyncio timers overflow far below Kafka's Long.MAX_VALUE).
-MAX_PERIOD_MS = 2**31
-
-
-def flush_check_interval_ms(cfg) -> int:
-    """How often topics' ``flush.ms`` is checked: ``log.flush.scheduler.interval.ms``. Its Kafka default,
-    Long.MAX_VALUE, means "never" in Kafka, where a topic's ``flush.ms`` then has no effect at all;
-    Sundial checks every second instead (and for 0, which Kafka's scheduler refuses)."""
-    interval = cfg["log.flush.scheduler.interval.ms"]
-    return interval if 0 < interval <= MAX_PERIOD_MS else 1000
-
-
 class StartupError(Exception):
     """The broker cannot start; the message is one line saying what and where (no errno codes)."""
 
@@ -197,19 +185,19 @@ class BrokerServer:
         self._started = False
         self.bound_ports: dict[str, int] = {}
         self.sendfile_enabled = os.environ.get("SUNDIAL_SENDFILE", "1") != "0"
-        self.request_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        self.request_pool = RequestMemoryPool(config.sockets.queued_max_request_bytes)
 
     # -- admission -----------------------------------------------------------------------
     def admit(self, conn: Connection) -> bool:
         if self._stopping:
             return False
-        max_total = self.config["max.connections"]
+        max_total = self.config.sockets.max_connections
         if len(self.connections) >= max_total:
             logger.warning("connection_refused", client=conn.peer_host, reason="max.connections",
                            limit=max_total)
             self.metrics.connection_refused("max.connections")
             return False
-        limit = self._ip_limit(conn.peer_host)
+        limit = self.config.sockets.connection_limit_for(conn.peer_host)
         if self._per_ip.get(conn.peer_host, 0) >= limit:
             logger.warning("connection_refused", client=conn.peer_host, reason="max.connections.per.ip",
                            limit=limit)
@@ -219,18 +207,6 @@ class BrokerServer:
         self._per_ip[conn.peer_host] = self._per_ip.get(conn.peer_host, 0) + 1
         self.metrics.connections.set(len(self.connections))
         return True
-
-    def _ip_limit(self, host: str) -> int:
-        overrides = self.config["max.connections.per.ip.overrides"] or ""
-        for pair in overrides.split(","):
-            if ":" in pair:
-                h, n = pair.rsplit(":", 1)
-                if h.strip() == host:
-                    try:
-                        return int(n)
-                    except ValueError:
-                        pass
-        return self.config["max.connections.per.ip"]
 
     def forget(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -251,13 +227,13 @@ class BrokerServer:
         cfg = self.config
         loop = asyncio.get_running_loop()
         # Nothing is written before every address is ours: certificates, listeners, metrics.
-        ssl_contexts = {listener.name: build_server_ssl_context(cfg) for listener in cfg.listeners
+        ssl_contexts = {listener.name: build_server_ssl_context(cfg.ssl) for listener in cfg.listeners
                         if listener.security_protocol in ("SSL", "SASL_SSL")}
         advertised = {l.name: l for l in cfg.advertised_listeners}
         for listener in cfg.listeners:
             socks = bind_sockets(listener.host, listener.port)
             self._bound.append((listener, socks))
-            receive_buffer_bytes = cfg["socket.receive.buffer.bytes"]
+            receive_buffer_bytes = cfg.sockets.receive_buffer_bytes
             if receive_buffer_bytes != -1:
                 # Set before listen(), so accepted sockets inherit it and the window scale
                 # offered in the handshake fits it (Kafka's Acceptor does the same).
@@ -285,12 +261,12 @@ class BrokerServer:
         disk.install_from_environment()
         # Compiled while the logs load; awaited before the listeners open.
         schemas = loop.run_in_executor(None, warm_up_schemas, dict(self.dispatcher.advertised))
-        self.scheduler = scheduler = Scheduler(cfg["background.threads"])
+        self.scheduler = scheduler = Scheduler(cfg.log_scheduling.background_threads)
         self._release.callback(scheduler.close)   # released last: the logs' shutdown may still use it
         t0 = time.monotonic()
         logs = LogManager(log_dirs, cfg.explicit,
-                          producer_id_expiration_ms=cfg["producer.id.expiration.ms"],
-                          recovery_threads_per_data_dir=cfg["num.recovery.threads.per.data.dir"],
+                          producer_id_expiration_ms=cfg.log_scheduling.producer_id_expiration_ms,
+                          recovery_threads_per_data_dir=cfg.log_scheduling.recovery_threads_per_data_dir,
                           executor=scheduler.executor)
         try:
             await asyncio.to_thread(logs.startup)
@@ -318,7 +294,7 @@ class BrokerServer:
         self.metrics.registry.register(TransactionCollector(on_loop(loop, lambda: txn_rows(broker.transactions))))
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
         self.metrics.install_partition_collector(on_loop(loop, PartitionRows(
-            lambda: logs, internal_topics=cfg["sundial.metrics.internal.topics.enabled"])))
+            lambda: logs, internal_topics=cfg.metrics_internal_topics_enabled)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         self.metrics.install_group_collector(on_loop(loop, lambda: group_rows(broker.groups)))
         self.metrics.install_security_collector(on_loop(loop, lambda: security_rows(broker.security,
@@ -332,7 +308,7 @@ class BrokerServer:
             for sock in socks:
                 srv = await loop.create_server(
                     lambda l=listener: Connection(self, l), sock=sock,
-                    backlog=cfg["socket.listen.backlog.size"], ssl=ssl_contexts.get(listener.name))
+                    backlog=cfg.sockets.listen_backlog_size, ssl=ssl_contexts.get(listener.name))
                 self._servers.append(srv)
         self._start_periodic_tasks()
         # Everything built so far (modules, configs, the log manager) lives as long as the
@@ -418,30 +394,31 @@ class BrokerServer:
 
     # -- periodic work ----------------------------------------------------------------------
     def _start_periodic_tasks(self) -> None:  # noqa: C901 - one row per periodic task
-        cfg = self.config
+        sched = self.config.log_scheduling
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(
-            cfg["log.retention.check.interval.ms"], self._retention_pass,
-            initial_delay_ms=cfg["log.initial.task.delay.ms"], name="retention")))
+            sched.retention_check_interval_ms, self._retention_pass,
+            initial_delay_ms=sched.initial_task_delay_ms, name="retention")))
         self._tasks.append(loop.create_task(self._every(1000, self._housekeeping, name="housekeeping")))
-        cp = cfg["log.flush.offset.checkpoint.interval.ms"]
+        cp = sched.flush_offset_checkpoint_interval_ms
         if cp > 0:
             self._tasks.append(loop.create_task(self._every(
                 cp, lambda: self._checkpoint(recovery_points=True, log_start_offsets=False), name="checkpoint")))
-        start_cp = cfg["log.flush.start.offset.checkpoint.interval.ms"]
+        start_cp = sched.flush_start_offset_checkpoint_interval_ms
         if start_cp > 0:
             self._tasks.append(loop.create_task(self._every(
                 start_cp, lambda: self._checkpoint(recovery_points=False, log_start_offsets=True),
                 name="start-offset-checkpoint")))
-        idle_ms = cfg["connections.max.idle.ms"]
+        idle_ms = self.config.sockets.connections_max_idle_ms
         if idle_ms > 0:
             self._tasks.append(loop.create_task(self._every(min(max(idle_ms // 4, 50), 10_000),
                                                             self._close_idle, name="idle")))
         # flush.messages and the flush Kafka does after every roll (recovery point), every second;
-        # flush.ms every log.flush.scheduler.interval.ms (Kafka's flusher), see flush_check_interval_ms.
+        # flush.ms every log.flush.scheduler.interval.ms (Kafka's flusher), see
+        # LogSchedulingConfig.flush_check_interval_ms.
         self._tasks.append(loop.create_task(self._every(1000, lambda: self._flush_due(time_check=False),
                                                         name="flush")))
-        self._tasks.append(loop.create_task(self._every(flush_check_interval_ms(cfg),
+        self._tasks.append(loop.create_task(self._every(sched.flush_check_interval_ms,
                                                         lambda: self._flush_due(time_check=True),
                                                         name="flush-ms")))
         self._tasks.append(loop.create_task(self._every(60_000, self._expire_producers, name="producers")))
@@ -485,7 +462,7 @@ class BrokerServer:
             log.remove_expired_producers(now)
 
     def _close_idle(self) -> None:
-        idle_s = self.config["connections.max.idle.ms"] / 1000
+        idle_s = self.config.sockets.connections_max_idle_ms / 1000
         now = time.monotonic()
         for conn in list(self.connections):
             if (not conn.busy or conn.write_blocked) and now - conn.last_active_monotonic > idle_s:
@@ -514,7 +491,7 @@ class BrokerServer:
             broker.groups.begin_shutdown()  # parked joins/syncs answer NOT_COORDINATOR now
         for conn in list(self.connections):
             conn.stop_after_current()
-        grace_s = self.config["sundial.shutdown.grace.ms"] / 1000
+        grace_s = self.config.sockets.shutdown_grace_ms / 1000
         deadline = time.monotonic() + grace_s
         while any(c.busy for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)

@@ -72,7 +72,7 @@ def _check_create(broker, name: str, num_partitions: int, replication_factor: in
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"partition {p} must be assigned to broker {broker.node_id} only")
     if num_partitions == -1:
-        num_partitions = broker.config["num.partitions"]
+        num_partitions = broker.config.topic_admin.num_partitions
     if num_partitions <= 0:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
     if replication_factor not in (-1, 1):
@@ -162,4 +162,4 @@ async def _run_ordered(broker, fn) -> None:
 
 
 def auto_create_allowed(broker, name: str) -> bool:
-    return bool(broker.config["auto.create.topics.enable"]) and not name.startswith("__")
+    return broker.config.topic_admin.auto_create_topics_enable and not name.startswith("__")

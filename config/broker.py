@@ -36,7 +36,18 @@ from .defs import (
 )
 from .group_coordinator import GROUP_COORDINATOR_CONFIGS, GroupCoordinatorConfig
 from .share import SHARE_COORDINATOR_CONFIGS, ShareCoordinatorConfig
-from .quotas import QUOTA_CONFIGS
+from .quotas import QUOTA_CONFIGS, ClientQuotaConfig
+from .components import (
+    AuthorizerConfig,
+    ClassicGroupsConfig,
+    LogSchedulingConfig,
+    OffsetsConfig,
+    SaslConfig,
+    SocketServerConfig,
+    SslConfig,
+    TopicAdminConfig,
+    TransactionConfig,
+)
 from .topic import (
     TOPIC_CONFIGS,
     ConfigEntry,
@@ -437,6 +448,17 @@ class BrokerConfig:
         self.group_coordinator = GroupCoordinatorConfig.from_values(self.values)
         #: The share coordinator's settings (share.coordinator.*), typed.
         self.share_coordinator = ShareCoordinatorConfig.from_values(self.values)
+        # One typed view per component (config.components), built once: broker keys are static.
+        self.sockets = SocketServerConfig.from_values(self.values)
+        self.ssl = SslConfig.from_values(self.values)
+        self.sasl = SaslConfig.from_values(self.values)
+        self.authorizer = AuthorizerConfig.from_values(self.values)
+        self.topic_admin = TopicAdminConfig.from_values(self.values)
+        self.classic_groups = ClassicGroupsConfig.from_values(self.values)
+        self.offsets = OffsetsConfig.from_values(self.values)
+        self.transactions = TransactionConfig.from_values(self.values)
+        self.log_scheduling = LogSchedulingConfig.from_values(self.values)
+        self.quotas = ClientQuotaConfig.from_values(self.values)
         threads = self.values["log.cleaner.threads"]
         if threads < 1 or self.values["log.cleaner.dedupe.buffer.size"] // threads <= 1024 * 1024:
             # Kafka KafkaConfig: require(dedupeBufferSize / threads > 1 MiB)
@@ -510,6 +532,21 @@ class BrokerConfig:
         """(host, port) of the Prometheus endpoint, or None when it is off."""
         text = self.values["sundial.metrics.listener"]
         return parse_host_port(text) if text else None
+
+    @property
+    def metrics_internal_topics_enabled(self) -> bool:
+        """sundial.metrics.internal.topics.enabled: report the internal topics' partition series too."""
+        return self.values["sundial.metrics.internal.topics.enabled"]
+
+    @property
+    def max_request_partition_size_limit(self) -> int:
+        """max.request.partition.size.limit: most partitions in one DescribeTopicPartitions answer."""
+        return self.values["max.request.partition.size.limit"]
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        """fetch.max.bytes: the upper bound on a Fetch response's max_bytes."""
+        return self.values["fetch.max.bytes"]
 
     @property
     def log_dirs(self) -> list[str]:

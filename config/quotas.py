@@ -67,3 +67,7 @@ class ClientQuotaConfig:
     @property
     def window_size_ms(self) -> int:
         return self.window_size_seconds * 1000
+
+    @classmethod
+    def from_values(cls, values) -> "ClientQuotaConfig":
+        return cls(window_num=values[QUOTA_WINDOW_NUM], window_size_seconds=values[QUOTA_WINDOW_SIZE_SECONDS])

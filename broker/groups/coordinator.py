@@ -76,12 +76,11 @@ class GroupCoordinator:
                  topic_partitions: Callable[[str], int | None] | None = None, group_configs=None,
                  topic_view: Callable[[], dict] | None = None) -> None:
         self.now_ms = now_ms
-        self.settings = GroupSettings(
-            min_session_timeout_ms=config["group.min.session.timeout.ms"],
-            max_session_timeout_ms=config["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-            max_size=config["group.max.size"],
-        )
+        classic = config.classic_groups
+        self.settings = GroupSettings(min_session_timeout_ms=classic.min_session_timeout_ms,
+                                      max_session_timeout_ms=classic.max_session_timeout_ms,
+                                      initial_rebalance_delay_ms=classic.initial_rebalance_delay_ms,
+                                      max_size=classic.max_size)
         self.offsets = GroupMetadataManager(config, logs, now_ms=now_ms, store=store,
                                             topic_partitions=topic_partitions)
         self._run_timers = run_timers

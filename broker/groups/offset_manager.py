@@ -103,11 +103,12 @@ class GroupMetadataManager:
         self.config = config
         self.logs = logs
         self.now_ms = now_ms
-        self.offsets_retention_ms = config["offsets.retention.minutes"] * 60_000
-        self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
-        self.metadata_max_bytes = config["offset.metadata.max.bytes"]
+        offsets = config.offsets
+        self.offsets_retention_ms = offsets.offsets_retention_ms
+        self.retention_check_interval_ms = offsets.retention_check_interval_ms
+        self.metadata_max_bytes = offsets.metadata_max_bytes
         if store is None:
-            snapshot_min = config.get("sundial.offsets.snapshot.min.records", None) or DEFAULT_SNAPSHOT_MIN_RECORDS
+            snapshot_min = offsets.snapshot_min_records or DEFAULT_SNAPSHOT_MIN_RECORDS
             store = OffsetStore(PartitionOffsetsLog.open(logs, config, now_ms=now_ms),
                                 snapshot_min_records=snapshot_min)
         self.store = store

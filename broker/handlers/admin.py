@@ -138,7 +138,7 @@ async def handle_delete_topics(ctx, request):
             entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif meta is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif not broker.config["delete.topic.enable"]:
+        elif not broker.config.topic_admin.delete_topic_enable:
             entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
         elif name in INTERNAL_TOPICS:
             entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION

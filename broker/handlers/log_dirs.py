@@ -54,7 +54,6 @@ from ..topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 logger = structlog.get_logger(__name__)
 
 #: The broker setting that caps ResponsePartitionLimit (Kafka's name and default: 2000).
-PARTITION_LIMIT_KEY = "max.request.partition.size.limit"
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -142,7 +141,7 @@ async def handle_describe_topic_partitions(ctx, request):
             denied.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
                            "is_internal": False, "partitions": []})
 
-    remaining = max(min(int(broker.config[PARTITION_LIMIT_KEY]), request.response_partition_limit), 1)
+    remaining = max(min(broker.config.max_request_partition_size_limit, request.response_partition_limit), 1)
     node = broker.node_id
     answered: list[dict] = []
     next_cursor = None

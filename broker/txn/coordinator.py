@@ -46,6 +46,7 @@ from typing import Callable, Iterable
 
 import structlog
 
+from sundial.config.components import TransactionConfig
 from sundial.protocol.errors import ErrorCode
 
 from .log import COORDINATOR_EPOCH
@@ -80,17 +81,17 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, config, log, markers, producer_ids, *, now_ms: Callable[[], int] = _wall_clock_ms,
+    def __init__(self, config: TransactionConfig, log, markers, producer_ids, *, now_ms: Callable[[], int] = _wall_clock_ms,
                  run_timers: bool = True) -> None:
         self.config = config
         self.log = log
         self.markers = markers
         self.producer_ids = producer_ids
         self.now_ms = now_ms
-        self.max_timeout_ms = int(config["transaction.max.timeout.ms"])
-        self.abort_interval_ms = int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
-        self.expire_interval_ms = int(config["transaction.remove.expired.transaction.cleanup.interval.ms"])
-        self.expiration_ms = int(config["transactional.id.expiration.ms"])
+        self.max_timeout_ms = config.max_timeout_ms
+        self.abort_interval_ms = config.abort_timed_out_cleanup_interval_ms
+        self.expire_interval_ms = config.remove_expired_cleanup_interval_ms
+        self.expiration_ms = config.transactional_id_expiration_ms
         self.txns: dict[str, TransactionMetadata] = {}
         self.active = False
         self.loading = False

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 
 import structlog
 
+from sundial.config.components import TransactionConfig
 from sundial.protocol.errors import ErrorCode
 from sundial.records.builder import SimpleRecord, build_batch
 from sundial.records.framing import iter_records
@@ -46,11 +47,12 @@ COORDINATOR_EPOCH = 0
 WRITE_TIMEOUT_MS = 30_000
 
 
-def topic_overrides(config) -> dict[str, str]:
+def topic_overrides(config: TransactionConfig) -> dict[str, str]:
+    """The topic configs ``__transaction_state`` is created with."""
     return {
         "cleanup.policy": "compact",
         "compression.type": "uncompressed",
-        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        "segment.bytes": str(config.state_log_segment_bytes),
         "message.timestamp.type": "CreateTime",
         "message.format.version": "3.0-IV1",
     }
@@ -64,12 +66,12 @@ def value_of(t: TxnTransit) -> TxnLogValue:
 class TransactionLog:
     """``__transaction_state`` over the broker's logs and replica manager."""
 
-    def __init__(self, config, logs, replica_manager, *, now_ms: Callable[[], int]) -> None:
+    def __init__(self, config: TransactionConfig, logs, replica_manager, *, now_ms: Callable[[], int]) -> None:
         self._logs = logs
         self._rm = replica_manager
         self._config = config
         self._now_ms = now_ms
-        self._read_chunk_bytes = int(config["transaction.state.log.load.buffer.size"])
+        self._read_chunk_bytes = config.state_log_load_buffer_bytes
 
     @property
     def exists(self) -> bool:
@@ -79,13 +81,13 @@ class TransactionLog:
     def num_partitions(self) -> int:
         meta = self._logs.topic(TRANSACTION_STATE_TOPIC)
         if meta is None:
-            return int(self._config["transaction.state.log.num.partitions"])
+            return self._config.state_log_num_partitions
         return meta.partitions
 
     def ensure_topic(self) -> None:
         if self.exists:
             return
-        n = int(self._config["transaction.state.log.num.partitions"])
+        n = self._config.state_log_num_partitions
         self._logs.create_topic(TRANSACTION_STATE_TOPIC, n, topic_overrides(self._config))
         logger.info("transaction_state_topic_created", topic=TRANSACTION_STATE_TOPIC, partitions=n)
 

@@ -19,6 +19,6 @@ from .markers import ReplicaMarkerWriter
 
 def build_transaction_coordinator(config, *, logs, replica_manager, groups, producer_ids,
                                   now_ms: Callable[[], int]) -> TransactionCoordinator:
-    log = TransactionLog(config, logs, replica_manager, now_ms=now_ms)
-    return TransactionCoordinator(config, log, ReplicaMarkerWriter(replica_manager, groups), producer_ids,
+    log = TransactionLog(config.transactions, logs, replica_manager, now_ms=now_ms)
+    return TransactionCoordinator(config.transactions, log, ReplicaMarkerWriter(replica_manager, groups), producer_ids,
                                   now_ms=now_ms)

@@ -263,7 +263,7 @@ def test_plain_on_a_clear_text_sasl_listener_is_warned_at_start(tmp_path, listen
 
     cfg = BrokerConfig({"listeners": listeners, "sasl.enabled.mechanisms": mechanisms})
     with capture_logs() as logs:
-        SecurityManager(cfg, str(tmp_path))
+        SecurityManager(cfg.sasl, cfg.listeners, str(tmp_path))
     found = [e for e in logs if e["event"] == "sasl_plain_without_tls"]
     if warned is None:
         assert found == []

@@ -14,6 +14,7 @@ import pytest
 from pki import KEY_PASSWORD, make_pki, openssl_available
 
 from sundial.broker.security import build_server_ssl_context, subject_dn
+from sundial.config.components import SslConfig
 from sundial.config import BrokerConfig, ConfigError
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
@@ -24,8 +25,9 @@ def pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def cfg(**kv) -> BrokerConfig:
-    return BrokerConfig({"listeners": "SSL://127.0.0.1:0", **kv})
+def cfg(**kv) -> SslConfig:
+    """The typed ssl.* view of a broker with one SSL listener and ``kv`` set."""
+    return BrokerConfig({"listeners": "SSL://127.0.0.1:0", **kv}).ssl
 
 
 def handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext):

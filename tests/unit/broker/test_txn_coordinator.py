@@ -13,15 +13,13 @@ from sundial.broker.txn.coordinator import TransactionCoordinator
 from sundial.broker.txn.log import value_of
 from sundial.broker.txn.schema import decode_key, decode_value, encode_key, encode_value
 from sundial.broker.txn.state import TransactionMetadata, TxnState, TxnTransit
+from sundial.config.components import TransactionConfig
 from sundial.protocol.errors import ErrorCode as E
 
 S = TxnState
-CONFIG = {
-    "transaction.max.timeout.ms": 900_000,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
-    "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
-    "transactional.id.expiration.ms": 604_800_000,
-}
+CONFIG = TransactionConfig(max_timeout_ms=900_000, abort_timed_out_cleanup_interval_ms=10_000,
+                           remove_expired_cleanup_interval_ms=3_600_000,
+                           transactional_id_expiration_ms=604_800_000)
 
 
 class MemoryTxnLog:

@@ -56,7 +56,7 @@ def test_states_and_counters_follow_a_random_script():
             assert {k: rows[(k, ())] for k in model} == model, step
         assert min(model["committed"], model["aborted"], model["timed_out"]) > 0, model   # the script covered all
         # every completed id expires once idle long enough
-        clock.t += int(CONFIG["transactional.id.expiration.ms"]) + 1
+        clock.t += CONFIG.transactional_id_expiration_ms + 1
         done = sum(1 for m in c.txns.values() if m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT))
         assert await c.remove_expired() == done
         assert _rows(c)[("expired", ())] == done

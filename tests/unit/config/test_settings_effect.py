@@ -2,8 +2,9 @@
 
 The check is static and works on the syntax tree, not on text: the components receive their
 settings as typed objects (``TopicConfig``, ``CleanerConfig``, ``GroupCoordinatorConfig`` and its
-families, ``ShareCoordinatorConfig``, ``GroupConfig``) or read a ``BrokerConfig`` by name
-(``cfg["socket.request.max.bytes"]``). A key counts as read when, in a module outside ``config/``:
+families, ``ShareCoordinatorConfig``, ``GroupConfig``, the component views of ``config.components``
+such as ``SocketServerConfig``) or read a typed property of ``BrokerConfig``. A key counts as read when,
+in a module outside ``config/``:
 
 * its name (or an alias) is the index of a subscript or the first argument of ``.get(...)``, as a
   literal, a name bound to the literal (``KEY = "a.b"``) or a loop variable over literals (a key
@@ -31,7 +32,11 @@ from sundial.config import group as group_mod
 from sundial.config import topic as topic_mod
 from sundial.config.broker import BROKER_CONFIGS, CLEANER_FIELD_FOR_KEY, BrokerConfig, CleanerConfig, \
     unknown_key_warnings
+from sundial.config.components import COMPONENT_VIEWS, AuthorizerConfig, ClassicGroupsConfig, \
+    LogSchedulingConfig, OffsetsConfig, SaslConfig, SocketServerConfig, SslConfig, TopicAdminConfig, \
+    TransactionConfig
 from sundial.config.defs import ConfigDef, did_you_mean, edit_distance
+from sundial.config.quotas import ClientQuotaConfig
 from sundial.config.group import GROUP_CONFIGS, GroupConfig, describe_group_config
 from sundial.config.group_coordinator import ConsumerGroupConfig, GroupCoordinatorConfig, ShareGroupConfig, \
     StreamsGroupConfig
@@ -48,6 +53,9 @@ TYPED = {
     TopicConfig: "config", CleanerConfig: "clean", ShareCoordinatorConfig: "settings",
     ConsumerGroupConfig: "consumer", ShareGroupConfig: "share", StreamsGroupConfig: "streams",
     GroupCoordinatorConfig: "coordinator", GroupConfig: "config", BrokerConfig: "config",
+    SocketServerConfig: "socket", SslConfig: "cfg", SaslConfig: "cfg", AuthorizerConfig: "config",
+    TopicAdminConfig: "topic_admin", ClassicGroupsConfig: "classic", OffsetsConfig: "offsets",
+    TransactionConfig: "config", LogSchedulingConfig: "sched", ClientQuotaConfig: "config",
 }
 
 
@@ -113,8 +121,9 @@ def reads() -> Reads:
 
 
 def _class_properties() -> dict[Field, set[str]]:
-    """(class, field or key) -> names of the class's properties that read it: ``self.<field>`` or
-    ``self.values["<key>"]`` inside a ``@property`` of a typed class in config/."""
+    """(class, field or key) -> names of the class's properties and methods that read it: ``self.<field>``
+    or ``self.values["<key>"]`` inside a ``@property`` or a plain method of a typed class in config/
+    (``SaslConfig.credentials_path`` reads ``credentials_file``)."""
     by_name = {cls.__name__: cls for cls in TYPED}
     found: dict[Field, set[str]] = {}
     for path in sorted((REPO / "config").glob("*.py")):
@@ -123,8 +132,9 @@ def _class_properties() -> dict[Field, set[str]]:
                 continue
             cls = by_name[cls_node.name]
             for fn in cls_node.body:
-                if not isinstance(fn, ast.FunctionDef) or not any(
-                        isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list):
+                if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_") or any(
+                        isinstance(d, ast.Name) and d.id in ("classmethod", "staticmethod")
+                        for d in fn.decorator_list):
                     continue
                 for node in ast.walk(fn):
                     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
@@ -180,6 +190,11 @@ def broker_readers(d: ConfigDef) -> list:
     out: list = [d.name, *d.aliases]
     if d.name in CLEANER_FIELD_FOR_KEY:
         out.append(Field(CleanerConfig, CLEANER_FIELD_FOR_KEY[d.name]))
+    for view, field_for_key in COMPONENT_VIEWS.items():
+        if d.name in field_for_key:
+            out.append(Field(view, field_for_key[d.name]))
+    if d.name in ("quota.window.num", "quota.window.size.seconds"):     # handed whole to the client quotas
+        out.append(Field(ClientQuotaConfig, d.name[len("quota."):].replace(".", "_")))
     for prefix, cls in _FAMILIES.items():
         if d.name.startswith(prefix):
             out.append(Field(cls, d.name[len(prefix):].replace(".", "_")))
