@@ -152,7 +152,7 @@ class PartitionLog:
         self._producers = ProducerStateManager(dir_path, producer_id_expiration_ms)
         self._txn = LogTransactions(dir_path, topic, partition, self._segments, self._producers,
                                     rebuild_from=txn_rebuild_from)
-        self._search = TimestampSearch(self._segments, batch_indexes or BatchIndexCache())
+        self._search = TimestampSearch(self._segments, BatchIndexCache() if batch_indexes is None else batch_indexes)
         self._deleter = SegmentDeleter()
         self._retention = LogRetention(topic, partition, self._segments, self._deleter,
                                        self._producers.mark_snapshots_deleted)

@@ -36,6 +36,8 @@ the first record holding the largest timestamp (KAFKA-16310), -5 nothing tiered.
 
 from __future__ import annotations
 
+import itertools
+
 import bisect
 from collections import OrderedDict
 from typing import NamedTuple
@@ -88,12 +90,13 @@ class BatchIndexCache:
         self.used_bytes = 0
         self._indexes: "OrderedDict[tuple, object]" = OrderedDict()
         self._seen: "OrderedDict[tuple, None]" = OrderedDict()
-        self._namespaces = 0
+        self._namespaces = itertools.count(1)
 
     def new_namespace(self) -> int:
-        """A key prefix of its own for one log."""
-        self._namespaces += 1
-        return self._namespaces
+        """A key prefix of its own for one log. Logs open on several recovery threads at once:
+        ``next`` on a ``count`` is one step under the interpreter lock, where ``+= 1`` is a read
+        and a write that two threads could interleave into one namespace for two logs."""
+        return next(self._namespaces)
 
     @property
     def index_count(self) -> int:
