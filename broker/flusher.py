@@ -328,3 +328,42 @@ class PartitionFlusher:
                     fut.set_exception(exc)
         if not waiters:
             self._highest_waiting = -1
+
+
+class PartitionFlushers:
+    """The one :class:`PartitionFlusher` of each partition, for every writer that waits for
+    durability: Produce with acks=all and transaction markers (through the
+    :class:`~broker.replica_manager.ReplicaManager`) and the coordinators' internal topics
+    (``__consumer_offsets``, ``__share_group_state``: :class:`~broker.groups.offsets.PartitionOffsetsLog`).
+    One flusher per log means one in-flight accounting per log: a coordinator's write and a
+    marker written to the same partition share fsyncs instead of racing two flushers.
+
+    A partition's flusher goes with its log: when the log was replaced (topic deleted and
+    created again, a log-dir move's swap) the next call builds a new one.
+    """
+
+    def __init__(self, threads: FlushThreads | NativeFlushThreads | None = None) -> None:
+        """``threads``: the fsync threads every flusher runs on (None: :func:`flush_threads`)."""
+        self.threads = threads if threads is not None else flush_threads()
+        self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
+
+    def flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
+        """The flusher of ``log``, partition ``partition`` of ``topic``."""
+        key = (topic, partition)
+        f = self._flushers.get(key)
+        if f is None or not f.serves(log):
+            f = PartitionFlusher(log, topic, partition, threads=self.threads)
+            self._flushers[key] = f
+        return f
+
+    async def wait_flushed(self, topic: str, partition: int, log, last_offset: int) -> None:
+        """Return once every offset <= ``last_offset`` of ``log`` is fsynced (raises what the fsync raised)."""
+        await self.flusher(topic, partition, log).wait_flushed(last_offset)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop the flushers of ``topic`` (deleted)."""
+        for key in [k for k in self._flushers if k[0] == topic]:
+            del self._flushers[key]
+
+    def clear(self) -> None:
+        self._flushers.clear()

@@ -69,7 +69,7 @@ from sundial.storage.files import FileSlice
 
 from . import page_cache
 from .errors import NO_LOG_START_OFFSET, error_code_for
-from .flusher import PartitionFlusher, flush_threads as default_flush_threads
+from .flusher import PartitionFlusher, PartitionFlushers
 from .log_mover import LogMover
 from .topics import INTERNAL_TOPICS
 
@@ -245,13 +245,15 @@ class ReplicaManager:
     ``purgatory`` parks long-polling fetches and is woken by appends; ``metrics`` counts
     appends, retention and time-index lookups; ``now_ms`` is the clock; ``groups``
     (anything with ``consumed_upto(topic, partition, log_start_offset)``, the group
-    coordinator) is the consumed-retention input, None for none. ``flush_threads`` runs the
-    fsyncs (acks=all, ``flush.messages``/``flush.ms``); None: the process's default
-    (:func:`broker.flusher.flush_threads`).
+    coordinator) is the consumed-retention input, None for none. ``flushers`` is the one
+    flusher of each partition (:class:`broker.flusher.PartitionFlushers`), shared with the
+    coordinators that write internal topics; None: flushers of its own over ``flush_threads``.
+    ``flush_threads`` runs the fsyncs (acks=all, ``flush.messages``/``flush.ms``) when no
+    ``flushers`` are given; None: the process's default (:func:`broker.flusher.flush_threads`).
     """
 
     def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
-                 scheduler=None, flush_threads=None) -> None:
+                 scheduler=None, flush_threads=None, flushers: PartitionFlushers | None = None) -> None:
         self.config = config
         self.logs = logs
         self.purgatory = purgatory
@@ -260,8 +262,8 @@ class ReplicaManager:
         self.groups = groups
         self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
-        self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
-        self._flush_threads = flush_threads if flush_threads is not None else default_flush_threads()
+        self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads)
+        self._flush_threads = self._flushers.threads
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
         self.log_mover = LogMover(self, now_ms)   # AlterReplicaLogDirs moves (broker.log_mover)
 
@@ -271,12 +273,7 @@ class ReplicaManager:
         return self.logs.get_log(topic, partition)
 
     def _flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
-        key = (topic, partition)
-        f = self._flushers.get(key)
-        if f is None or not f.serves(log):
-            f = PartitionFlusher(log, topic, partition, threads=self._flush_threads)
-            self._flushers[key] = f
-        return f
+        return self._flushers.flusher(topic, partition, log)
 
     async def _run(self, fn, *args):
         if self.scheduler is None:
@@ -321,8 +318,7 @@ class ReplicaManager:
             await waiting
 
     def forget_topic(self, topic: str) -> None:
-        for key in [k for k in self._flushers if k[0] == topic]:
-            del self._flushers[key]
+        self._flushers.forget_topic(topic)
 
     @staticmethod
     def _check_leader_epoch(current_leader_epoch: int) -> int:
@@ -405,7 +401,7 @@ class ReplicaManager:
         coordinator: each marker is the control batch of
         ``MemoryRecords.withEndTransactionMarker`` (``records.control``), timestamped
         ``timestamp_ms`` (default: the broker clock), appended with origin
-        ``coordinator`` (``PartitionLog.append_txn_marker``). It closes the producer's open
+        ``AppendOrigin.COORDINATOR`` (``PartitionLog.append_txn_marker``). It closes the producer's open
         transaction in the partition, moves the last stable offset and, for an ABORT,
         adds the transaction to the segment's ``.txnindex``. A marker for a producer with
         no open transaction in a partition is still appended (Kafka does). Parked fetches

@@ -68,7 +68,7 @@ from sundial.records.framing import iter_records
 from sundial.records.layout import CONTROL_TYPE_COMMIT, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 from sundial.storage.origin import AppendOrigin
 
-from ..flusher import PartitionFlusher
+from ..flusher import PartitionFlushers
 from ..topics import OFFSETS_TOPIC
 from .modern.records import CoordinatorRecord, decode_record, is_consumer_group_key
 from .share.records import ShareRecord, decode_record as decode_share_record, is_share_group_key
@@ -213,15 +213,20 @@ class MemoryOffsetsLog:
 
 class PartitionOffsetsLog:
     """OffsetsLog over partition 0 of ``__consumer_offsets`` in Sundial's storage (or of another
-    internal topic of coordinator records: ``topic``, e.g. ``__share_group_state``)."""
+    internal topic of coordinator records: ``topic``, e.g. ``__share_group_state``).
+
+    ``flushers`` is the broker's one flusher per partition (:class:`broker.flusher.PartitionFlushers`,
+    the ReplicaManager's), so this log's writes and the transaction markers written to it share
+    one durability path; None: flushers of its own (a store used without a ReplicaManager).
+    """
 
     def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024,
-                 topic: str = OFFSETS_TOPIC) -> None:
+                 topic: str = OFFSETS_TOPIC, flushers: PartitionFlushers | None = None) -> None:
         self._logs = logs
         self._now_ms = now_ms
         self._read_chunk_bytes = read_chunk_bytes
         self._topic = topic
-        self._flusher = None
+        self._flushers = flushers if flushers is not None else PartitionFlushers()
 
     @staticmethod
     def topic_overrides(config) -> dict[str, str]:
@@ -235,11 +240,12 @@ class PartitionOffsetsLog:
         }
 
     @classmethod
-    def open(cls, logs, config, *, now_ms: Callable[[], int]) -> "PartitionOffsetsLog":
+    def open(cls, logs, config, *, now_ms: Callable[[], int],
+             flushers: PartitionFlushers | None = None) -> "PartitionOffsetsLog":
         if logs.topic(OFFSETS_TOPIC) is None:
             logs.create_topic(OFFSETS_TOPIC, 1, cls.topic_overrides(config))
             logger.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=1)
-        return cls(logs, now_ms=now_ms)
+        return cls(logs, now_ms=now_ms, flushers=flushers)
 
     @property
     def log(self):
@@ -282,10 +288,7 @@ class PartitionOffsetsLog:
         return self.log.append(batch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR).last_offset
 
     async def wait_durable(self, last_offset):
-        log = self.log
-        if self._flusher is None or not self._flusher.serves(log):
-            self._flusher = PartitionFlusher(log, self._topic, 0)
-        await self._flusher.wait_flushed(last_offset)
+        await self._flushers.wait_flushed(self._topic, 0, self.log, last_offset)
 
     def delete_records_before(self, offset):
         self.log.delete_records(offset)

@@ -59,6 +59,7 @@ import structlog
 from sundial.config.share import ShareCoordinatorConfig
 
 from ..coordinator_schema import SchemaError
+from ..flusher import PartitionFlushers
 from ..groups.offsets import OffsetsLog, PartitionOffsetsLog
 from .state_batch import ShareStateSnapshot, StateBatch, StateChange
 from .state_records import (NO_LEADER_EPOCH, SHARE_SNAPSHOT_RECORD_TYPE, SHARE_STATE_TOPIC, SHARE_UPDATE_RECORD_TYPE,
@@ -173,13 +174,15 @@ class ShareStateStore:
         }
 
     @classmethod
-    def open(cls, logs, config, *, now_ms: Callable[[], int]) -> ShareStateStore:
-        """The store over partition 0 of ``__share_group_state`` (created when missing)."""
+    def open(cls, logs, config, *, now_ms: Callable[[], int], flushers: PartitionFlushers | None = None
+             ) -> ShareStateStore:
+        """The store over partition 0 of ``__share_group_state`` (created when missing); ``flushers``:
+        the broker's one flusher per partition (:class:`PartitionOffsetsLog`)."""
         settings = config.share_coordinator
         if logs.topic(SHARE_STATE_TOPIC) is None:
             logs.create_topic(SHARE_STATE_TOPIC, 1, cls.topic_overrides(settings))
             logger.info("share_state_topic_created", topic=SHARE_STATE_TOPIC, partitions=1)
-        log = PartitionOffsetsLog(logs, now_ms=now_ms, topic=SHARE_STATE_TOPIC)
+        log = PartitionOffsetsLog(logs, now_ms=now_ms, topic=SHARE_STATE_TOPIC, flushers=flushers)
         return cls(log, LogTopicIds(logs), now_ms=now_ms, settings=settings)
 
     # -- lifecycle -------------------------------------------------------------------------------
