@@ -124,7 +124,8 @@ ROUTES: tuple[Route, ...] = (
           prepare=log_opening.open_describe_producers_partitions),
     Route(ApiKey.WRITE_TXN_MARKERS, write_txn_markers.handle_write_txn_markers),
     # Share groups (KIP-932): the share-group offsets admin APIs
-    Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets),
+    Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets,
+          prepare=log_opening.open_describe_share_group_offsets_partitions),
     Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, share_offsets.handle_alter_share_group_offsets),
     Route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, share_offsets.handle_delete_share_group_offsets),
 )

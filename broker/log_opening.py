@@ -8,7 +8,8 @@ request's handler runs; requests on other connections go on meanwhile. They retu
 None, without suspending, when every partition named is open already.
 
 Fetch opens its partitions inside ``ReplicaManager.fetch``, and transaction markers
-inside ``ReplicaManager.write_txn_markers``.
+inside ``ReplicaManager.write_txn_markers``. DescribeShareGroupOffsets opens the partitions
+whose lag it reads (those with share state).
 """
 
 from __future__ import annotations
@@ -42,5 +43,30 @@ def open_describe_producers_partitions(ctx, request):
         (topic.name, index) for topic in request.topics or () for index in topic.partition_indexes or ())
 
 
+def open_describe_share_group_offsets_partitions(ctx, request):
+    """The partitions whose latest offset DescribeShareGroupOffsets reads for the lag: those named
+    that have share state, or for a group named without topics every share-partition the share-state
+    store knows of it."""
+    store = getattr(ctx.broker, "share_state", None)
+    if store is None:
+        return None
+
+    def partitions():
+        for group in request.groups or ():
+            if group.topics is None:
+                for summary in store.summaries(group.group_id):
+                    name = store.topic_ids.name_of(summary.topic_id)
+                    if name is not None:
+                        yield name, summary.partition
+                continue
+            for topic in group.topics:
+                for partition in topic.partitions or ():
+                    if store.summary(group.group_id, topic.topic_name, partition) is not None:
+                        yield topic.topic_name, partition
+
+    return ctx.broker.replica_manager.open_logs(partitions())
+
+
 __all__ = ["open_produce_partitions", "open_list_offsets_partitions", "open_delete_records_partitions",
-           "open_offset_for_leader_epoch_partitions", "open_describe_producers_partitions"]
+           "open_offset_for_leader_epoch_partitions", "open_describe_producers_partitions",
+           "open_describe_share_group_offsets_partitions"]

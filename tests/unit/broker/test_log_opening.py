@@ -1,8 +1,8 @@
-"""OffsetForLeaderEpoch and DescribeProducers open the partitions they name off the event loop,
-as Produce, ListOffsets and DeleteRecords do: the route's ``prepare`` step hands the opens to the
-scheduler, the loop keeps running while a slow disk holds the open, and the handler then answers
-from the open log. Requests go through the real codec; the answers are checked against what the
-test appended."""
+"""OffsetForLeaderEpoch, DescribeProducers and DescribeShareGroupOffsets open the partitions they
+name off the event loop, as Produce, ListOffsets and DeleteRecords do: the route's ``prepare`` step
+hands the opens to the scheduler, the loop keeps running while a slow disk holds the open, and the
+handler then answers from the open log. Requests go through the real codec; the answers are checked
+against what the test appended."""
 
 from __future__ import annotations
 
@@ -93,3 +93,57 @@ def test_the_named_partitions_open_on_the_scheduler_while_the_loop_serves(tmp_pa
 async def _append(rm, topic, partition, batch):
     out = rm.append_one(topic, partition, batch, int(time.time() * 1000))
     assert out.error_code == 0
+
+
+def share_offsets_request(group_id, topics):
+    return decoded(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [
+        {"group_id": group_id, "topics": None if topics is None else [
+            {"topic_name": topic, "partitions": ps} for topic, ps in topics.items()]}]})
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["topics-named", "every-share-partition"])
+def test_describe_share_group_offsets_opens_its_partitions_on_the_scheduler(tmp_path, seam, named):
+    """The lag of DescribeShareGroupOffsets asks the partition's latest offset: the partitions it
+    names (or, for a group named without topics, the ones with share state) open off the loop."""
+    from sundial.broker.share.state_store import ShareStateStore
+    from sundial.config import BrokerConfig
+
+    config = BrokerConfig({"group.share.enable": "true"})
+    now_ms = lambda: int(time.time() * 1000)  # noqa: E731
+    scheduler = Scheduler(2)
+    logs, rm = build(tmp_path, scheduler)
+    logs.create_topic("t", 2, UNBOUNDED)
+    asyncio.run(_append(rm, "t", 0, idempotent_batch(42, 3)))
+    store = ShareStateStore.open(logs, config, now_ms=now_ms)
+    store.mark_loaded()
+    asyncio.run(store.initialize("g", "t", 0, 1))
+    logs.shutdown()
+    logs, rm = reopen(tmp_path, scheduler)
+    store = ShareStateStore.open(logs, config, now_ms=now_ms)
+    store.replay()
+    store.mark_loaded()
+    assert not logs.is_open("t", 0)
+    held = seam(HeldDisk(held={"open"}))
+    ctx = SimpleNamespace(broker=SimpleNamespace(replica_manager=rm, authorizer=None, share_state=store, logs=logs,
+                                                 config=config), api_version=0)
+    request = share_offsets_request("g", {"t": [0, 1], "nope": [0]} if named else None)
+    route = ROUTE[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS]
+
+    async def main():
+        waiting = route.prepare(ctx, request)
+        assert waiting is not None, "the partitions were not open: the prepare step must open them"
+        ticks, _ = await served_while(waiting, held)
+        assert ticks > 0, "the loop ran while the disk held the open"
+        assert logs.is_open("t", 0)
+        assert route.prepare(ctx, request) is None       # open already: nothing to wait for
+        return await route.handler(ctx, request)
+
+    answer = asyncio.run(main())
+    found = {(t["topic_name"], p["partition_index"]): (p["error_code"], p["start_offset"], p["lag"])
+             for g in answer["groups"] for t in g["topics"] for p in t["partitions"]}
+    expected = {("t", 0): (0, 1, 2)}          # 3 records, started at 1, none delivered: lag 2
+    if named:
+        expected.update({("t", 1): (0, -1, -1), ("nope", 0): (0, -1, -1)})
+    assert found == expected
+    logs.shutdown()
+    scheduler.close()
