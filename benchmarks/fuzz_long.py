@@ -24,9 +24,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # a program, not a test: the tests' packages (integration, support)
 
-import connection_fuzz  # noqa: E402
+from integration import connection_fuzz  # noqa: E402
 
 
 def main() -> int:

@@ -35,19 +35,18 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# a sibling module: tests/fuzz is on the path as the script's directory (fuzz.py) or through
+# pyproject.toml's pytest pythonpath (tests/unit/test_fuzz_corpus.py)
+import lz4_reference
 
-import lz4_reference  # noqa: E402
-
-from sundial.records import _lz4 as c_lz4  # noqa: E402
-from sundial.records import _speedups as c_walks  # noqa: E402
-from sundial.records import walks  # noqa: E402
-from sundial.records.errors import CorruptRecordError, InvalidRecordError  # noqa: E402
-from sundial.records.varint import read_varint, read_varlong  # noqa: E402
-from sundial.storage import _cleaner_speedups as c_cleaner  # noqa: E402
-from sundial.storage import offset_map  # noqa: E402
+from sundial.records import _lz4 as c_lz4
+from sundial.records import _speedups as c_walks
+from sundial.records import walks
+from sundial.records.errors import CorruptRecordError, InvalidRecordError
+from sundial.records.varint import read_varint, read_varlong
+from sundial.storage import _cleaner_speedups as c_cleaner
+from sundial.storage import offset_map
 
 
 class Mismatch(AssertionError):

@@ -18,7 +18,7 @@ What counts as a finding (the run fails on the first one):
   get ApiVersions and Metadata answered.
 
 Inputs (seeded RNG; the seed is printed; made in ``fuzz_inputs.py``): valid requests of every API and version
-(``tests/unit/protocol/protocol_cases``), Produce requests with real record batches for
+(``tests/support/protocol_cases.py``), Produce requests with real record batches for
 topics with CreateTime, LogAppendTime, compaction and no timestamp bounds, Fetch and
 ListOffsets of those topics; then mutations: bytes flipped, truncated, extended,
 spliced, int16/int32/varint fields overwritten with boundary values, other API key or
@@ -38,10 +38,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import pathlib
 import random
 import struct
-import sys
 import tempfile
 import time
 import traceback
@@ -49,11 +47,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from sundial.protocol import encode_request
 
-from fuzz_inputs import MAX_FRAME_BYTES, TOPICS, mutate, produce_frame, read_frame, schema_corpus, \
-    with_prefix  # noqa: E402
-from sundial.protocol import encode_request  # noqa: E402
+from .fuzz_inputs import MAX_FRAME_BYTES, TOPICS, mutate, produce_frame, read_frame, schema_corpus, with_prefix
 
 
 class Finding(AssertionError):

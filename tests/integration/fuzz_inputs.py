@@ -1,6 +1,6 @@
 """The inputs of the connection fuzzer (``connection_fuzz.py``): valid frames, real batches, mutations.
 
-Valid requests of every API and version come from ``tests/unit/protocol/protocol_cases``
+Valid requests of every API and version come from ``tests/support/protocol_cases.py``
 (the schema corpus); Produce requests carry real record batches for the fuzz topics
 (:data:`TOPICS`), Fetch and ListOffsets read them; mutations flip, truncate, extend and
 splice bytes, overwrite int16/int32/int64/varint fields with boundary values, change the
@@ -11,18 +11,14 @@ recomputed, so the mutation reaches the validator), decompression bombs included
 from __future__ import annotations
 
 import gzip
-import pathlib
 import random
 import struct
-import sys
 
 from crc32c import crc32c
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
-
-from sundial.protocol import encode_request  # noqa: E402
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
-from protocol_cases import case_value, schema_classes, to_kp  # noqa: E402
+from sundial.protocol import encode_request
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from support.protocol_cases import case_value, schema_classes, to_kp
 
 MAX_FRAME_BYTES = 1 << 20
 TOPICS = {"fz-create": {}, "fz-lat": {"message.timestamp.type": "LogAppendTime"},

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import io
 import os
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import crash_loop  # noqa: E402
+import crash_loop
 
 
 def test_kill_9_under_load_loses_and_duplicates_nothing(tmp_path):

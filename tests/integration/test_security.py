@@ -3,7 +3,7 @@
 
 One daemon serves four listeners (PLAINTEXT, SSL with required client certificates,
 SASL_PLAINTEXT, SASL_SSL) with the ACL authorizer on. Certificates are made by the
-test with ``openssl`` (tests/unit/broker/pki.py); users are added with the
+test with ``openssl`` (tests/support/pki.py); users are added with the
 ``sundial credentials`` CLI and rules with ``sundial acls``, both before start and
 while the daemon runs (live reload).
 
@@ -18,8 +18,6 @@ Principals and rules:
 
 from __future__ import annotations
 
-import os
-import pathlib
 import shutil
 import socket
 import ssl
@@ -42,12 +40,11 @@ from kafka.errors import (
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.pki import make_pki, openssl_available
+
 from .clients import read_frame
 from .conftest import SundialProcess, free_port
 from .groups_support import wait_until
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "broker"))
-from pki import make_pki, openssl_available  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
 

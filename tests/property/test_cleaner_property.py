@@ -10,16 +10,13 @@ reference (storage/offset_map.py).
 
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
-
-from cleaner_helpers import (  # noqa: E402
+from support.cleaner_helpers import (
     append,
     batches_on_disk,
     clean_until_done,
@@ -27,14 +24,14 @@ from cleaner_helpers import (  # noqa: E402
     model_after_clean,
     read_all,
 )
-from log_helpers import NOW_MS  # noqa: E402
+from support.log_helpers import NOW_MS
 
-from sundial.records import codecs  # noqa: E402
-from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
-from sundial.records.framing import iter_batches  # noqa: E402
-from sundial.storage import offset_map  # noqa: E402
-from sundial.storage.cleaner_manager import LogCleanerManager  # noqa: E402
-from sundial.storage.offset_map import SkimpyOffsetMap  # noqa: E402
+from sundial.records import codecs
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.framing import iter_batches
+from sundial.storage import offset_map
+from sundial.storage.cleaner_manager import LogCleanerManager
+from sundial.storage.offset_map import SkimpyOffsetMap
 
 DAY = 86_400_000
 

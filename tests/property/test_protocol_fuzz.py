@@ -21,22 +21,18 @@ prints how many frames were decoded, refused, and how long it took.
 from __future__ import annotations
 
 import os
-import pathlib
 import random
 import struct
-import sys
 import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
-
-from sundial.protocol import FrameDecoder, decode_request, parse_request_header  # noqa: E402
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS  # noqa: E402
-from sundial.protocol.errors import ProtocolError  # noqa: E402
-from protocol_cases import case_value, schema_classes, to_kp  # noqa: E402
+from sundial.protocol import FrameDecoder, decode_request, parse_request_header
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS
+from sundial.protocol.errors import ProtocolError
+from support.protocol_cases import case_value, schema_classes, to_kp
 
 FUZZ_FRAMES = int(os.environ.get("SUNDIAL_FUZZ_EXAMPLES", "20000"))
 HYPOTHESIS_EXAMPLES = min(max(FUZZ_FRAMES // 50, 300), 20000)

@@ -12,20 +12,16 @@ For every API in SUPPORTED_VERSIONS (one test case per API; the version is drawn
 from __future__ import annotations
 
 import functools
-import pathlib
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "unit" / "protocol"))
-
-from sundial.protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response  # noqa: E402
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
-from sundial.protocol.header import RequestHeader, parse_request_header  # noqa: E402
-from sundial.protocol.messages import HAND_WRITTEN  # noqa: E402
-from protocol_cases import assert_same, iter_frames, schema_classes, to_kp, values  # noqa: E402
+from sundial.protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response
+from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.header import RequestHeader, parse_request_header
+from sundial.protocol.messages import HAND_WRITTEN
+from support.protocol_cases import assert_same, iter_frames, schema_classes, to_kp, values
 
 APIS = sorted(int(k) for k in SUPPORTED_VERSIONS)
 ORACLE = settings(max_examples=int(__import__("os").environ.get("SUNDIAL_ORACLE_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow,

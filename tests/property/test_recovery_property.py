@@ -12,18 +12,15 @@ Scenarios drawn per example:
 import os
 import random
 import shutil
-import sys
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
+from support.log_helpers import NOW_MS, batch, topic_config
 
-from log_helpers import NOW_MS, batch, topic_config  # noqa: E402
-
-from sundial.storage.log import PartitionLog  # noqa: E402
-from sundial.records import iter_records  # noqa: E402
+from sundial.storage.log import PartitionLog
+from sundial.records import iter_records
 
 BASE = NOW_MS
 

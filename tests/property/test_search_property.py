@@ -10,18 +10,15 @@ force: the first segment whose largest timestamp (max record timestamp, else mti
 
 import os
 import shutil
-import sys
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
+from support.log_helpers import NOW_MS, batch, topic_config
 
-from log_helpers import NOW_MS, batch, topic_config  # noqa: E402
-
-from sundial.records import codecs  # noqa: E402
-from sundial.storage.log import PartitionLog  # noqa: E402
+from sundial.records import codecs
+from sundial.storage.log import PartitionLog
 
 BASE = NOW_MS
 

@@ -22,23 +22,20 @@ commits and aborts appended directly to a PartitionLog.
 import os
 import shutil
 import struct
-import sys
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit", "storage"))
-
-from log_helpers import NOW_MS, brute_force_search_segments, topic_config  # noqa: E402
+from support.log_helpers import NOW_MS, brute_force_search_segments, topic_config
 
 from sundial.config import BrokerConfig
-from sundial.broker.replica_manager import READ_COMMITTED, READ_UNCOMMITTED, ReplicaManager  # noqa: E402
-from sundial.records import iter_batches, iter_records  # noqa: E402
-from sundial.records.builder import SimpleRecord, build_records  # noqa: E402
-from sundial.records.control import build_end_txn_marker  # noqa: E402
-from sundial.storage.log import PartitionLog  # noqa: E402
-from sundial.storage.origin import AppendOrigin  # noqa: E402
+from sundial.broker.replica_manager import READ_COMMITTED, READ_UNCOMMITTED, ReplicaManager
+from sundial.records import iter_batches, iter_records
+from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.control import build_end_txn_marker
+from sundial.storage.log import PartitionLog
+from sundial.storage.origin import AppendOrigin
 
 TXN_PIDS = (1, 2, 3)
 PLAIN_PIDS = (7, 8)      # idempotent, never transactional
@@ -308,8 +305,8 @@ def test_compaction_with_transactions_matches_model(ops, slots):
     committed (or non-transactional) record of each key, leaves everything from the first
     uncleanable offset (the LSO at most) alone; a read_committed reader of the cleaned log sees
     exactly the model, and every aborted record still on disk is covered by a .txnindex entry."""
-    from cleaner_helpers import append as raw_append
-    from cleaner_helpers import batches_on_disk, clean_until_done, compact_log
+    from support.cleaner_helpers import append as raw_append
+    from support.cleaner_helpers import batches_on_disk, clean_until_done, compact_log
     from sundial.storage.cleaner_manager import LogCleanerManager, cleanable_bytes, cleanable_offsets
     from sundial.storage.offset_map import SkimpyOffsetMap
 

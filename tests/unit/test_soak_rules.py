@@ -3,15 +3,11 @@ pure functions, no daemon."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
 from array import array
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
-
-from soak_checks import steady_rules  # noqa: E402
-from soak_load import make_value, parse_value, percentile  # noqa: E402
-from soak_probes import Lookup, judge  # noqa: E402
+from soak_checks import steady_rules
+from soak_load import make_value, parse_value, percentile
+from soak_probes import Lookup, judge
 
 #            offset: 0    1    2    3    4    5
 TS = array("q", [100, 300, 200, 400, 250, 500])

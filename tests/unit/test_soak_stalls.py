@@ -14,11 +14,10 @@ import subprocess
 import sys
 import textwrap
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from soak_checks import loop_stalls
+from soak_report import stall_class, stall_phase
 
-from soak_checks import loop_stalls  # noqa: E402
-from soak_report import stall_class, stall_phase  # noqa: E402
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 CHILD = textwrap.dedent("""
     import asyncio, threading, time, uvloop

@@ -11,7 +11,7 @@ import ssl
 import subprocess
 
 import pytest
-from pki import KEY_PASSWORD, make_pki, openssl_available
+from support.pki import KEY_PASSWORD, make_pki, openssl_available
 
 from sundial.broker.security import build_server_ssl_context, subject_dn
 from sundial.config.components import SslConfig

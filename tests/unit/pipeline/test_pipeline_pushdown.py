@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeline_fakes import FakeLog, FakeOffsetClient
+from support.pipeline_fakes import FakeLog, FakeOffsetClient
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'sundial-broker[spark]')")
 

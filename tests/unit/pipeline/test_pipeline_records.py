@@ -5,7 +5,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeline_fakes import build_batch, control_batch, xerial_snappy
+from support.pipeline_fakes import build_batch, control_batch, xerial_snappy
 
 from sundial.pipeline.records import (
     AbortedTransactions,

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeline_fakes import FakeLog, FakeOffsetClient
+from support.pipeline_fakes import FakeLog, FakeOffsetClient
 
 from sundial.pipeline.errors import DataLossError, OffsetResolutionError
 from sundial.pipeline.offsets import TopicPartition

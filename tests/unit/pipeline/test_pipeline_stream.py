@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from pipeline_fakes import FakeLog, FakeOffsetClient
+from support.pipeline_fakes import FakeLog, FakeOffsetClient
 
 from sundial.pipeline.errors import DataLossError, OffsetResolutionError
 from sundial.pipeline.offsets import TopicPartition

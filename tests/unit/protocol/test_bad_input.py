@@ -11,7 +11,7 @@ from sundial.protocol import FrameDecoder, decode_request, encode_request
 from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from sundial.protocol.errors import ProtocolError, UnknownApiKeyError, UnsupportedVersionError
 from sundial.protocol.header import RequestHeader, parse_request_header
-from protocol_cases import full_value, schema_classes, to_kp
+from support.protocol_cases import full_value, schema_classes, to_kp
 
 ALL = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) for v in range(lo, hi + 1)]
 IDS = [f"{ApiKey(k).name}-v{v}" for k, v in ALL]

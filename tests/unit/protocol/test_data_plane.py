@@ -20,7 +20,7 @@ from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from sundial.protocol.header import RequestHeader, encode_response_header, parse_request_header
 from sundial.protocol.messages import HAND_WRITTEN
 from sundial.protocol.messages.common import INLINE_MAX_BYTES
-from protocol_cases import (
+from support.protocol_cases import (
     OLD_CLASSES,
     Slice,
     assert_same,

@@ -15,7 +15,7 @@ from sundial.protocol import decode_response, encode_response
 from sundial.protocol.features import GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION, api_versions_feature_fields
 from sundial.protocol.header import RequestHeader
 from sundial.protocol.schema_codec import encode_response_body
-from wire_bytes import TAGS, carray, cstr, i16, i32, i64, uvarint
+from support.wire_bytes import TAGS, carray, cstr, i16, i32, i64, uvarint
 
 TABLE = [{"api_key": 18, "min_version": 0, "max_version": 4}, {"api_key": 68, "min_version": 0, "max_version": 1}]
 SUPPORTED = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}

@@ -22,7 +22,7 @@ from sundial.protocol.schema_codec import (
     encode_request_body,
     encode_response_body,
 )
-from wire_bytes import (
+from support.wire_bytes import (
     NULL,
     TAGS,
     boolean,
@@ -420,7 +420,7 @@ def _share_fetch_value(records):
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("size", [0, 61, 5000])
 def test_share_fetch_response_golden_and_zero_copy(version, size):
-    from protocol_cases import Slice, iter_frames
+    from support.protocol_cases import Slice, iter_frames
 
     from sundial.protocol.messages.common import INLINE_MAX_BYTES
 

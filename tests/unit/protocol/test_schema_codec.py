@@ -19,7 +19,7 @@ from sundial.protocol import FrameDecoder, decode_request, decode_response, enco
 from sundial.protocol.api_keys import SUPPORTED_VERSIONS
 from sundial.protocol.header import RequestHeader, parse_request_header
 from sundial.protocol.messages import HAND_WRITTEN
-from protocol_cases import CASE_NAMES, OLD_CLASSES, case_value, old_body, old_comparable, schema_classes, to_kp
+from support.protocol_cases import CASE_NAMES, OLD_CLASSES, case_value, old_body, old_comparable, schema_classes, to_kp
 
 COLD = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) if k not in HAND_WRITTEN
         for v in range(lo, hi + 1)]

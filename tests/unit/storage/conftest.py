@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cleaner_helpers import compact_log
+from support.cleaner_helpers import compact_log
 
 from sundial.storage.cleaner_manager import LogCleanerManager
 from sundial.storage.offset_map import SkimpyOffsetMap

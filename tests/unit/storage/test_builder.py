@@ -8,7 +8,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-import kafka_bytes_ref as ref
+from support import kafka_bytes_ref as ref
 from sundial.records import codecs
 from sundial import records as R
 from sundial.records.builder import SimpleRecord, build_batch, build_records, encode_varint

@@ -4,7 +4,7 @@ import os
 import struct
 
 import pytest
-from cleaner_helpers import (
+from support.cleaner_helpers import (
     Rec,
     append,
     batches_on_disk,
@@ -14,7 +14,7 @@ from cleaner_helpers import (
     model_after_clean,
     read_all,
 )
-from log_helpers import NOW_MS, brute_force_search_segments
+from support.log_helpers import NOW_MS, brute_force_search_segments
 
 from sundial.records import codecs
 from sundial.records.layout import DELETE_HORIZON_FLAG_MASK, LOG_APPEND_TIME

@@ -6,8 +6,8 @@ import os
 import shutil
 
 import pytest
-from cleaner_helpers import append, clean_pass, compact_log, model_after_clean, read_all
-from log_helpers import NOW_MS, topic_config
+from support.cleaner_helpers import append, clean_pass, compact_log, model_after_clean, read_all
+from support.log_helpers import NOW_MS, topic_config
 
 from sundial.storage import cleaned_segment
 from sundial.storage.cleaner_manager import LogCleanerManager

@@ -6,8 +6,8 @@ cleaned segments carry the ``.txnindex`` entries of the markers they keep."""
 import os
 import struct
 
-from cleaner_helpers import append, batches_on_disk, clean_until_done
-from log_helpers import NOW_MS
+from support.cleaner_helpers import append, batches_on_disk, clean_until_done
+from support.log_helpers import NOW_MS
 
 from sundial.records.framing import iter_records
 from sundial.records.layout import DELETE_HORIZON_FLAG_MASK

@@ -3,7 +3,7 @@
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-import kafka_bytes_ref as ref
+from support import kafka_bytes_ref as ref
 from sundial.records import codecs
 from sundial import records as R
 from sundial.records.builder import SimpleRecord, build_batch

@@ -20,11 +20,12 @@ import tempfile
 import textwrap
 
 import pytest
-from log_helpers import NOW_MS, batch, topic_config
 
+import support
 from sundial.storage.errors import KafkaStorageError
 from sundial.storage.log import PartitionLog
 from sundial.records import iter_records
+from support.log_helpers import NOW_MS, batch, topic_config
 
 
 def read_offsets(log) -> list[int]:
@@ -134,8 +135,7 @@ SCRIPT = textwrap.dedent('''
     from sundial.storage.errors import KafkaStorageError
     from sundial.storage.log import PartitionLog
     from sundial.records import iter_records
-    sys.path.insert(0, {helpers!r})
-    from log_helpers import NOW_MS, batch, topic_config
+    from support.log_helpers import NOW_MS, batch, topic_config
 
     root = sys.argv[1]
     cfg = topic_config(index_interval_bytes=0)
@@ -184,9 +184,11 @@ def test_full_tmpfs_never_kills_the_process_with_sigbus():
         os.rmdir(mnt)
         pytest.skip("mount -t tmpfs failed")
     try:
-        helpers = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run([sys.executable, "-c", SCRIPT.format(helpers=helpers), mnt], capture_output=True,
-                             text=True, timeout=120, env=dict(os.environ, SUNDIAL_LOG_LEVEL="warning"))
+        # the child imports the helpers as the tests do: the directory that holds the support package
+        path = os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(support.__file__)),
+                                             os.environ.get("PYTHONPATH")]))
+        out = subprocess.run([sys.executable, "-c", SCRIPT, mnt], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, SUNDIAL_LOG_LEVEL="warning", PYTHONPATH=path))
         assert out.returncode == 0, f"exit {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
         failed = int(out.stdout.split("failed")[1].split()[0])
         assert failed > 0, out.stdout  # the filesystem really was full

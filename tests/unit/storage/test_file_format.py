@@ -12,7 +12,7 @@ import zlib
 import pytest
 from crc32c import crc32c
 from kafka.record.memory_records import MemoryRecords
-from log_helpers import NOW_MS, batch, topic_config
+from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.records import codecs
 from sundial.storage.log import PartitionLog
@@ -253,7 +253,7 @@ def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_pat
     """After compaction the segments are still Kafka's format: the independent reader and kafka-python
     accept them, tombstone batches carry the delete-horizon bit, and the indexes follow Kafka's
     per-batch rule of ``LogSegment.append`` (every entry points at a batch start)."""
-    from cleaner_helpers import append, clean_until_done, compact_log
+    from support.cleaner_helpers import append, clean_until_done, compact_log
 
     from sundial.storage.cleaner_manager import LogCleanerManager
     from sundial.storage.offset_map import SkimpyOffsetMap

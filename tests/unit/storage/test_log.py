@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch, topic_config
+from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.storage import files
 from sundial.records.builder import SimpleRecord, build_records
@@ -449,7 +449,7 @@ def test_close_then_calls_fail_and_reopen_works(new_log, tmp_path):
 def test_index_mapping_lru_keeps_answers_right(new_log):
     """With only 4 mappings allowed, lookups over many segments and appends to the active
     segment keep unmapping and remapping indexes (including the active one) transparently."""
-    from log_helpers import brute_force_search_segments
+    from support.log_helpers import brute_force_search_segments
 
     from sundial.storage import index
 

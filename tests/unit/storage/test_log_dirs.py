@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage.log_dirs import INVALID_OFFSET_LAG, ReplicaPlacement, measure_log_dirs, offset_lag, \
     segment_bytes_on_disk

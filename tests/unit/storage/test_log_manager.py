@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.config import ConfigError
 from sundial.storage import files

@@ -16,7 +16,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage import disk, files
 from sundial.storage.errors import KafkaStorageError

@@ -15,7 +15,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-import kafka_bytes_ref as ref
+from support import kafka_bytes_ref as ref
 from sundial import records as R
 from sundial.storage.errors import CorruptRecordError, InvalidRecordError
 

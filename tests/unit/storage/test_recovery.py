@@ -4,7 +4,7 @@ import os
 import shutil
 
 import pytest
-from log_helpers import NOW_MS, batch, topic_config
+from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.storage import files
 from sundial.storage.log import PartitionLog
@@ -51,7 +51,7 @@ def check_search(log, stamps):
     segs = []
     for seg in log.segments:
         segs.append([(o, stamps[o]) for o in range(seg.base_offset, seg.next_offset)])
-    from log_helpers import brute_force_search_segments
+    from support.log_helpers import brute_force_search_segments
 
     for target in sorted(set(stamps)) + [min(stamps) - 1, max(stamps) + 1]:
         got = log.fetch_offset_by_timestamp(target)

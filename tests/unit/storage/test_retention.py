@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch, topic_config
+from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.storage import retention
 from sundial.storage.log import PartitionLog

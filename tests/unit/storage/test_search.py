@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch, brute_force_search_segments, topic_config
+from support.log_helpers import NOW_MS, batch, brute_force_search_segments, topic_config
 
 from sundial.records import codecs
 from sundial.records.builder import SimpleRecord, build_records

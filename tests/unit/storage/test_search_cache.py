@@ -9,7 +9,7 @@ positions with other data.
 import random
 
 import pytest
-from log_helpers import NOW_MS, topic_config
+from support.log_helpers import NOW_MS, topic_config
 
 from sundial.records.builder import SimpleRecord, build_records
 from sundial.storage.log import PartitionLog

@@ -5,7 +5,7 @@ Ground truth: the atime the kernel reports after reads, with a plain descriptor 
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage.segment import LogSegment
 

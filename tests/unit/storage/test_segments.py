@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from cleaner_helpers import append, clean_pass, compact_log, read_all
-from log_helpers import NOW_MS, batch, topic_config
+from support.cleaner_helpers import append, clean_pass, compact_log, read_all
+from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.storage.cleaner_manager import LogCleanerManager
 from sundial.storage.log import PartitionLog

@@ -11,7 +11,7 @@ import os
 import threading
 
 import pytest
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage import disk, files
 from sundial.storage.log_manager import LogManager

@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from log_helpers import NOW_MS, batch
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage import files
 from sundial.storage.log_manager import LogManager

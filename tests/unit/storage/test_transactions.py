@@ -11,7 +11,7 @@ import struct
 
 import pytest
 from crc32c import crc32c
-from log_helpers import NOW_MS, topic_config
+from support.log_helpers import NOW_MS, topic_config
 
 from sundial.records.batch import BatchView
 from sundial.records.builder import SimpleRecord, build_records

@@ -8,7 +8,7 @@ import gzip
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-import kafka_bytes_ref as ref
+from support import kafka_bytes_ref as ref
 from sundial.config.topic import TopicConfig
 from sundial.records import codecs
 from sundial import records as R

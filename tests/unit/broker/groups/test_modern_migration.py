@@ -17,7 +17,7 @@ from sundial.broker.groups.modern.requests import HeartbeatRequest
 from sundial.broker.groups.modern.settings import ConsumerGroupSettings
 from sundial.protocol.errors import ErrorCode as E
 
-from modern_support import Harness
+from support.modern_support import Harness
 
 CLASSIC_SESSION_MS = 10_000
 CLASSIC_REBALANCE_MS = 30_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from modern_support import REBALANCE_MS, SESSION_MS, Harness
+from support.modern_support import REBALANCE_MS, SESSION_MS, Harness
 from sundial.broker.groups.modern import record_helpers as rec
 from sundial.broker.groups.modern.group import ConsumerGroupState
 from sundial.broker.groups.modern.member import MemberState

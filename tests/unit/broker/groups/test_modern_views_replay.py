@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from modern_support import Harness, topic_id
+from support.modern_support import Harness, topic_id
 from sundial.broker.groups.modern import record_helpers as rec
 from sundial.broker.groups.modern.records import (
     ConsumerGroupPartitionMetadataKey,

@@ -29,7 +29,7 @@ from sundial.protocol.codec import decode_request, decode_response, encode_reque
 from sundial.protocol.errors import ErrorCode as E
 from sundial.protocol.header import parse_request_header
 
-from state_support import FixedTopicIds
+from support.state_support import FixedTopicIds
 
 T_ID = uuid.UUID(int=0x1111).bytes
 U_ID = uuid.UUID(int=0x2222).bytes

@@ -22,7 +22,7 @@ from sundial.broker.share.state_batch import RecordState, ShareStateSnapshot
 from sundial.broker.share.state_store import ShareStateStore
 from sundial.config.share import ShareCoordinatorConfig
 
-from state_support import FixedTopicIds
+from support.state_support import FixedTopicIds
 
 LOG = [FetchedBatch(b, b + 2) for b in range(0, 30, 3)]
 LOCK_MS = 100

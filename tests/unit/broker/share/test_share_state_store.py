@@ -37,7 +37,7 @@ from sundial.broker.share.state_records import (
 from sundial.broker.share.state_store import ShareStateStore, ShareStateWriteError
 from sundial.config.share import ShareCoordinatorConfig
 
-from state_support import FixedTopicIds
+from support.state_support import FixedTopicIds
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
 TOPIC_ID = bytes(range(16))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from log_helpers import NOW_MS, topic_config
+from .log_helpers import NOW_MS, topic_config
 
 from sundial.records.builder import SimpleRecord, build_records
 from sundial.records.framing import iter_batches, iter_file_batches, iter_records
