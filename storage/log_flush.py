@@ -15,8 +15,9 @@ descriptors to a native worker (storage/_fsync_worker.c) that does the same work
 error ``run`` would have raised through :func:`flush_failure`.
 ``maybe_flush_due(now_ms)`` applies ``flush.messages`` / ``flush.ms`` and Kafka's
 flush-on-roll. A job carries the segment list's version at its preparation; one prepared
-before a truncation or a cleaner's swap does not move the recovery point
-(:meth:`storage.segments.LogSegments.bytes_unchanged_since`).
+before a truncation does not move the recovery point
+(:meth:`storage.segments.LogSegments.not_truncated_since`); one prepared before a cleaner's
+swap does, since the swapped-in segment was fsynced before it.
 """
 
 from __future__ import annotations
@@ -145,9 +146,12 @@ class LogFlushing:
         return FlushJob(fds, target, segments.version, segs)
 
     def completed(self, job: FlushJob) -> bool:
-        """After ``job.run()``: note its segments' indexes durable; False when the job no longer
-        describes the log (truncated or swapped meanwhile) and the recovery point must stay."""
-        if not self._segments.bytes_unchanged_since(job.generation):
+        """After ``job.run()``: note its segments' indexes durable; False when the log was truncated
+        (or reset) meanwhile and the recovery point must stay. A cleaner swap meanwhile does not
+        count: the cleaned segment's files were fsynced before the swap and it moved no offset, so
+        every offset below the job's target is on disk either way (the swap marks the directory for
+        the next flush)."""
+        if not self._segments.not_truncated_since(job.generation):
             return False
         for seg in job.segments:
             seg.indexes_durable = True

@@ -24,12 +24,15 @@ before using it:
 * :meth:`LogSegments.unchanged_since` for anything derived from the list itself (the
   timestamp-search prefix arrays): every change counts;
 * :meth:`LogSegments.bytes_unchanged_since` for anything derived from the bytes at an
-  offset or a file position (flush jobs, the batch-index cache): only the changes that
-  rewrite offsets still in the log count (truncation, reset, the cleaner's swap); a roll
-  or retention leaves every remaining offset's bytes where they were;
-* :meth:`LogSegments.not_truncated_since` for a cleaning pass: a truncation (or reset)
-  since its snapshot refuses its swaps; its own swaps (a pass swaps several groups in
-  turn) and retention are checked by segment identity instead.
+  offset or a file position (the batch-index cache): only the changes that rewrite offsets
+  still in the log count (truncation, reset, the cleaner's swap); a roll or retention
+  leaves every remaining offset's bytes where they were;
+* :meth:`LogSegments.not_truncated_since` for a cleaning pass and a flush job: a
+  truncation (or reset) since its snapshot refuses the pass's swaps and the job's move of
+  the recovery point. A pass's own swaps (it swaps several groups in turn) and retention
+  are checked by segment identity instead. A swap does not void a flush job: the cleaned
+  segment was fsynced before it and keeps every offset, so what the job was to make
+  durable is durable when it ends (voiding it cost acks=all producers a second fsync).
 
 The kind of each change is decided here, in the mutator, so no caller can forget to
 invalidate a cache or a flush job.
