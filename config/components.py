@@ -11,8 +11,9 @@ holds for the process's life.
 
 Each view names the broker key behind each of its fields (:data:`COMPONENT_VIEWS`: class →
 {key: field}); ``from_values`` copies the already parsed and validated values, so the
-defaults and the validation messages stay those of the key definitions in
-:mod:`config.broker`.
+defaults and the validation messages are those of the key definitions in
+:mod:`config.broker`, their one home: the views declare no defaults of their own (a test
+builds one from ``BrokerConfig({...})``).
 """
 
 from __future__ import annotations
@@ -33,20 +34,20 @@ class SocketServerConfig:
     """Listeners' sockets, connection limits and per-connection request queues (Kafka
     ``SocketServerConfigs`` and Sundial's ``sundial.connection.*``)."""
 
-    request_max_bytes: int = 104_857_600
-    send_buffer_bytes: int = 102_400
-    receive_buffer_bytes: int = 102_400
-    listen_backlog_size: int = 1024
-    connections_max_idle_ms: int = 600_000
-    max_connections: int = 2**31 - 1
-    max_connections_per_ip: int = 2**31 - 1
-    max_connections_per_ip_overrides: str = ""
-    queued_max_requests: int = 500
-    queued_max_request_bytes: int = -1
-    connection_max_queued_bytes: int = 16 * 1024 * 1024
-    max_pending_produce_requests: int = 100
-    max_pending_produce_bytes: int = 16 * 1024 * 1024
-    shutdown_grace_ms: int = 10_000
+    request_max_bytes: int
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    listen_backlog_size: int
+    connections_max_idle_ms: int
+    max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: str
+    queued_max_requests: int
+    queued_max_request_bytes: int
+    connection_max_queued_bytes: int
+    max_pending_produce_requests: int
+    max_pending_produce_bytes: int
+    shutdown_grace_ms: int
 
     def connection_limit_for(self, host: str) -> int:
         """Connections ``host`` may hold open: its entry in max.connections.per.ip.overrides (the
@@ -89,16 +90,16 @@ SOCKET_FIELD_FOR_KEY = {
 class SslConfig:
     """The ``ssl.*`` keys of SSL and SASL_SSL listeners (PEM files only)."""
 
-    keystore_location: str | None = None
-    keystore_password: str | None = field(default=None, repr=False)
-    key_password: str | None = field(default=None, repr=False)
-    keystore_type: str = "PEM"
-    truststore_location: str | None = None
-    truststore_password: str | None = field(default=None, repr=False)
-    truststore_type: str = "PEM"
-    client_auth: str = "none"
-    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
-    cipher_suites: tuple[str, ...] = ()
+    keystore_location: str | None
+    keystore_password: str | None = field(repr=False)
+    key_password: str | None = field(repr=False)
+    keystore_type: str
+    truststore_location: str | None
+    truststore_password: str | None = field(repr=False)
+    truststore_type: str
+    client_auth: str
+    enabled_protocols: tuple[str, ...]
+    cipher_suites: tuple[str, ...]
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "SslConfig":
@@ -112,10 +113,10 @@ SSL_FIELD_FOR_KEY = {f"ssl.{name.replace('_', '.')}": name for name in SslConfig
 class SaslConfig:
     """SASL mechanisms, the credentials store and the answers to failed authentications."""
 
-    enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-    credentials_file: str | None = None
-    failed_authentication_delay_ms: int = 100
-    failure_log_interval_ms: int = 10_000
+    enabled_mechanisms: tuple[str, ...]
+    credentials_file: str | None
+    failed_authentication_delay_ms: int
+    failure_log_interval_ms: int
 
     def credentials_path(self, data_dir: str) -> str:
         """sundial.credentials.file, by default ``credentials.json`` in the first data directory."""
@@ -138,10 +139,10 @@ SASL_FIELD_FOR_KEY = {
 class AuthorizerConfig:
     """The ACL authorizer: on when authorizer.class.name is set."""
 
-    class_name: str = ""
-    super_users: str | None = None
-    allow_everyone_if_no_acl_found: bool = False
-    acls_file: str | None = None
+    class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
+    acls_file: str | None
 
     @property
     def enabled(self) -> bool:
@@ -169,9 +170,9 @@ AUTHORIZER_FIELD_FOR_KEY = {
 class TopicAdminConfig:
     """Creating and deleting topics: automatic creation, its partition count, DeleteTopics."""
 
-    num_partitions: int = 1
-    auto_create_topics_enable: bool = True
-    delete_topic_enable: bool = True
+    num_partitions: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "TopicAdminConfig":
@@ -189,10 +190,10 @@ TOPIC_ADMIN_FIELD_FOR_KEY = {
 class ClassicGroupsConfig:
     """The classic group protocol's broker keys (``group.*`` without a protocol family)."""
 
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
+    min_session_timeout_ms: int
+    max_session_timeout_ms: int
+    initial_rebalance_delay_ms: int
+    max_size: int
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "ClassicGroupsConfig":
@@ -211,11 +212,11 @@ CLASSIC_GROUPS_FIELD_FOR_KEY = {
 class OffsetsConfig:
     """Committed offsets: their retention and expiry pass, metadata size, and ``__consumer_offsets``."""
 
-    offsets_retention_ms: int = 10_080 * 60_000
-    retention_check_interval_ms: int = 600_000
-    metadata_max_bytes: int = 4096
-    topic_segment_bytes: int = 104_857_600
-    snapshot_min_records: int = 10_000
+    offsets_retention_ms: int
+    retention_check_interval_ms: int
+    metadata_max_bytes: int
+    topic_segment_bytes: int
+    snapshot_min_records: int
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "OffsetsConfig":
@@ -237,13 +238,13 @@ class TransactionConfig:
     """The transaction coordinator and ``__transaction_state`` (Kafka ``TransactionStateManagerConfig``
     and ``TransactionLogConfig``)."""
 
-    max_timeout_ms: int = 900_000
-    abort_timed_out_cleanup_interval_ms: int = 10_000
-    remove_expired_cleanup_interval_ms: int = 3_600_000
-    transactional_id_expiration_ms: int = 604_800_000
-    state_log_num_partitions: int = 50
-    state_log_segment_bytes: int = 104_857_600
-    state_log_load_buffer_bytes: int = 5_242_880
+    max_timeout_ms: int
+    abort_timed_out_cleanup_interval_ms: int
+    remove_expired_cleanup_interval_ms: int
+    transactional_id_expiration_ms: int
+    state_log_num_partitions: int
+    state_log_segment_bytes: int
+    state_log_load_buffer_bytes: int
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "TransactionConfig":
@@ -270,14 +271,14 @@ MAX_PERIOD_MS = 2**31
 class LogSchedulingConfig:
     """The log manager's threads and the periods of the daemon's log tasks (retention, checkpoints, flush)."""
 
-    retention_check_interval_ms: int = 300_000
-    initial_task_delay_ms: int = 30_000
-    flush_offset_checkpoint_interval_ms: int = 60_000
-    flush_start_offset_checkpoint_interval_ms: int = 60_000
-    flush_scheduler_interval_ms: int = 2**63 - 1
-    background_threads: int = 10
-    producer_id_expiration_ms: int = 86_400_000
-    recovery_threads_per_data_dir: int = 1
+    retention_check_interval_ms: int
+    initial_task_delay_ms: int
+    flush_offset_checkpoint_interval_ms: int
+    flush_start_offset_checkpoint_interval_ms: int
+    flush_scheduler_interval_ms: int
+    background_threads: int
+    producer_id_expiration_ms: int
+    recovery_threads_per_data_dir: int
 
     @property
     def flush_check_interval_ms(self) -> int:

@@ -13,13 +13,11 @@ from sundial.broker.txn.coordinator import TransactionCoordinator
 from sundial.broker.txn.log import value_of
 from sundial.broker.txn.schema import decode_key, decode_value, encode_key, encode_value
 from sundial.broker.txn.state import TransactionMetadata, TxnState, TxnTransit
-from sundial.config.components import TransactionConfig
+from sundial.config import BrokerConfig
 from sundial.protocol.errors import ErrorCode as E
 
 S = TxnState
-CONFIG = TransactionConfig(max_timeout_ms=900_000, abort_timed_out_cleanup_interval_ms=10_000,
-                           remove_expired_cleanup_interval_ms=3_600_000,
-                           transactional_id_expiration_ms=604_800_000)
+CONFIG = BrokerConfig({}).transactions   # Kafka's defaults: 15 min timeout, 10 s abort pass, 7 d expiry
 
 
 class MemoryTxnLog:
