@@ -9,7 +9,10 @@ threads so the event loop keeps serving however slow the disk; ``prepare_flush``
 ``mark_flushed`` run on the loop thread because storage is not thread-safe.
 
 Two implementations of those threads, one interface (``submit(job, loop, done)``,
-``async run(job)``); :func:`flush_threads` picks the process's default one:
+``async run(job)``, ``close()``); :func:`make_flush_threads` picks one. There is no
+process-wide pool: whoever builds the threads owns them and closes them (the broker's
+:class:`PartitionFlushers`, built once by whoever composes the broker, or by a
+ReplicaManager given none):
 
 * :class:`NativeFlushThreads` (default when storage's native fsync worker is built,
   Linux; :func:`storage.files.native_fsync_worker`): the job hands its descriptors to
@@ -85,8 +88,11 @@ class FlushThreads(_Runner):
         self._size = threads
         self._started = 0            # submitting threads only (the event loop)
         self._idle: deque = deque()  # one entry per thread at (or on its way to) the queue
+        self._closed = False
 
     def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
+        if self._closed:
+            raise RuntimeError("the fsync threads are closed")
         try:
             self._idle.pop()         # a thread is free: it takes the job
         except IndexError:
@@ -110,7 +116,10 @@ class FlushThreads(_Runner):
             if not first:
                 idle.append(None)
             first = False            # the submit that started this thread counted it busy
-            job, loop, done = get()
+            item = get()
+            if item is None:         # close(): the jobs queued before it have run
+                return
+            job, loop, done = item
             error = None
             try:
                 run_job(job)
@@ -120,6 +129,13 @@ class FlushThreads(_Runner):
                 loop.call_soon_threadsafe(done, job, error)
             except RuntimeError:
                 pass  # the loop is closed: the daemon is stopping and nobody waits
+
+    def close(self) -> None:
+        """Let the threads end once the jobs queued before run; later submits raise RuntimeError."""
+        if not self._closed:
+            self._closed = True
+            for _ in range(self._started):
+                self._queue.put(None)
 
 
 def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
@@ -191,7 +207,7 @@ class NativeFlushThreads(_Runner):
                     pass  # that loop is closed: nobody waits for this job any more
 
     def close(self) -> None:
-        """Stop the native threads once every queued job has run (tests)."""
+        """Stop the native threads once every queued job has run."""
         for loop in self._loops:
             if not loop.is_closed():
                 loop.remove_reader(self._fd)
@@ -200,21 +216,19 @@ class NativeFlushThreads(_Runner):
 
 
 def native_fsync_available() -> bool:
-    """Whether :func:`flush_threads` uses :class:`NativeFlushThreads`: the extension is
+    """Whether :func:`make_flush_threads` builds :class:`NativeFlushThreads`: the extension is
     built and neither ``SUNDIAL_NATIVE_FSYNC=0`` nor ``SUNDIAL_NO_EXTENSIONS=1`` is set."""
     return native_fsync_built() and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
 
 
-_THREADS: FlushThreads | NativeFlushThreads | None = None
+#: Fsync threads of a broker: two flushes in flight for each of two partitions.
+FLUSH_THREADS = 4
 
 
-def flush_threads() -> FlushThreads | NativeFlushThreads:
-    """The process's default fsync threads (four: two flushes in flight for each of two
-    partitions), for flushers built without threads of their own."""
-    global _THREADS
-    if _THREADS is None:
-        _THREADS = NativeFlushThreads(4) if native_fsync_available() else FlushThreads(4)
-    return _THREADS
+def make_flush_threads(threads: int = FLUSH_THREADS) -> FlushThreads | NativeFlushThreads:
+    """New fsync threads for one owner, who closes them: native when available
+    (:func:`native_fsync_available`), else Python threads. Threads start on demand."""
+    return NativeFlushThreads(threads) if native_fsync_available() else FlushThreads(threads)
 
 
 class PartitionFlusher:
@@ -230,11 +244,10 @@ class PartitionFlusher:
 
     MAX_IN_FLIGHT = 2
 
-    def __init__(self, log, topic: str, partition: int, *,
-                 threads: FlushThreads | NativeFlushThreads | None = None) -> None:
-        """``threads``: the fsync threads to run its flushes on (None: :func:`flush_threads`)."""
+    def __init__(self, log, topic: str, partition: int, *, threads: FlushThreads | NativeFlushThreads) -> None:
+        """``threads``: the fsync threads to run its flushes on."""
         self._log = log
-        self._threads = threads if threads is not None else flush_threads()
+        self._threads = threads
         self._topic = topic
         self._partition = partition
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
@@ -343,8 +356,10 @@ class PartitionFlushers:
     """
 
     def __init__(self, threads: FlushThreads | NativeFlushThreads | None = None) -> None:
-        """``threads``: the fsync threads every flusher runs on (None: :func:`flush_threads`)."""
-        self.threads = threads if threads is not None else flush_threads()
+        """``threads``: the fsync threads every flusher runs on, owned by the caller (None: new
+        ones of :func:`make_flush_threads`, owned and closed by :meth:`close`)."""
+        self._owns_threads = threads is None
+        self.threads = threads if threads is not None else make_flush_threads()
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
 
     def flusher(self, topic: str, partition: int, log) -> PartitionFlusher:
@@ -365,5 +380,8 @@ class PartitionFlushers:
         for key in [k for k in self._flushers if k[0] == topic]:
             del self._flushers[key]
 
-    def clear(self) -> None:
+    def close(self) -> None:
+        """Forget every flusher and close the threads when they are this object's own."""
         self._flushers.clear()
+        if self._owns_threads:
+            self.threads.close()

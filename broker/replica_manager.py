@@ -247,9 +247,10 @@ class ReplicaManager:
     (anything with ``consumed_upto(topic, partition, log_start_offset)``, the group
     coordinator) is the consumed-retention input, None for none. ``flushers`` is the one
     flusher of each partition (:class:`broker.flusher.PartitionFlushers`), shared with the
-    coordinators that write internal topics; None: flushers of its own over ``flush_threads``.
-    ``flush_threads`` runs the fsyncs (acks=all, ``flush.messages``/``flush.ms``) when no
-    ``flushers`` are given; None: the process's default (:func:`broker.flusher.flush_threads`).
+    coordinators that write internal topics, owned by the caller; None: flushers of its own over
+    ``flush_threads``, closed by :meth:`close`. ``flush_threads`` runs the fsyncs (acks=all,
+    ``flush.messages``/``flush.ms``) when no ``flushers`` are given, owned by the caller; None:
+    new ones (:func:`broker.flusher.make_flush_threads`), closed with the flushers.
     """
 
     def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
@@ -262,6 +263,7 @@ class ReplicaManager:
         self.groups = groups
         self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
+        self._owns_flushers = flushers is None
         self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads)
         self._flush_threads = self._flushers.threads
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
@@ -840,7 +842,8 @@ class ReplicaManager:
 
     async def close(self) -> None:
         await self.log_mover.close()
-        self._flushers.clear()
+        if self._owns_flushers:
+            self._flushers.close()
 
 
 def _run_renames(jobs) -> None:

@@ -198,15 +198,45 @@ async def test_an_injected_run_job_runs_every_flush_of_its_threads(log):
     assert ran and ran[-1] == log.recovery_point
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
 @pytest.mark.asyncio
-async def test_a_flusher_without_threads_uses_the_process_default(log):
-    assert isinstance(flusher_module.flush_threads(),
-                      NativeFlushThreads if flusher_module.native_fsync_available() else FlushThreads)
-    assert flusher_module.flush_threads() is flusher_module.flush_threads()
-    flusher = PartitionFlusher(log, "t", 0)
+async def test_flush_threads_belong_to_whoever_built_them(log, monkeypatch, native):
+    """No process-wide pool: each call builds new threads of the kind the environment allows, and
+    closing them lets the queued flush finish, then refuses work (the waiters fail, none hangs)."""
+    monkeypatch.setenv("SUNDIAL_NATIVE_FSYNC", native)
+    kind = NativeFlushThreads if flusher_module.native_fsync_available() else FlushThreads
+    assert kind is (NativeFlushThreads if native == "1" and files.native_fsync_built() else FlushThreads)
+    threads = flusher_module.make_flush_threads()
+    assert isinstance(threads, kind) and flusher_module.make_flush_threads() is not threads
+    flusher = PartitionFlusher(log, "t", 0, threads=threads)
     last = append(log, 3)
     await asyncio.wait_for(flusher.wait_flushed(last), 30)
     assert log.recovery_point > last
+    threads.close()
+    later = append(log, 1)
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(flusher.wait_flushed(later), 30)
+
+
+@pytest.mark.asyncio
+async def test_flushers_close_only_threads_of_their_own(log):
+    """PartitionFlushers built without threads owns new ones and closes them; handed threads stay
+    open for their owner."""
+    handed = FlushThreads(2)
+    shared = flusher_module.PartitionFlushers(handed)
+    first = shared.flusher("t", 0, log)
+    assert shared.flusher("t", 0, log) is first
+    last = append(log, 2)
+    await asyncio.wait_for(shared.wait_flushed("t", 0, log, last), 30)
+    shared.close()
+    assert shared.flusher("t", 0, log) is not first          # forgotten by close
+    await asyncio.wait_for(shared.wait_flushed("t", 0, log, append(log, 1)), 30)   # threads still open
+    handed.close()
+    own = flusher_module.PartitionFlushers()
+    await asyncio.wait_for(own.wait_flushed("t", 0, log, append(log, 1)), 30)
+    own.close()
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(own.wait_flushed("t", 0, log, append(log, 1)), 30)
 
 
 @pytest.mark.asyncio

@@ -4,7 +4,7 @@ KAFKA_STORAGE_ERROR, in request order, and loses nothing acknowledged before.
 The broker runs in process (real BrokerServer, storage in a temporary directory, real
 sockets on loopback) so the failure can be injected: either as the ``run_job`` of the
 Python fsync threads handed to the server (``BrokerServer(flush_threads=...)``) or, on
-the process's default fsync threads (native where built), as a pipe among the job's
+the replica manager's own fsync threads (native where built), as a pipe among the job's
 descriptors, which fdatasync refuses. Ground truth is what the test sent and read back.
 """
 
