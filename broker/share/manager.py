@@ -53,7 +53,7 @@ import sundial.storage.errors as se
 from sundial.config.group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED, ShareAutoOffsetReset
 from sundial.protocol.errors import ErrorCode
 from sundial.records.framing import walk_headers
-from sundial.records.layout import MAGIC_V2
+from sundial.records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sundial.storage.files import FileSlice
 
@@ -67,10 +67,6 @@ from .sessions import ShareSessionCache
 from .state_batch import RecordState, ShareStateSnapshot, StateBatch, StateChange, coalesce
 
 logger = structlog.get_logger(__name__)
-
-#: Batch attribute bits (Kafka ``DefaultRecordBatch``).
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 
 Key = tuple[str, str, int]          # (group id, topic, partition)
 TopicPartition = tuple[str, int]
@@ -755,9 +751,9 @@ def _aborted_ranges(headers, aborted_transactions) -> list[tuple[int, int]]:
             i += 1
         if h.magic != MAGIC_V2:
             continue
-        if h.attributes & _CONTROL:
+        if h.attributes & CONTROL_FLAG_MASK:
             aborting.discard(h.producer_id)
             continue
-        if h.attributes & _TRANSACTIONAL and h.producer_id in aborting:
+        if h.attributes & TRANSACTIONAL_FLAG_MASK and h.producer_id in aborting:
             out.append((h.first_field, h.last_offset))
     return out
