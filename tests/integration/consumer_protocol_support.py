@@ -25,9 +25,10 @@ from kafka import KafkaProducer
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from . import conftest
 from .clients import connect_raw, read_frame
-from .groups_support import wait_until
 
 #: Broker settings that keep consumer-protocol tests fast: members heartbeat every 300 ms (Kafka's
 #: default is 5 s, and a reassignment takes a heartbeat or two), sessions may be as short as 1 s;
@@ -127,8 +128,8 @@ class ProducerThread(threading.Thread):
     def wait_batches(self, more: int) -> None:
         """Return once ``more`` further batches were acknowledged."""
         start = self.batches
-        wait_until(lambda: self.batches >= start + more or self.error is not None, TIMEOUT_S,
-                   f"{more} more produced batches")
+        wait_for(lambda: self.batches >= start + more or self.error is not None, TIMEOUT_S,
+                 f"{more} more produced batches")
         assert self.error is None, f"the producer failed: {self.error!r}"
 
     def stop(self) -> dict[RECORD, bytes]:
@@ -402,10 +403,10 @@ def settled(admin: AdminClient, group: str, members, all_partitions: set[TP]) ->
 
 
 def wait_settled(admin: AdminClient, group: str, members, all_partitions: set[TP], what: str):
-    wait_until(lambda: all(m.member_id for m in members), TIMEOUT_S, f"member ids ({what})")
+    wait_for(lambda: all(m.member_id for m in members), TIMEOUT_S, f"member ids ({what})")
     for m in members:
         assert m.error is None, f"{m.name} failed: {m.error!r}"
-    return wait_until(lambda: settled(admin, group, members, all_partitions), TIMEOUT_S, what, interval_s=0.2)
+    return wait_for(lambda: settled(admin, group, members, all_partitions), TIMEOUT_S, what, interval_s=0.2)
 
 
 def wait_delivered(members, truth, what: str, extra=lambda: set()) -> None:
@@ -417,7 +418,7 @@ def wait_delivered(members, truth, what: str, extra=lambda: set()) -> None:
             with m.lock:
                 got.update(m.deliveries)
         return got >= set(truth)
-    wait_until(done, TIMEOUT_S, what, interval_s=0.1)
+    wait_for(done, TIMEOUT_S, what, interval_s=0.1)
 
 
 def committed_offsets(bootstrap: str, group: str, partitions: set[TP]) -> dict[TP, int]:

@@ -30,16 +30,6 @@ FAST_GROUPS = {
 }
 
 
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> dict[tuple[int, int], bytes]:
     """Send ``count`` records round-robin over the partitions; returns {(partition, offset): value}."""
     p = producer(bootstrap, acks=1)

@@ -40,20 +40,12 @@ from kafka.admin import NewTopic
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import connect_raw, consumer, read_frame
 from .conftest import DAEMONS_UNAVAILABLE, SundialProcess
 
 pytestmark = pytest.mark.skipif(bool(DAEMONS_UNAVAILABLE), reason=str(DAEMONS_UNAVAILABLE))
-
-
-def wait_for(condition, what: str, timeout_s: float = 60.0, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval_s)
 
 
 def start_node(base, slow_move_ms: int) -> SundialProcess:
@@ -211,14 +203,14 @@ def test_move_under_produce_load_loses_nothing(tmp_path):
         reader = threading.Thread(target=consume, daemon=True)
         reader.start()
         load = Load(node.bootstrap, topic).start()
-        wait_for(lambda: len(load.acked) > 500, "acknowledged records before the move")
+        wait_for(lambda: len(load.acked) > 500, 60, "acknowledged records before the move")
 
         a = admin(node.bootstrap)
         try:
             answer = a.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, node_id(a)): target})
             assert answer == {TopicPartitionReplica(topic, 0, node_id(a)): kerrors.NoError}
             during = wait_for(lambda: (lambda v: v if any(p["is_future_key"] for p in v[target]) else None)(
-                describe(a, topic)), "the future replica in DescribeLogDirs", interval_s=0.01)
+                describe(a, topic)), 60, "the future replica in DescribeLogDirs", interval_s=0.01)
             (current,) = during[source]
             (future,) = [p for p in during[target] if p["is_future_key"]]
             assert current["is_future_key"] is False and current["offset_lag"] == 0
@@ -226,15 +218,15 @@ def test_move_under_produce_load_loses_nothing(tmp_path):
             assert future_dirs(node, topic) and live_dirs(node, topic) == [source]
             acked_at_move = len(load.acked)
             wait_for(lambda: (lambda v: not v[source] and [p["is_future_key"] for p in v[target]] == [False])(
-                describe(a, topic)), "the move to end")
+                describe(a, topic)), 60, "the move to end")
         finally:
             a.close()
         assert live_dirs(node, topic) == [target] and future_dirs(node, topic) == []
         # produce goes on in the new directory
-        wait_for(lambda: len(load.acked) > acked_at_move + 500, "acknowledged records after the move")
+        wait_for(lambda: len(load.acked) > acked_at_move + 500, 60, "acknowledged records after the move")
         acked = load.stop()
         assert load.failed == 0
-        wait_for(lambda: acked <= consumed, "the running consumer to read every acknowledged record")
+        wait_for(lambda: acked <= consumed, 60, "the running consumer to read every acknowledged record")
         stop_consumer.set()
         reader.join(30)
         assert not consumer_errors
@@ -253,7 +245,7 @@ def test_kill_mid_move_leaves_one_directory_and_every_acked_record(tmp_path):
         target = next(d for d in node.log_dirs if d != source)
         preload(node.bootstrap, topic, 6)
         load = Load(node.bootstrap, topic).start()
-        wait_for(lambda: len(load.acked) > 500, "acknowledged records before the move")
+        wait_for(lambda: len(load.acked) > 500, 60, "acknowledged records before the move")
         a = admin(node.bootstrap)
         try:
             broker_id = node_id(a)
@@ -261,7 +253,7 @@ def test_kill_mid_move_leaves_one_directory_and_every_acked_record(tmp_path):
             assert answer[TopicPartitionReplica(topic, 0, broker_id)] is kerrors.NoError
         finally:
             a.close()
-        wait_for(lambda: future_dirs(node, topic), "the -future directory on disk", interval_s=0.01)
+        wait_for(lambda: future_dirs(node, topic), 60, "the -future directory on disk", interval_s=0.01)
         assert live_dirs(node, topic) == [source]   # mid-move: the current copy still serves
         node.kill()
         acked = load.stop(flush_timeout_s=25)
@@ -279,7 +271,7 @@ def test_kill_mid_move_leaves_one_directory_and_every_acked_record(tmp_path):
             other = next(d for d in node.log_dirs if d != where)
             answer = a.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, node_id(a)): other})
             assert set(answer.values()) == {kerrors.NoError}
-            wait_for(lambda: live_dirs(node, topic) == [other] and not future_dirs(node, topic), "the move to end")
+            wait_for(lambda: live_dirs(node, topic) == [other] and not future_dirs(node, topic), 60, "the move to end")
         finally:
             a.close()
         assert acked <= read_all(node.bootstrap, topic, acked)
@@ -339,7 +331,7 @@ def test_errors_and_api_versions(tmp_path):
             {"path": other, "topics": [{"name": topic, "partitions": [0]}]}]})
         assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.results] \
             == [(topic, [(0, 0)])]
-        wait_for(lambda: live_dirs(node, topic) == [other] and not future_dirs(node, topic), "the move to end")
+        wait_for(lambda: live_dirs(node, topic) == [other] and not future_dirs(node, topic), 60, "the move to end")
         # the tool, from kafka-reassign-partitions.sh's JSON
         plan = tmp_path / "plan.json"
 
@@ -353,7 +345,7 @@ def test_errors_and_api_versions(tmp_path):
         out = tool(where)
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == [f"Successfully started log directory move for: {topic}-0-1 to {where}"]
-        wait_for(lambda: live_dirs(node, topic) == [where] and not future_dirs(node, topic), "the move to end")
+        wait_for(lambda: live_dirs(node, topic) == [where] and not future_dirs(node, topic), 60, "the move to end")
         out = tool("/nowhere")
         assert out.returncode == 1
         assert out.stdout.splitlines() == [f"Error moving {topic}-0-1 to /nowhere: LogDirNotFoundError"]

@@ -9,9 +9,10 @@ import os
 
 from kafka import TopicPartition
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic, producer
 from .conftest import unique_topic
-from .groups_support import wait_until
 
 
 def _entries(path: str) -> dict[tuple[str, int], int]:
@@ -42,7 +43,7 @@ def test_log_start_offsets_are_checkpointed_on_their_own_interval(broker_factory
     finally:
         a.close()
     start_file = os.path.join(d.data_dir, "log-start-offset-checkpoint")
-    wait_until(lambda: _entries(start_file).get((topic, 0)) == 6, 60, "the log start offset checkpoint")
+    wait_for(lambda: _entries(start_file).get((topic, 0)) == 6, 60, "the log start offset checkpoint")
     # the recovery-point task is off: that file holds nothing of this topic until the shutdown
     recovery_file = os.path.join(d.data_dir, "recovery-point-offset-checkpoint")
     assert (topic, 0) not in _entries(recovery_file)

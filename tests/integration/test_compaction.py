@@ -20,9 +20,11 @@ from kafka.structs import OffsetAndMetadata
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
+from support.waiting import wait_for
+
 from .clients import admin, consumer, create_topic, producer
 from .conftest import SundialProcess, free_port, unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 from .test_metrics import scrape
 
 CLEANER = {
@@ -66,7 +68,7 @@ def checkpoint(proc, topic: str, partition: int = 0) -> int | None:
 
 
 def wait_cleaned(proc, topic: str, offset: int, timeout_s: float = 90.0) -> None:
-    wait_until(lambda: (checkpoint(proc, topic) or -1) >= offset, timeout_s, f"{topic} cleaned up to {offset}")
+    wait_for(lambda: (checkpoint(proc, topic) or -1) >= offset, timeout_s, f"{topic} cleaned up to {offset}")
 
 
 def send_all(bootstrap: str, topic: str, records, **kwargs) -> list[tuple]:
@@ -311,7 +313,7 @@ def test_confluent_kafka_tombstones_disappear_after_delete_retention(daemon):
             wait_cleaned(daemon, topic, s)
             return not [r for r in consume() if r[3] is None]
 
-        wait_until(tombstones_gone, 60, "tombstones to disappear", interval_s=0.3)
+        wait_for(tombstones_gone, 60, "tombstones to disappear", interval_s=0.3)
         produced.sort()
         end = checkpoint(daemon, topic)
         assert consume() == model(produced, end, drop_tombstones=True)
@@ -373,7 +375,7 @@ def test_compact_delete_applies_time_retention_too(daemon):
     c = consumer(daemon.bootstrap)
     tp = TopicPartition(topic, 0)
     try:
-        wait_until(lambda: c.beginning_offsets([tp])[tp] >= recent[0][0], 60, "old segments deleted by time")
+        wait_for(lambda: c.beginning_offsets([tp])[tp] >= recent[0][0], 60, "old segments deleted by time")
     finally:
         c.close()
     recent += send_all(daemon.bootstrap, topic, keyed_data(5, 3, now_ms() - 9 * 60_000))
@@ -392,8 +394,8 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
                       auto_offset_reset="earliest", max_poll_records=25)
     try:
         seen = []
-        wait_until(lambda: seen.extend(r for b in c.poll(timeout_ms=300).values() for r in b) or len(seen) >= 25,
-                   30, "the first records")
+        wait_for(lambda: seen.extend(r for b in c.poll(timeout_ms=300).values() for r in b) or len(seen) >= 25,
+                 30, "the first records")
         committed = seen[24].offset + 1
         c.commit({TopicPartition(topic, 0): OffsetAndMetadata(committed, "", -1)})
     finally:
@@ -411,8 +413,8 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
                       auto_offset_reset="none")
     try:
         got = []
-        wait_until(lambda: got.extend(r for b in c.poll(timeout_ms=300).values() for r in b) or got, 30,
-                   "records after the commit")
+        wait_for(lambda: got.extend(r for b in c.poll(timeout_ms=300).values() for r in b) or got, 30,
+                 "records after the commit")
         assert got[0].offset == min(o for o in survivors if o >= committed)
     finally:
         c.close()
@@ -445,7 +447,7 @@ def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
         target = 1                                 # the daemon's log file spans its restarts
         for _ in range(2):
             # kill -9 right after a cleaned segment is swapped in, in the middle of a pass
-            wait_until(lambda: swaps() >= target, 180, "a swap")
+            wait_for(lambda: swaps() >= target, 180, "a swap")
             assert (checkpoint(proc, topic) or 0) < end, "the pass ended before the kill"
             proc.kill()
             target = swaps() + 1
@@ -478,11 +480,11 @@ def test_deleting_a_topic_during_a_pass_is_not_an_error(tmp_path):
         # all the data is there: make the topic compacted, so one long (throttled) pass begins
         client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
                                              configs={**configs, "cleanup.policy": "compact"})])
-        wait_until(lambda: any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == topic
-                               for e in proc.log_lines()), 60, "a pass to swap in its first segment")
+        wait_for(lambda: any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == topic
+                             for e in proc.log_lines()), 60, "a pass to swap in its first segment")
         client.delete_topics([topic])
-        wait_until(lambda: any(e.get("event") == "log_cleaning_aborted" and e.get("topic") == topic
-                               for e in proc.log_lines()), 60, "the pass to end")
+        wait_for(lambda: any(e.get("event") == "log_cleaning_aborted" and e.get("topic") == topic
+                             for e in proc.log_lines()), 60, "the pass to end")
         assert not [e for e in proc.log_lines() if e.get("level") == "error"]
         topic2 = unique_topic("cmpafter")                  # the cleaner goes on with other logs
         create_topic(proc.bootstrap, topic2, 1, COMPACT)
@@ -519,7 +521,7 @@ def test_two_cleaner_threads_clean_two_logs_at_once(tmp_path):
             return [t for t in topics if (checkpoint(proc, t) or -1) >= produced[t][-1][0]]
 
         # one pass is held after its first swap (the hook); the other thread cleans the other log
-        wait_until(lambda: len(cleaned()) == 1, 120, "one log cleaned while the other pass is held")
+        wait_for(lambda: len(cleaned()) == 1, 120, "one log cleaned while the other pass is held")
         held = next(t for t in topics if t not in cleaned())
         assert any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == held
                    for e in proc.log_lines())

@@ -31,9 +31,11 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import InvalidConfigurationError
 from kafka.structs import OffsetAndMetadata
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic, producer, wait_for_retention_passes
 from .conftest import SundialProcess, free_port, unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 
 CHECK_INTERVAL_MS = 500
 COMMITOFFSET_MS = 60_000
@@ -75,8 +77,8 @@ def _segment_bases(data_dir, topic) -> list[int]:
 def _wait_segment_bases(data_dir, topic, expected: list[int]) -> None:
     """Wait for the partition's segment files to be ``expected``: the log start offset moves
     first, and the files of the segments it passed are renamed afterwards, off the loop."""
-    wait_until(lambda: _segment_bases(data_dir, topic) == expected, 60,
-               f"the segment files of {topic} to be {expected}")
+    wait_for(lambda: _segment_bases(data_dir, topic) == expected, 60,
+             f"the segment files of {topic} to be {expected}")
 
 
 def _earliest(bootstrap, topic) -> int:
@@ -155,8 +157,8 @@ def test_a_two_groups_one_lagging(retention_broker):
     target = bases[len(bases) // 2] + 1
     expected = _segment_of(bases, target)
     _commit(broker.bootstrap, "slow", topic, target)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the slow group's segments to go",
-               interval_s=0.02)
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the slow group's segments to go",
+             interval_s=0.02)
     # The first retention pass that saw the commit deleted them: no pass ever held a segment
     # below ``expected`` once the group had committed ``target``.
     stale_holds = [e for e in broker.log_lines() if e.get("event") == "consumed_retention_held"
@@ -180,7 +182,7 @@ def test_b_no_group_deletes_nothing_before_retention_ms(retention_broker):
     # Once the records are older than retention.ms, forced retention deletes them as usual.
     assert _alter(broker, topic, {**TOPIC_CONFIGS, "retention.ms": str(20 * MINUTE)}) is None
     # Every segment is deletable, so the log rolls first and keeps one empty segment at the end.
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "forced retention")
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "forced retention")
     _wait_segment_bases(broker.data_dir, topic, [60])
 
 
@@ -191,7 +193,7 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
                            enable_auto_commit=False, auto_offset_reset="latest", session_timeout_ms=30000,
                            heartbeat_interval_ms=1000)
     try:
-        wait_until(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 60, "an assignment")
+        wait_for(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 60, "an assignment")
         _commit(broker.bootstrap, "done", topic, 60)  # another group has consumed everything
         _passes(broker, tick=lambda: member.poll(timeout_ms=100))  # the member stays; it never commits
         assert _earliest(broker.bootstrap, topic) == 0
@@ -201,7 +203,7 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
         assert held and held[-1].get("group") == "subscribed-no-commit" and held[-1].get("committed_offset") == 0
     finally:
         member.close()  # LeaveGroup: the group is empty and never committed, so it no longer counts
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
     _wait_segment_bases(broker.data_dir, topic, [60])  # fully consumed: rolled, one empty segment left
 
 
@@ -216,7 +218,7 @@ def test_c2_a_consumer_protocol_group_without_commit_holds_everything(broker_fac
                        "group.protocol": "consumer", "enable.auto.commit": False, "auto.offset.reset": "latest"})
     try:
         member.subscribe([topic])
-        wait_until(lambda: member.poll(0.5) is None and bool(member.assignment()), 60, "an assignment")
+        wait_for(lambda: member.poll(0.5) is None and bool(member.assignment()), 60, "an assignment")
         _commit(broker.bootstrap, "done-848", topic, 60)  # another group has consumed everything
         _passes(broker, tick=lambda: member.poll(0.1))    # the member stays; it never commits
         assert _earliest(broker.bootstrap, topic) == 0
@@ -226,7 +228,7 @@ def test_c2_a_consumer_protocol_group_without_commit_holds_everything(broker_fac
         assert held and held[-1].get("group") == "kip848-no-commit" and held[-1].get("committed_offset") == 0
     finally:
         member.close()  # a leave heartbeat (epoch -1): the group is empty and never committed
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
 
 
 def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
@@ -239,7 +241,7 @@ def test_d_forced_retention_deletes_unconsumed_segments(retention_broker):
     assert _earliest(broker.bootstrap, topic) == 0 and _segment_bases(broker.data_dir, topic) == bases
     assert _alter(broker, topic, TOPIC_CONFIGS) is None
     expected = _segment_of(bases, 40)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "forced retention")
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "forced retention")
     _wait_segment_bases(broker.data_dir, topic, [b for b in bases if b >= expected])
     _passes(broker)
     assert _earliest(broker.bootstrap, topic) == expected  # the young half stays: "stuck" has not consumed it
@@ -295,7 +297,7 @@ def test_f_holds_are_logged_on_change_and_a_full_roll_raises_no_false_warning(br
     broker = broker_factory(**BROKER, **{"sundial.metrics.listener": f"127.0.0.1:{metrics_port}"}).start()
     topic, bases = _topic(broker, [30 * MINUTE] * 60)
     _commit(broker.bootstrap, "slow", topic, 3)
-    wait_until(lambda: _holds_counted(metrics_port, topic) >= 5, 60, "five retention passes that held the topic")
+    wait_for(lambda: _holds_counted(metrics_port, topic) >= 5, 60, "five retention passes that held the topic")
 
     def events(name):
         return [e for e in broker.log_lines() if e.get("event") == name and e.get("topic") == topic]
@@ -305,7 +307,7 @@ def test_f_holds_are_logged_on_change_and_a_full_roll_raises_no_false_warning(br
     assert held[0]["group"] == "slow" and held[0]["base_offset"] == _segment_of(bases, 3)
     # Everything consumed: every segment goes, the log rolls and keeps one empty segment.
     _commit(broker.bootstrap, "slow", topic, 60)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention of everything")
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention of everything")
     _wait_segment_bases(broker.data_dir, topic, [60])
     assert events("retention_held_by_future_timestamp") == []   # the fresh empty segment holds nothing
     assert len(events("consumed_retention_released")) == 1

@@ -18,6 +18,8 @@ import subprocess
 
 import pytest
 
+from support.waiting import wait_for
+
 from .clients import create_topic
 from .conftest import unique_topic
 from .groups_support import FAST_GROUPS, committed_offsets, end_offsets, produce
@@ -180,8 +182,6 @@ def test_confluent_static_member_restart_keeps_assignment_without_rebalance(brok
 
     from confluent_kafka import Consumer
 
-    from .groups_support import wait_until
-
     broker = broker_factory(**FAST_GROUPS).start()
     topic, group = unique_topic("static"), unique_topic("gs")
     create_topic(broker.bootstrap, topic, partitions=4)
@@ -217,7 +217,7 @@ def test_confluent_static_member_restart_keeps_assignment_without_rebalance(brok
         return len(a.assigned) == 2 and len(b.assigned) == 2 and sorted(a.assigned + b.assigned) == [0, 1, 2, 3] \
             and last == ["group_stabilized"]
 
-    wait_until(settled, 60, "two static members with two partitions each in a stable group")
+    wait_for(settled, 60, "two static members with two partitions each in a stable group")
 
     before, prepared = len(group_events("group_rebalanced")), len(group_events("rebalance_prepared"))
     b_calls, a_parts = b.assign_calls, a.assigned
@@ -225,7 +225,7 @@ def test_confluent_static_member_restart_keeps_assignment_without_rebalance(brok
     a.join(20)
     a2 = Static("inst-a")
     a2.start()
-    wait_until(lambda: a2.assigned, 60, "the restarted static member's assignment")
+    wait_for(lambda: a2.assigned, 60, "the restarted static member's assignment")
     assert a2.assigned == a_parts
     # a rebalance caused by the rejoin would be prepared (and logged) while its JoinGroup is
     # handled, which is before the member gets its assignment: no waiting needed

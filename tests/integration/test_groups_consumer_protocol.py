@@ -30,6 +30,8 @@ from confluent_kafka.admin import NewPartitions
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import connect_raw, create_topic, read_frame
 from .conftest import unique_topic
 from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixture)
@@ -55,7 +57,6 @@ from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixtur
     wait_delivered,
     wait_settled,
 )
-from .groups_support import wait_until
 
 
 def _ask(sock, api_key, version, body, correlation_id=7):
@@ -135,7 +136,7 @@ def test_join_consume_commit_close_and_resume_from_the_committed_offsets(fast_br
     first = Member(bootstrap, group, "first", timeline, topics=list(topics), assignor=assignor)
     first.start()
     wait_delivered([first], first_truth, "the first member to consume everything")
-    wait_until(lambda: set(first.committed) >= set(first_truth), TIMEOUT_S, "the first member's commits")
+    wait_for(lambda: set(first.committed) >= set(first_truth), TIMEOUT_S, "the first member's commits")
     held = wait_settled(admin, group, [first], parts, "one member holding every partition")
     assert held == {"first": frozenset(parts)}
     desc = describe(admin, group)
@@ -145,8 +146,8 @@ def test_join_consume_commit_close_and_resume_from_the_committed_offsets(fast_br
     assert_no_loss(first_truth, [first])
     assert first.deliveries == Counter(list(first_truth)), "a record was delivered twice to a lone member"
     assert committed_offsets(bootstrap, group, parts) == end_offsets(first_truth, parts)
-    wait_until(lambda: describe(admin, group).state == ConsumerGroupState.EMPTY, TIMEOUT_S,
-               "the group to be empty after the member closed")
+    wait_for(lambda: describe(admin, group).state == ConsumerGroupState.EMPTY, TIMEOUT_S,
+             "the group to be empty after the member closed")
     # assigned everything (in one callback or more), gave everything back when it closed
     kinds = [(kind, p) for _, _, kind, p in timeline.snapshot() if p]
     assigns = [p for kind, p in kinds if kind == "assign"]
@@ -159,7 +160,7 @@ def test_join_consume_commit_close_and_resume_from_the_committed_offsets(fast_br
     second = Member(bootstrap, group, "second", timeline, topics=list(topics), assignor=assignor)
     second.start()
     wait_delivered([second], second_truth, "the second member to consume the new records")
-    wait_until(lambda: set(second.committed) >= set(second_truth), TIMEOUT_S, "the second member's commits")
+    wait_for(lambda: set(second.committed) >= set(second_truth), TIMEOUT_S, "the second member's commits")
     second.stop()
     assert second.deliveries == Counter(list(second_truth)), "the second member did not resume at the committed offsets"
     assert_no_loss({**first_truth, **second_truth}, [first, second])
@@ -202,8 +203,8 @@ def test_one_then_three_then_two_members_never_share_a_partition_and_lose_nothin
         truth = producer.stop()
     live = [members["a"], members["b"]]
     wait_delivered(live, truth, "every produced record to be delivered", extra=lambda: members["c"].deliveries)
-    wait_until(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
-               "the group's commits to reach the log end")
+    wait_for(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
+             "the group's commits to reach the log end")
     for m in live:
         m.stop()
     assert_no_loss(truth, list(members.values()))
@@ -234,7 +235,7 @@ def test_a_partition_moves_only_once_its_owner_has_revoked_it(fast_broker):
         a.revoke_gate = gate
         b = Member(bootstrap, group, "b", timeline, topics=list(topics))
         b.start()
-        wait_until(a.revoking.is_set, TIMEOUT_S, "a to be asked to give partitions up")
+        wait_for(a.revoking.is_set, TIMEOUT_S, "a to be asked to give partitions up")
         wire = raw(fast_broker)
         try:
             def b_waits_for_them():
@@ -244,7 +245,7 @@ def test_a_partition_moves_only_once_its_owner_has_revoked_it(fast_broker):
                 return (mb is not None and mb.member_epoch == g.group_epoch and
                         sum(len(t.partitions) for t in mb.target_assignment.topic_partitions) == 2 and
                         not mb.assignment.topic_partitions and not b.owned_now())
-            wait_until(b_waits_for_them, TIMEOUT_S, "b at the new epoch with its partitions pending")
+            wait_for(b_waits_for_them, TIMEOUT_S, "b at the new epoch with its partitions pending")
             # a window of ten heartbeat intervals in which nothing may change: b keeps heartbeating
             # while a holds the partitions, and stays without them
             window_end = time.monotonic() + 10 * HEARTBEAT_INTERVAL_S
@@ -284,7 +285,7 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(fast_broker):
         wait_delivered([member], later_truth, "the records of the topic created later")
         wait_settled(admin, group, [member], all_partitions({early: 3, later: 2}),
                      "the member holding both matching topics")
-        wait_until(lambda: set(member.committed) >= set(truth) | set(later_truth), TIMEOUT_S, "the commits")
+        wait_for(lambda: set(member.committed) >= set(truth) | set(later_truth), TIMEOUT_S, "the commits")
         # a matching topic deleted leaves the assignment: revoked, not lost
         delete_topics(bootstrap, [early])
         wait_settled(admin, group, [member], all_partitions({later: 2}), "the member holding the remaining topic")
@@ -317,8 +318,8 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned_and_consumed(fast_b
         held = wait_settled(admin, group, members, all_partitions({topic: 5}), "the new partitions assigned")
         assert sorted(len(p) for p in held.values()) == [2, 3]
         wait_delivered(members, truth, "the records of the new partitions too")
-        wait_until(lambda: committed_offsets(bootstrap, group, all_partitions({topic: 5})) ==
-                   end_offsets(truth, all_partitions({topic: 5})), TIMEOUT_S, "the commits")
+        wait_for(lambda: committed_offsets(bootstrap, group, all_partitions({topic: 5})) ==
+                 end_offsets(truth, all_partitions({topic: 5})), TIMEOUT_S, "the commits")
     finally:
         for m in members:
             m.stop()
@@ -343,9 +344,9 @@ def test_admin_describes_and_lists_groups_by_type(fast_broker):
     old.start()
     try:
         wait_settled(admin, modern, [member], all_partitions({topic: 4}), "the consumer group to settle")
-        wait_until(lambda: len(old.owned_now()) == 4, TIMEOUT_S, "the classic member's assignment")
-        wait_until(lambda: describe(admin, classic).state == ConsumerGroupState.STABLE, TIMEOUT_S,
-                   "the classic group to be stable")
+        wait_for(lambda: len(old.owned_now()) == 4, TIMEOUT_S, "the classic member's assignment")
+        wait_for(lambda: describe(admin, classic).state == ConsumerGroupState.STABLE, TIMEOUT_S,
+                 "the classic group to be stable")
         futures = admin.describe_consumer_groups([modern, classic], request_timeout=TIMEOUT_S)
         m, c = futures[modern].result(TIMEOUT_S), futures[classic].result(TIMEOUT_S)
         assert (m.type, m.state, m.partition_assignor, m.is_simple_consumer_group) == \
@@ -389,8 +390,8 @@ def test_admin_describes_and_lists_groups_by_type(fast_broker):
     finally:
         member.stop()
         old.stop()
-    wait_until(lambda: describe(admin, modern).state == ConsumerGroupState.EMPTY, TIMEOUT_S,
-               "the consumer group to be empty")
+    wait_for(lambda: describe(admin, modern).state == ConsumerGroupState.EMPTY, TIMEOUT_S,
+             "the consumer group to be empty")
     assert listed(types={ConsumerGroupType.CONSUMER}, states={ConsumerGroupState.EMPTY}) == \
         {modern: (ConsumerGroupType.CONSUMER, ConsumerGroupState.EMPTY)}
 

@@ -21,6 +21,8 @@ from collections import Counter
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from support.waiting import wait_for
+
 from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixture)
     FAST_CONSUMER_GROUPS,
     TIMEOUT_S,
@@ -40,7 +42,6 @@ from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixtur
     wait_settled,
 )
 from .conftest import unique_topic
-from .groups_support import wait_until
 
 _CHILD_MEMBER = textwrap.dedent("""
     import json, signal, sys, time
@@ -186,16 +187,16 @@ def test_a_member_stalled_past_its_session_timeout_is_fenced_and_its_partitions_
                        extra=lambda: stalled.deliveries)
 
         stalled.signal(signal.SIGCONT)          # it learns it was fenced, and joins again
-        wait_until(lambda: any(e["event"] == "lost" for e in stalled.events()), TIMEOUT_S,
-                   "the resumed member to learn that it lost its partitions")
+        wait_for(lambda: any(e["event"] == "lost" for e in stalled.events()), TIMEOUT_S,
+                 "the resumed member to learn that it lost its partitions")
         wait_settled(admin, group, [stalled, *live], parts, "the resumed member to be given partitions again")
         producer.wait_batches(3)
     finally:
         truth = producer.stop()
     try:
         wait_delivered(live, truth, "every produced record", extra=lambda: stalled.deliveries)
-        wait_until(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
-                   "the group's commits to reach the log end")
+        wait_for(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
+                 "the group's commits to reach the log end")
     finally:
         for m in live:
             m.stop()
@@ -232,7 +233,7 @@ def test_kill_9_in_the_middle_of_a_rebalance_keeps_the_group_its_epochs_and_its_
             assert before.error_code == 0 and before.group_state == "Stable"
             members.append(Member(bootstrap, group, "c", timeline, topics=list(topics)))
             members[-1].start()
-            wait_until(lambda: len(wire.describe_group(group).members) == 3, TIMEOUT_S, "c to join")
+            wait_for(lambda: len(wire.describe_group(group).members) == 3, TIMEOUT_S, "c to join")
         finally:
             wire.close()
     finally:
@@ -273,8 +274,8 @@ def test_kill_9_in_the_middle_of_a_rebalance_keeps_the_group_its_epochs_and_its_
     more.wait_batches(3)
     truth.update(more.stop())
     wait_delivered(members, truth, "every produced record")
-    wait_until(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
-               "the group's commits to reach the log end")
+    wait_for(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
+             "the group's commits to reach the log end")
     for m in members:
         m.stop()
     assert_no_loss(truth, members)
@@ -329,8 +330,8 @@ def test_a_static_member_that_comes_back_gets_its_partitions_and_nobody_else_mov
     finally:
         truth = producer.stop()
     wait_delivered([a], truth, "every produced record", extra=lambda: set(b.deliveries) | set(back.deliveries))
-    wait_until(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
-               "the group's commits to reach the log end")
+    wait_for(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
+             "the group's commits to reach the log end")
     a.stop()
     assert_no_loss(truth, members)
     events = timeline.snapshot()

@@ -20,17 +20,11 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import (
-    FAST_GROUPS,
-    GroupConsumer,
-    committed_offsets,
-    end_offsets,
-    merged,
-    produce,
-    wait_until,
-)
+from .groups_support import FAST_GROUPS, GroupConsumer, committed_offsets, end_offsets, merged, produce
 
 PARTITIONS = 6
 
@@ -66,14 +60,14 @@ def test_assignor_rebalance_restart_resume(broker_factory, assignor):
     first = [GroupConsumer(broker.bootstrap, topic, group, f"{assignor}-{i}", assignor) for i in range(3)]
     for c in first:
         c.start()
-    wait_until(lambda: _assignment_is(first, [2, 2, 2]) and set(merged(c.deliveries for c in first)) >= set(truth),
-               60, "3 members with 2 partitions each and every record delivered")
+    wait_for(lambda: _assignment_is(first, [2, 2, 2]) and set(merged(c.deliveries for c in first)) >= set(truth),
+             60, "3 members with 2 partitions each and every record delivered")
 
     # One member leaves (LeaveGroup): the two others take over its partitions.
     first[2].stop()
-    wait_until(lambda: _assignment_is(first[:2], [3, 3]), 60, "2 members with 3 partitions each")
+    wait_for(lambda: _assignment_is(first[:2], [3, 3]), 60, "2 members with 3 partitions each")
     truth.update(produce(broker.bootstrap, topic, 300, PARTITIONS, start=600))
-    wait_until(lambda: set(merged(c.deliveries for c in first)) >= set(truth), 30, "records after the leave")
+    wait_for(lambda: set(merged(c.deliveries for c in first)) >= set(truth), 30, "records after the leave")
     for c in first[:2]:
         c.stop()
 
@@ -85,8 +79,8 @@ def test_assignor_rebalance_restart_resume(broker_factory, assignor):
     second = [GroupConsumer(broker.bootstrap, topic, group, f"{assignor}-r{i}", assignor) for i in range(2)]
     for c in second:
         c.start()
-    wait_until(lambda: set(merged(c.deliveries for c in first + second)) >= set(truth), 60,
-               "records produced after the restart")
+    wait_for(lambda: set(merged(c.deliveries for c in first + second)) >= set(truth), 60,
+             "records produced after the restart")
     for c in second:
         c.stop()
     deliveries, committed = _assert_exactly_once_committed(truth, first + second)
@@ -135,9 +129,9 @@ def test_member_killed_is_removed_after_session_timeout(broker_factory, tmp_path
         doomed = subprocess.Popen([sys.executable, "-c", _KILLED_MEMBER, broker.bootstrap, topic, group],
                                   stdout=out, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: '"assigned": [' in out_path.read_text() and
-                   any(json.loads(line)["assigned"] for line in out_path.read_text().splitlines()
-                       if "assigned" in line), 30, "the doomed member to get partitions")
+        wait_for(lambda: '"assigned": [' in out_path.read_text() and
+                 any(json.loads(line)["assigned"] for line in out_path.read_text().splitlines()
+                     if "assigned" in line), 30, "the doomed member to get partitions")
         live = [GroupConsumer(broker.bootstrap, topic, group, f"live-{i}") for i in range(2)]
         for c in live:
             c.start()
@@ -147,9 +141,9 @@ def test_member_killed_is_removed_after_session_timeout(broker_factory, tmp_path
             last = [x["assigned"] for x in lines if "assigned" in x]
             return frozenset(last[-1]) if last else frozenset()
 
-        wait_until(lambda: sorted([len(doomed_assigned()), len(live[0].assigned), len(live[1].assigned)]) == [2, 2, 2]
-                   and len(doomed_assigned() | live[0].assigned | live[1].assigned) == PARTITIONS, 60,
-                   "three members with two partitions each")
+        wait_for(lambda: sorted([len(doomed_assigned()), len(live[0].assigned), len(live[1].assigned)]) == [2, 2, 2]
+                 and len(doomed_assigned() | live[0].assigned | live[1].assigned) == PARTITIONS, 60,
+                 "three members with two partitions each")
 
         def doomed_caught_up():
             # its last poll with its two partitions delivered nothing: it has consumed (and
@@ -158,18 +152,18 @@ def test_member_killed_is_removed_after_session_timeout(broker_factory, tmp_path
             polls = [x for x in lines if "assigned" in x]
             return polls and len(polls[-1]["assigned"]) == 2 and polls[-1]["delivered"] == []
 
-        wait_until(doomed_caught_up, 60, "the doomed member to consume what it holds")
+        wait_for(doomed_caught_up, 60, "the doomed member to consume what it holds")
     finally:
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
-    wait_until(lambda: _assignment_is(live, [3, 3]), 60, "the survivors to take over after the session timeout")
+    wait_for(lambda: _assignment_is(live, [3, 3]), 60, "the survivors to take over after the session timeout")
     truth.update(produce(broker.bootstrap, topic, 300, PARTITIONS, start=600))
     lines = [json.loads(x) for x in out_path.read_text().splitlines() if x.startswith("{")]
     doomed_delivered = {tuple(k) for x in lines for k in x.get("delivered", [])}
     from collections import Counter
     doomed_committed = Counter(tuple(k) for x in lines for k in x.get("committed", []))
 
-    wait_until(lambda: set(merged(c.deliveries for c in live)) | doomed_delivered >= set(truth), 60,
+    wait_for(lambda: set(merged(c.deliveries for c in live)) | doomed_delivered >= set(truth), 60,
                "every record delivered")
     for c in live:
         c.stop()
@@ -200,9 +194,9 @@ def test_kill9_after_acknowledged_commits_reads_them_all_back(broker_factory):
     # A subscribed group member commits too (generation and member id checked).
     member = GroupConsumer(broker.bootstrap, topic, "member-k9", "member-k9")
     member.start()
-    wait_until(lambda: len(member.assigned) == 8 and sum(member.deliveries.values()) >= 80, 30,
+    wait_for(lambda: len(member.assigned) == 8 and sum(member.deliveries.values()) >= 80, 30,
                "the member to consume everything")
-    wait_until(lambda: sum(member.committed.values()) >= 80, 30, "the member's commits")
+    wait_for(lambda: sum(member.committed.values()) >= 80, 30, "the member's commits")
     ends = end_offsets(broker.bootstrap, topic, 8)
     broker.kill()
     member.stopping.set()
@@ -232,7 +226,7 @@ def test_broker_restart_under_live_members_needs_no_rebalance(broker_factory):
     members = [GroupConsumer(broker.bootstrap, topic, group, f"live-{i}") for i in range(2)]
     for c in members:
         c.start()
-    wait_until(lambda: all(len(c.assigned) == 2 for c in members)
+    wait_for(lambda: all(len(c.assigned) == 2 for c in members)
                and set(merged(c.deliveries for c in members)) >= set(truth), 60, "a stable group")
 
     def rebalances():
@@ -249,12 +243,12 @@ def test_broker_restart_under_live_members_needs_no_rebalance(broker_factory):
             settled.update(count=now, since=time.monotonic())
         return time.monotonic() - settled["since"] > 10
 
-    wait_until(held_still, 120, "the rebalance count to hold still for 10 s", interval_s=0.5)
+    wait_for(held_still, 120, "the rebalance count to hold still for 10 s", interval_s=0.5)
     before = settled["count"]
     assignment = [c.assigned for c in members]
     broker.restart()
     truth.update(produce(broker.bootstrap, topic, 100, 4, start=100))
-    wait_until(lambda: set(merged(c.deliveries for c in members)) >= set(truth), 60, "records after the restart")
+    wait_for(lambda: set(merged(c.deliveries for c in members)) >= set(truth), 60, "records after the restart")
     assert rebalances() == before
     assert [c.assigned for c in members] == assignment
     for c in members:

@@ -16,6 +16,8 @@ import uuid
 import pytest
 from confluent_kafka import ConsumerGroupType, KafkaException
 
+from support.waiting import wait_for
+
 from .conftest import unique_topic
 from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixture)
     TIMEOUT_S,
@@ -33,7 +35,6 @@ from .consumer_protocol_support import (  # noqa: F401  (fast_broker is a fixtur
     rd_admin,
     wait_delivered,
 )
-from .groups_support import wait_until
 
 
 def _group_type(admin, group: str):
@@ -73,46 +74,46 @@ def test_online_upgrade_and_downgrade_lose_no_record(fast_broker, strategy):
         for name in ("c1", "c2"):
             members[name] = classic(name)
             members[name].start()
-        wait_until(lambda: _covered([members["c1"], members["c2"]], parts), TIMEOUT_S,
-                   "the classic group to share the partitions")
+        wait_for(lambda: _covered([members["c1"], members["c2"]], parts), TIMEOUT_S,
+                 "the classic group to share the partitions")
         producer.wait_batches(2)
 
         # upgrade: a consumer-protocol member joins the classic group with members
         members["m"] = Member(bootstrap, group, "m", timeline, topics=list(topics), assignor="uniform")
         members["m"].start()
-        wait_until(lambda: _group_type(admin, group) == ConsumerGroupType.CONSUMER, TIMEOUT_S,
-                   "the group to become a consumer group")
-        wait_until(lambda: _covered([members["c1"], members["c2"], members["m"]], parts), TIMEOUT_S,
-                   "two classic members and a consumer-protocol member sharing the partitions")
+        wait_for(lambda: _group_type(admin, group) == ConsumerGroupType.CONSUMER, TIMEOUT_S,
+                 "the group to become a consumer group")
+        wait_for(lambda: _covered([members["c1"], members["c2"], members["m"]], parts), TIMEOUT_S,
+                 "two classic members and a consumer-protocol member sharing the partitions")
         producer.wait_batches(2)
 
         # the classic members leave one by one
         members["c1"].stop()
-        wait_until(lambda: _covered([members["c2"], members["m"]], parts), TIMEOUT_S, "c2 and m after c1 left")
+        wait_for(lambda: _covered([members["c2"], members["m"]], parts), TIMEOUT_S, "c2 and m after c1 left")
         producer.wait_batches(2)
         members["c2"].stop()
-        wait_until(lambda: _covered([members["m"]], parts), TIMEOUT_S, "m alone after c2 left")
+        wait_for(lambda: _covered([members["m"]], parts), TIMEOUT_S, "m alone after c2 left")
         producer.wait_batches(2)
 
         # a classic member joins the consumer group, then the consumer-protocol member leaves: downgrade
         members["c3"] = classic("c3")
         members["c3"].start()
-        wait_until(lambda: _covered([members["c3"], members["m"]], parts), TIMEOUT_S,
-                   "a classic member inside the consumer group")
+        wait_for(lambda: _covered([members["c3"], members["m"]], parts), TIMEOUT_S,
+                 "a classic member inside the consumer group")
         assert _group_type(admin, group) == ConsumerGroupType.CONSUMER
         producer.wait_batches(2)
         members["m"].stop()
-        wait_until(lambda: _group_type(admin, group) == ConsumerGroupType.CLASSIC, TIMEOUT_S,
-                   "the group to become a classic group again")
-        wait_until(lambda: _covered([members["c3"]], parts), TIMEOUT_S, "c3 alone in the classic group")
+        wait_for(lambda: _group_type(admin, group) == ConsumerGroupType.CLASSIC, TIMEOUT_S,
+                 "the group to become a classic group again")
+        wait_for(lambda: _covered([members["c3"]], parts), TIMEOUT_S, "c3 alone in the classic group")
         producer.wait_batches(2)
     finally:
         truth = producer.stop()
     others = [m for name, m in members.items() if name != "c3"]
     wait_delivered([members["c3"]], truth, "every produced record to be delivered",
                    extra=lambda: set().union(*(set(m.deliveries) for m in others)))
-    wait_until(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
-               "the group's commits to reach the log end")
+    wait_for(lambda: committed_offsets(bootstrap, group, parts) == end_offsets(truth, parts), TIMEOUT_S,
+             "the group's commits to reach the log end")
     members["c3"].stop()
     assert_no_loss(truth, list(members.values()))
     events = timeline.snapshot()

@@ -33,9 +33,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import create_topic
 from .conftest import free_port, unique_topic
-from .groups_support import wait_until
 
 MiB = 1024 * 1024
 
@@ -125,7 +126,7 @@ def test_max_connections_and_per_ip_limits(broker_factory):
     assert sum(_answered(s) for s in socks) == 10
     for s in socks:
         s.close()
-    wait_until(lambda: _open_connections(metrics_port) == 0, 60, "the daemon to count the closed connections down")
+    wait_for(lambda: _open_connections(metrics_port) == 0, 60, "the daemon to count the closed connections down")
     socks = [socket.create_connection((b.host, b.port)) for _ in range(10)]
     assert all(_answered(s) for s in socks), "closed connections must be counted down"
     for s in socks:
@@ -228,8 +229,8 @@ def test_clients_that_stop_reading_cost_bounded_memory(broker_factory):
     assert c.end_offsets([tp])[tp] == 160
     c.close()
     # and the stuck connections count as idle once nothing moves for connections.max.idle.ms
-    wait_until(lambda: sum(1 for e in b.log_lines() if e.get("event") == "connection_idle_closed") >= 100, 120,
-               "the 100 stuck connections to be closed as idle")
+    wait_for(lambda: sum(1 for e in b.log_lines() if e.get("event") == "connection_idle_closed") >= 100, 120,
+             "the 100 stuck connections to be closed as idle")
     for s in clients:
         s.close()
     print(f"\nslow readers: base RSS {base_rss / MiB:.0f} MB, peak growth {growth_mb:.0f} MB for 100 clients "

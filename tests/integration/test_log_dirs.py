@@ -25,7 +25,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -35,20 +34,12 @@ from kafka.admin import NewTopic
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import producer
 from .conftest import SundialProcess, free_port
 
 DTP = ApiKey.DESCRIBE_TOPIC_PARTITIONS
-
-
-def wait_for(condition, what: str, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def disk_layout(node) -> dict[str, dict[str, int]]:
@@ -430,7 +421,7 @@ def test_acls(secured, tmp_path):
             "sundial log-dirs: error: not authorized to describe the log dirs of broker 1: DescribeLogDirs needs "
             "DESCRIBE on the cluster (ClusterAuthorizationFailedError)"]
         grant(secured, "BROKER", "kafka-cluster", "DESCRIBE")
-        dirs = wait_for(lambda: alice.describe_log_dirs()[0]["log_dirs"], "CLUSTER DESCRIBE to take effect")
+        dirs = wait_for(lambda: alice.describe_log_dirs()[0]["log_dirs"], 60, "CLUSTER DESCRIBE to take effect")
         assert [d["log_dir"] for d in dirs] == [secured.data_dir]
         out = subprocess.run(cmd + ["--topic-list", secret], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr

@@ -28,9 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import connect_raw, create_topic, producer, read_frame
 from .conftest import free_port, unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 
 pytestmark = pytest.mark.integration
 
@@ -110,7 +112,7 @@ def test_metrics_after_a_produce_consume_run(broker_factory):
     assert value(live, "sundial_connections") >= 1        # the consumer is still connected
     c.close(autocommit=False)
 
-    samples = wait_until(
+    samples = wait_for(
         lambda: (lambda s: s if total(s, "sundial_retention_deleted_segments_total", topic=old) > 0
                  and total(s, "sundial_consumed_retention_holds_total", topic=held) > 0 else None)(scrape(port)),
         60, "a retention deletion and a consumed-retention hold")
@@ -219,7 +221,7 @@ def test_group_metrics_per_type(broker_factory):
                          auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000)
     # The topic's metadata first, then the subscription: a kafka-python 3.0.12 leader that assigns before its
     # metadata has the topic assigns nothing and can lose the rejoin that should follow.
-    wait_until(lambda: live.partitions_for_topic(topic), 90, "the classic member's metadata")
+    wait_for(lambda: live.partitions_for_topic(topic), 90, "the classic member's metadata")
     live.subscribe([topic])
     holder = KafkaConsumer(bootstrap_servers=b, group_id=unique_topic("m-offsets"), enable_auto_commit=False)
     holder.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
@@ -233,9 +235,9 @@ def test_group_metrics_per_type(broker_factory):
     leaver = Consumer({**conf, "group.id": emptied})
     leaver.subscribe([topic])
     try:
-        wait_until(lambda: live.poll(timeout_ms=100) is not None and live.assignment(), 90, "the classic member")
-        wait_until(lambda: member.poll(0.1) is None and member.assignment(), 90, "the consumer-protocol member")
-        wait_until(lambda: leaver.poll(0.1) is None and leaver.assignment(), 90, "the second group's member")
+        wait_for(lambda: live.poll(timeout_ms=100) is not None and live.assignment(), 90, "the classic member")
+        wait_for(lambda: member.poll(0.1) is None and member.assignment(), 90, "the consumer-protocol member")
+        wait_for(lambda: leaver.poll(0.1) is None and leaver.assignment(), 90, "the second group's member")
         leaver.close()
         leaver = None
         _raw_join(b, stable, topic)
@@ -248,7 +250,7 @@ def test_group_metrics_per_type(broker_factory):
             stable_again = value(s, "sundial_groups", type="consumer", state="Stable") == 1
             return s if fenced and stable_again else None
 
-        samples = wait_until(settled, 90, "the silent member to be fenced and the group to settle")
+        samples = wait_for(settled, 90, "the silent member to be fenced and the group to settle")
         assert value(samples, "sundial_groups", type="consumer", state="Empty") == 1
         assert total(samples, "sundial_groups", type="consumer") == 2
         assert value(samples, "sundial_groups", type="classic", state="Stable") == 1

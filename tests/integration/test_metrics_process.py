@@ -17,9 +17,10 @@ import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from support.waiting import wait_for
+
 from .clients import create_topic, producer
 from .conftest import free_port, unique_topic
-from .groups_support import wait_until
 from .test_metrics import scrape, value
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ def test_process_collectors_and_oldest_retained_timestamp(broker_factory):
         admin.delete_records({TopicPartition(topic, 0): 4, TopicPartition(topic, 1): -1})
     finally:
         admin.close()
-    samples = wait_until(
+    samples = wait_for(
         lambda: (lambda s: s if value(s, "sundial_log_oldest_timestamp_ms", topic=topic, partition=0) == stamps[0][4]
                  else None)(scrape(port)), 30, "the oldest timestamp to follow the log start offset")
     assert value(samples, "sundial_log_start_offset", topic=topic, partition=0) == 4

@@ -28,10 +28,11 @@ from sundial.broker import __version__
 from sundial.protocol import encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .auth_support import PASSWORDS, RawSasl, fail_plain, scrape, start_sasl_daemon, value
 from .clients import create_topic
 from .conftest import EXTERNAL_BOOTSTRAP
-from .groups_support import wait_until
 from .test_tools_cli import assert_one_line_error, sundial
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_BOOTSTRAP), reason="starts its own daemons on loopback listeners")
@@ -92,7 +93,7 @@ def test_authentication_counters_move_by_exactly_what_the_test_did(daemon, tmp_p
                 ("failures", "none"): 1, ("failures", "unsupported"): 1}
     # Every count was made before the client saw its answer or the close; the handshake of the last
     # one closes after the answer, so wait for that one only.
-    wait_until(lambda: moved()[("failures", "unsupported")] == 1, 30, "the unsupported mechanism counted")
+    wait_for(lambda: moved()[("failures", "unsupported")] == 1, 30, "the unsupported mechanism counted")
     got = moved()
     assert got == {key: expected.get(key, 0) for key in got}, got
 
@@ -192,10 +193,10 @@ def _internal_topic_series(daemon, *, expect_internal: bool) -> None:
         return {labels["topic"] for labels, _v in scrape(daemon.metrics_port).get("sundial_log_end_offset", [])}
 
     if expect_internal:
-        wait_until(lambda: "__consumer_offsets" in topics_in_scrape() and topic in topics_in_scrape(), 30,
-                   "__consumer_offsets and the topic in the per-partition series")
+        wait_for(lambda: "__consumer_offsets" in topics_in_scrape() and topic in topics_in_scrape(), 30,
+                 "__consumer_offsets and the topic in the per-partition series")
     else:
-        wait_until(lambda: topic in topics_in_scrape(), 30, "the topic in the per-partition series")
+        wait_for(lambda: topic in topics_in_scrape(), 30, "the topic in the per-partition series")
         seen = topics_in_scrape()
         assert not seen & set(INTERNAL), seen
         for name in ("sundial_log_start_offset", "sundial_log_size_bytes", "sundial_log_segments",

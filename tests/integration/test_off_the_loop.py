@@ -35,9 +35,10 @@ from sundial.records.builder import SimpleRecord, build_records
 from sundial.storage import files
 from sundial.storage.disk import SLOW_DISK_ENV
 
+from support.waiting import wait_for
+
 from .clients import admin, connect_raw, create_topic, producer, read_frame
 from .conftest import unique_topic
-from .groups_support import wait_until
 
 SEGMENTS = 1000
 #: DeleteRecords to the log end offset leaves the last segment (it has no segment after it, as in
@@ -197,7 +198,7 @@ def test_the_loop_serves_while_a_slow_disk_deletes_segments_and_opens_a_partitio
     assert ("ended", "checkpoint") in events[:first_rename]
     assert ("started", "unlink") not in events[:last_rename_end]
     assert log.started["rename"] == DELETED
-    wait_until(lambda: _old_segment_files(pdir, DELETED) == 0, 120, "the old segments' files to go")
+    wait_for(lambda: _old_segment_files(pdir, DELETED) == 0, 120, "the old segments' files to go")
     names = os.listdir(pdir)
     assert not [n for n in names if n.endswith(files.DELETED_SUFFIX)]
     checkpoint = os.path.join(d.data_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE)

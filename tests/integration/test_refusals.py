@@ -18,9 +18,10 @@ from kafka.admin import NewTopic
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import connect_raw, read_frame
 from .conftest import unique_topic
-from .groups_support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def test_find_coordinator_for_an_unknown_key_type_is_one_line_per_connection(nod
             answer = _ask(s, ApiKey.FIND_COORDINATOR, 3, {"key": "x", "key_type": 7}, "refusal-client", i)
             assert (answer.error_code, answer.error_message) == (42, "unknown key type 7")
         s.close()
-        lines = wait_until(lambda: (lambda e: e if len(e) == attempt + 1 else None)(
+        lines = wait_for(lambda: (lambda e: e if len(e) == attempt + 1 else None)(
             _events(node, "request_refused", client_id="refusal-client")), 30, "the refusal lines")
     assert {(e["kind"], e["level"]) for e in lines} == {("find_coordinator:key_type:7", "info")}
     assert len({e["conn_id"] for e in lines}) == 2
@@ -70,7 +71,7 @@ def test_config_resource_types_sundial_does_not_handle(node):
             "validate_only": False}, "cfg-client", 10 + i)
         assert altered.responses[0].error_code == 42
     s.close()
-    lines = wait_until(lambda: (lambda e: e if len(e) == 2 else None)(
+    lines = wait_for(lambda: (lambda e: e if len(e) == 2 else None)(
         _events(node, "request_refused", client_id="cfg-client")), 30, "two refusal lines")
     assert {e["kind"]: e["reason"] for e in lines} == {
         "config_resource:DESCRIBE_CONFIGS:16": "resource type 16 is not supported",
@@ -85,8 +86,8 @@ def test_an_api_that_is_not_advertised_closes_with_one_info_line(node):
     s.sendall(struct.pack(">i", len(header) + 2) + header + b"\x01\x00")
     assert s.recv(10) == b""  # closed, as Kafka closes it
     s.close()
-    line = wait_until(lambda: _events(node, "request_version_unsupported", client_id="txn-tool"), 30,
-                      "the refusal line")
+    line = wait_for(lambda: _events(node, "request_version_unsupported", client_id="txn-tool"), 30,
+                    "the refusal line")
     assert len(line) == 1 and line[0]["level"] == "info"
     assert line[0]["reason"] == "ALLOCATE_PRODUCER_IDS (67) is not served by Sundial (not in its ApiVersions answer)"
 
@@ -98,8 +99,8 @@ def test_a_created_topic_is_logged_once(node):
         admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"retention.ms": "60000"})])
     finally:
         admin.close()
-    created = wait_until(lambda: [e for e in node.log_lines() if e.get("event") == "topic_created"
-                                  and e.get("topic") == topic], 30, "topic_created")
+    created = wait_for(lambda: [e for e in node.log_lines() if e.get("event") == "topic_created"
+                                and e.get("topic") == topic], 30, "topic_created")
     assert len(created) == 1, created
     assert created[0]["partitions"] == 2 and created[0]["configs"] == {"retention.ms": "60000"}
     assert created[0]["via"] == "CreateTopics" and created[0]["client_id"] == "creator"

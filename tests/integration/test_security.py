@@ -41,10 +41,10 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from support.pki import make_pki, openssl_available
+from support.waiting import wait_for
 
 from .clients import read_frame
 from .conftest import SundialProcess, free_port
-from .groups_support import wait_until
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
 
@@ -251,7 +251,7 @@ def _kp_refused(secure, cfg, user: str, *, may_succeed: bool) -> bool:
 def test_wrong_password_fails_for_every_client(secure, client, mechanism):
     if client == "kafka-python":
         cfg = kp_config(secure, "SASL_PLAINTEXT", mechanism, password="nope")
-        wait_until(lambda: _kp_refused(secure, cfg, "alice", may_succeed=False), 60, "a logged refusal")
+        wait_for(lambda: _kp_refused(secure, cfg, "alice", may_succeed=False), 60, "a logged refusal")
     elif client == "confluent-kafka":
         from confluent_kafka import KafkaError as CKError
         from confluent_kafka import KafkaException
@@ -525,8 +525,8 @@ def test_users_and_rules_added_while_running_apply_at_once(secure):
         finally:
             p.close()
 
-    md = wait_until(produce_once, 60, "the new rule to apply", interval_s=0.2)
+    md = wait_for(produce_once, 60, "the new rule to apply", interval_s=0.2)
     assert md.offset == 0  # refused sends stored nothing
     _cli(secure.data_dir, "credentials", "delete", "carol")
     # credentials are re-read at most once a second too: an attempt just after may still pass
-    wait_until(lambda: _kp_refused(secure, cfg, "carol", may_succeed=True), 60, "carol to be refused")
+    wait_for(lambda: _kp_refused(secure, cfg, "carol", may_succeed=True), 60, "carol to be refused")

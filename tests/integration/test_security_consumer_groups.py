@@ -25,9 +25,10 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.errors import ErrorCode
 
+from support.waiting import wait_for
+
 from .clients import create_topic, read_frame
 from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
-from .groups_support import wait_until
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
@@ -131,14 +132,14 @@ def test_heartbeat_needs_read_and_describe_needs_describe_on_the_group(node):
 
         # DESCRIBE alone: describe passes authorization (the group does not exist yet), a join does not.
         _allow(node, "Describe", group)
-        wait_until(lambda: alice.describe(group).error_code == ErrorCode.GROUP_ID_NOT_FOUND, 30,
-                   "the DESCRIBE rule to apply", interval_s=0.2)
+        wait_for(lambda: alice.describe(group).error_code == ErrorCode.GROUP_ID_NOT_FOUND, 30,
+                 "the DESCRIBE rule to apply", interval_s=0.2)
         assert alice.join(group, member_id, topic).error_code == GROUP_AUTHORIZATION_FAILED
 
         # READ: the member joins, gets every partition, and describe shows it.
         _allow(node, "Read", group)
-        joined = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(alice.join(group, member_id, topic)),
-                            30, "the READ rule to apply", interval_s=0.2)
+        joined = wait_for(lambda: (lambda r: r if r.error_code == 0 else None)(alice.join(group, member_id, topic)),
+                          30, "the READ rule to apply", interval_s=0.2)
         assert joined.member_id == member_id and joined.member_epoch >= 1
         assert sorted(p for tp in joined.assignment.topic_partitions for p in tp.partitions) == [0, 1]
         described = alice.describe(group)
@@ -171,7 +172,7 @@ def test_a_consumer_protocol_consumer_is_refused_then_consumes_once_allowed(node
                 errors.append(msg.error())
             return any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors)
 
-        wait_until(group_error, 60, "GROUP_AUTHORIZATION_FAILED from the consumer")
+        wait_for(group_error, 60, "GROUP_AUTHORIZATION_FAILED from the consumer")
         assert not refused.assignment()
     finally:
         refused.close()
@@ -193,7 +194,7 @@ def test_a_consumer_protocol_consumer_is_refused_then_consumes_once_allowed(node
                 got.add((msg.partition(), msg.offset()))
             return got == produced
 
-        wait_until(consumed_everything, 60, "every record through the consumer protocol")
+        wait_for(consumed_everything, 60, "every record through the consumer protocol")
         allowed.commit(asynchronous=False)
         # READ implies DESCRIBE: the tool as alice now describes the group, with alice's member.
         members = table(sundial("consumer-groups", "--bootstrap-server", node.sasl, "--command-config",

@@ -19,9 +19,10 @@ from kafka import KafkaProducer
 from sundial.protocol import encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic
 from .conftest import free_port, unique_topic
-from .groups_support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -177,7 +178,7 @@ def _broker_holding_a_response(broker_factory):
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 16 * MiB}]}]}))
     # Once the broker has read the request off the socket it handles it before any later signal.
     client_port = client.getsockname()[1]
-    wait_until(lambda: _server_side_unread_bytes(node.port, client_port) == 0, 60, "the broker to read the fetch")
+    wait_for(lambda: _server_side_unread_bytes(node.port, client_port) == 0, 60, "the broker to read the fetch")
     return node, client
 
 
@@ -185,10 +186,10 @@ def test_repeated_sigterm_does_not_abort_the_clean_shutdown(broker_factory):
     node, client = _broker_holding_a_response(broker_factory)
     try:
         node.proc.send_signal(signal.SIGTERM)
-        wait_until(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
+        wait_for(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
         for repeat in (1, 2):                  # `timeout` signals the process, then its group; users retry
             node.proc.send_signal(signal.SIGTERM)
-            wait_until(lambda: len(_events(node, "signal_ignored")) == repeat, 60, "the repeat to be ignored")
+            wait_for(lambda: len(_events(node, "signal_ignored")) == repeat, 60, "the repeat to be ignored")
         assert node.running, "a repeated SIGTERM ended the process"
     finally:
         client.close()                         # the response in flight is gone: the shutdown goes on
@@ -210,7 +211,7 @@ def test_second_sigint_forces_the_exit(broker_factory):
     node, client = _broker_holding_a_response(broker_factory)
     try:
         node.proc.send_signal(signal.SIGINT)
-        wait_until(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
+        wait_for(lambda: _events(node, "broker_stopping"), 60, "the shutdown to begin")
         node.proc.send_signal(signal.SIGINT)   # Ctrl-C again
         assert node.proc.wait(120) == 130, node.log_text()[-3000:]
     finally:

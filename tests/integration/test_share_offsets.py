@@ -16,9 +16,11 @@ from kafka import TopicPartition
 from sundial.tools.share_groups import _alter, start_offsets
 from sundial.tools.timeparse import format_ms
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 from .test_consumed_retention import (BROKER as RETENTION_BROKER, MINUTE, _commit, _earliest, _passes,
                                       _segment_bases, _segment_of, _topic)
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
@@ -106,7 +108,7 @@ def test_reset_describe_delete_and_kill_9(broker_factory):
     sundial("share-groups", "--bootstrap-server", b, "--delete", "--group", group)
     assert_one_line_error(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group,
                                   check=False), "does not exist")
-    wait_until(lambda: _start_offsets(b, group) == [], 30, "the deleted group's state to go")
+    wait_for(lambda: _start_offsets(b, group) == [], 30, "the deleted group's state to go")
     assert len(_start_offsets(b, other)) == PARTITIONS
 
 
@@ -138,8 +140,8 @@ def test_retention_waits_for_a_lagging_share_group(broker_factory):
     target = bases[len(bases) // 2] + 1
     expected = _segment_of(bases, target)
     _alter_to(broker.bootstrap, "slow-share", topic, target)
-    wait_until(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the share group's segments to go",
-               interval_s=0.05)
+    wait_for(lambda: _earliest(broker.bootstrap, topic) == expected, 60, "the share group's segments to go",
+             interval_s=0.05)
     _passes(broker, 2)
     assert _earliest(broker.bootstrap, topic) == expected  # the share group holds the rest
 
@@ -180,8 +182,8 @@ def test_retention_waits_for_a_real_share_consumer(broker_factory):
                     seen.add(m.offset())
         assert seen == set(range(50))
         # The implicit acknowledgement of the last records goes with the next poll.
-        wait_until(lambda: consumer.poll(0.2) is not None and offsets_of(b, group) == {(topic, 0): 50}, 60,
-                   "the share group's start offset to reach 50")
+        wait_for(lambda: consumer.poll(0.2) is not None and offsets_of(b, group) == {(topic, 0): 50}, 60,
+                 "the share group's start offset to reach 50")
         members = table(sundial("share-groups", "--bootstrap-server", b, "--describe", "--group", group, "--members"))
         assert [(r["#PARTITIONS"], r["ASSIGNMENT"]) for r in members] == [("1", f"{topic}:0")]
     finally:

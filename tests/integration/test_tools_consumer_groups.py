@@ -17,9 +17,11 @@ from kafka.structs import OffsetAndMetadata
 
 from sundial.tools.timeparse import format_ms
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.integration
@@ -47,7 +49,7 @@ def group_consumer(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
                       request_timeout_ms=15000)
-    wait_until(lambda: c.partitions_for_topic(topic), 30, f"metadata for {topic}")
+    wait_for(lambda: c.partitions_for_topic(topic), 30, f"metadata for {topic}")
     c.subscribe([topic])
     return c
 
@@ -89,7 +91,7 @@ def test_describe_reset_and_delete_a_real_group(groups_broker):
     # A real kafka-python group consumes and commits offsets 5 and 12.
     c = group_consumer(b, group, topic)
     try:
-        wait_until(lambda: c.poll(timeout_ms=1000) is not None and c.assignment(), 30, "an assignment")
+        wait_for(lambda: c.poll(timeout_ms=1000) is not None and c.assignment(), 30, "an assignment")
         c.commit({TopicPartition(topic, 0): OffsetAndMetadata(5, "", -1),
                   TopicPartition(topic, 1): OffsetAndMetadata(12, "", -1)})
         # While it is a member, describe shows it and --execute refuses to reset.
@@ -106,8 +108,8 @@ def test_describe_reset_and_delete_a_real_group(groups_broker):
         assert_one_line_error(refused, "inactive", "Stable")
     finally:
         c.close(autocommit=False)
-    wait_until(lambda: "Empty" in sundial("consumer-groups", "--bootstrap-server", b, "--list", "--state").out,
-               30, "the group to become Empty")
+    wait_for(lambda: "Empty" in sundial("consumer-groups", "--bootstrap-server", b, "--list", "--state").out,
+             30, "the group to become Empty")
     assert group in sundial("consumer-groups", "--bootstrap-server", b, "--list").lines
 
     before = time.time() * 1000
@@ -136,8 +138,8 @@ def test_describe_reset_and_delete_a_real_group(groups_broker):
             "--to-datetime", str(target), "--execute")
     assert committed(b, group) == expected
     assert first_positions(b, group, topic) == expected
-    wait_until(lambda: "Empty" in sundial("consumer-groups", "--bootstrap-server", b, "--list", "--state").out,
-               30, "the group to become Empty again")
+    wait_for(lambda: "Empty" in sundial("consumer-groups", "--bootstrap-server", b, "--list", "--state").out,
+             30, "the group to become Empty again")
 
     # A time after every record: the log end offset (Kafka's rule).
     sundial("consumer-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group, "--all-topics",
@@ -253,11 +255,11 @@ def test_a_consumer_protocol_group_listed_described_reset_and_deleted(broker_fac
     first = kip848_consumer(b, group, topic, "cg-static", instance_id="inst-1")
     members = [first]
     try:
-        one = wait_until(lambda: settled(b, group, members), 60, "the first member to own every partition")
+        one = wait_for(lambda: settled(b, group, members), 60, "the first member to own every partition")
         assert owned(first) == every
         second = kip848_consumer(b, group, topic, "cg-dynamic")
         members.append(second)
-        two = wait_until(lambda: settled(b, group, members), 60, "two members sharing the partitions")
+        two = wait_for(lambda: settled(b, group, members), 60, "two members sharing the partitions")
         # Group epoch and target-assignment epoch: a second member is a new epoch; one assignor.
         assert int(two["GROUP-EPOCH"]) > int(one["GROUP-EPOCH"]) >= 1
         assert two["#MEMBERS"] == "2" and two["ASSIGNMENT-STRATEGY"] == "uniform"
@@ -320,7 +322,7 @@ def test_a_consumer_protocol_group_listed_described_reset_and_deleted(broker_fac
         for c in members:
             c.close()
     # The dynamic member left; the static one is kept for its session timeout (6 s), then fenced.
-    wait_until(lambda: group_state(b, group)["STATE"] == "Empty", 60, "the group to become Empty")
+    wait_for(lambda: group_state(b, group)["STATE"] == "Empty", 60, "the group to become Empty")
     empty = sundial("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group, "--members")
     assert empty.code == 0 and "has no active members" in empty.err
 
@@ -335,11 +337,11 @@ def test_a_consumer_protocol_group_listed_described_reset_and_deleted(broker_fac
     resumed = kip848_consumer(b, group, topic, "cg-resume")
     seen: dict[int, int] = {}
     try:
-        wait_until(lambda: pump([resumed], seen) or len(seen) == KIP848_PARTITIONS, 60, "the resumed member")
+        wait_for(lambda: pump([resumed], seen) or len(seen) == KIP848_PARTITIONS, 60, "the resumed member")
     finally:
         resumed.close()
     assert seen == expected
-    wait_until(lambda: group_state(b, group)["STATE"] == "Empty", 30, "the group to become Empty again")
+    wait_for(lambda: group_state(b, group)["STATE"] == "Empty", 30, "the group to become Empty again")
 
     out = sundial("consumer-groups", "--bootstrap-server", b, "--delete", "--group", group).out
     assert out.strip() == f"Deletion of requested consumer groups ('{group}') was successful."

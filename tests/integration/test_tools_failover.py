@@ -21,9 +21,11 @@ from kafka.structs import OffsetAndMetadata
 
 from sundial.tools.timeparse import format_ms
 
+from support.waiting import wait_for
+
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import FAST_GROUPS, wait_until
+from .groups_support import FAST_GROUPS
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.integration
@@ -152,7 +154,7 @@ def test_failover_refuses_an_active_group_on_b(broker_factory):
     member = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id=group, enable_auto_commit=False,
                            session_timeout_ms=6000, heartbeat_interval_ms=500)
     try:
-        wait_until(lambda: member.poll(timeout_ms=200) is not None and member.assignment(), 30, "an assignment")
+        wait_for(lambda: member.poll(timeout_ms=200) is not None and member.assignment(), 30, "an assignment")
         result = sundial("failover", "--source-bootstrap", a.bootstrap, "--target-bootstrap", b.bootstrap,
                          "--group", group, "--safety", "1m", "--execute", check=False)
         assert result.code == 1

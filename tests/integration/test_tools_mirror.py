@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from support.waiting import wait_for
+
 from .clients import consume_all, create_topic
 from .conftest import unique_topic
 from .test_tools_cli import produce_records, sundial
@@ -154,8 +156,6 @@ def test_mirror_stopped_by_sigint_commits_and_exits_zero(broker_factory, tmp_pat
 
     from kafka import KafkaAdminClient, TopicPartition
 
-    from .groups_support import wait_until
-
     a = broker_factory().start()
     b = broker_factory().start()
     topic = unique_topic("tools-mirror-int")
@@ -172,7 +172,7 @@ def test_mirror_stopped_by_sigint_commits_and_exits_zero(broker_factory, tmp_pat
                                 env=env)
         try:
             # Copying: a progress line that counts all 25 records acknowledged by B.
-            wait_until(lambda: "mirror: copied 25 of 25" in err_path.read_text(), 120, "the mirror to copy")
+            wait_for(lambda: "mirror: copied 25 of 25" in err_path.read_text(), 120, "the mirror to copy")
             proc.send_signal(signal.SIGINT)
             out, _ = proc.communicate(timeout=120)
         finally:

@@ -36,6 +36,8 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 from sundial.records.builder import SimpleRecord, build_records
 
+from support.waiting import wait_for
+
 from .clients import connect_raw, create_topic, read_frame
 from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
 
@@ -189,16 +191,6 @@ def read_confluent(daemon, topic, partition, isolation, expected: int) -> list[s
         c.close()
 
 
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def node_id(daemon) -> int:
     w = _wire(daemon)
     try:
@@ -269,7 +261,8 @@ def test_hanging_transaction_found_and_aborted_by_start_offset(broker):
         assert "no open transaction starts at offset 3" in err
     finally:
         good.commit_transaction(30)
-    assert wait_for(lambda: offsets(broker, topic, 1) == (2, 2), "the good transaction's commit marker")
+    assert wait_for(lambda: offsets(broker, topic, 1) == (2, 2), DEADLINE_S, "the good transaction's commit marker",
+                    interval_s=0.2)
 
 
 def test_hanging_transaction_aborted_by_producer_id_and_epochs(broker):
@@ -388,7 +381,7 @@ def test_transaction_coordinator_metrics(broker_factory):
                 "sundial_transactions_timed_out_total": 1}
         return s if all(value(s, k) == v for k, v in want.items()) else None
 
-    s = wait_for(settled, "two commits, two aborts (one by the timeout)")
+    s = wait_for(settled, DEADLINE_S, "two commits, two aborts (one by the timeout)", interval_s=0.2)
     # a: its last transaction committed; the stalled producer's aborted by the coordinator
     assert value(s, "sundial_transactions", state="CompleteCommit") == 1
     assert value(s, "sundial_transactions", state="CompleteAbort") == 1
