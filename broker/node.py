@@ -46,6 +46,7 @@ from sundial.storage import LogManager
 
 from .authorizer import Authorizer
 from .dispatch import Dispatcher
+from .flusher import PartitionFlushers
 from .group_configs import GroupConfigStore
 from .groups.coordinator import GroupCoordinator
 from .log_cleaner import LogCleanerService
@@ -86,7 +87,8 @@ class Broker:
                  replica_manager: ReplicaManager,
                  transactions: TransactionCoordinator, credentials: CredentialStore, security: SecurityManager | None, authorizer: Authorizer | None,
                  cleaner: LogCleanerService | None, share_partitions: SharePartitionManager | None = None,
-                 share_state: ShareStateStore | None = None, quotas: ClientQuotas | None = None) -> None:
+                 share_state: ShareStateStore | None = None, quotas: ClientQuotas | None = None,
+                 flushers: PartitionFlushers | None = None) -> None:
         self.config = config
         self.now_ms = now_ms
         self.node_id = config.node_id
@@ -108,7 +110,15 @@ class Broker:
         self.share_partitions = share_partitions
         self.share_state = share_state
         self.quotas = quotas
+        #: The one flusher of each partition (Produce, markers, internal topics); built by
+        #: :func:`build_broker`, closed by :meth:`close_flushers` once every writer has stopped.
+        self._flushers = flushers
         self.started_monotonic = time.monotonic()
+
+    def close_flushers(self) -> None:
+        """Close the partition flushers (and their fsync threads when they are their own)."""
+        if self._flushers is not None:
+            self._flushers.close()
 
     def endpoint_for(self, listener_name: str) -> NodeEndpoint:
         """This node as clients of ``listener_name`` must address it (Metadata, FindCoordinator).
@@ -137,11 +147,14 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     authorizer = Authorizer.from_config(config.authorizer, data_dir) if config.authorizer.enabled else None
     producer_ids = ProducerIdManager(data_dir)
     group_configs = GroupConfigStore.open(data_dir, config.group_coordinator)
-    groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs)
-    share_state = ShareStateStore.open(logs, config, now_ms=now_ms)
+    # One flusher per partition for every writer that waits for durability: Produce, transaction
+    # markers and the coordinators' internal topics (closed by Broker.close_flushers).
+    flushers = PartitionFlushers(flush_threads)
+    groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs, flushers=flushers)
+    share_state = ShareStateStore.open(logs, config, now_ms=now_ms, flushers=flushers)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,
                                      groups=ConsumedReaders(groups, share_state), scheduler=scheduler,
-                                     flush_threads=flush_threads)
+                                     flushers=flushers)
     transactions = build_transaction_coordinator(config, logs=logs, replica_manager=replica_manager, groups=groups,
                                                  producer_ids=producer_ids, now_ms=now_ms)
     cleaner = LogCleanerService(logs, config.cleaner, logs.log_dirs, metrics=metrics, now_ms=now_ms) \
@@ -155,4 +168,4 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
                   group_configs=group_configs, groups=groups,
                   replica_manager=replica_manager, transactions=transactions, credentials=credentials, security=security,
                   authorizer=authorizer, cleaner=cleaner, share_partitions=share_partitions, share_state=share_state,
-                  quotas=quotas)
+                  quotas=quotas, flushers=flushers)

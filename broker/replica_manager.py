@@ -549,7 +549,7 @@ class ReplicaManager:
         if hard_limit:
             max_bytes = INT32_MAX
         else:
-            max_bytes = min(max_bytes, self.config["fetch.max.bytes"])
+            max_bytes = min(max_bytes, self.config.fetch_max_bytes)
         waiting = self.open_logs((p.topic, p.partition) for p in parts)
         if waiting is not None:
             await waiting

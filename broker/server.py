@@ -160,8 +160,8 @@ class BrokerServer:
 
     def __init__(self, config: BrokerConfig, unknown_keys: dict[str, str] | None = None, *,
                  now_ms: Callable[[], int] = wall_clock_ms, flush_threads=None) -> None:
-        """``flush_threads``: the replica manager's fsync threads (:mod:`broker.flusher`; None: the
-        process's default), handed in by a test that needs a failing or slow disk."""
+        """``flush_threads``: the fsync threads of the partition flushers (:mod:`broker.flusher`; None:
+        their own, closed with them), handed in by a test that needs a failing or slow disk."""
         self.config = config
         self.now_ms = now_ms
         self.flush_threads = flush_threads
@@ -280,6 +280,7 @@ class BrokerServer:
                                             logs=logs, metrics=self.metrics, purgatory=self.purgatory,
                                             dispatcher=self.dispatcher, scheduler=scheduler,
                                             flush_threads=self.flush_threads)
+        self._release.callback(broker.close_flushers)      # after every writer below has stopped
         self._release.push_async_callback(broker.replica_manager.close)
         self._release.push_async_callback(broker.groups.stop)
         await broker.groups.start()

@@ -74,7 +74,7 @@ class GroupCoordinator:
     def __init__(self, config, logs, *, now_ms: Callable[[], int] = wall_clock_ms, store: OffsetStore | None = None,
                  run_timers: bool = True, new_member_id: Callable[[str, str | None], str] = default_member_id,
                  topic_partitions: Callable[[str], int | None] | None = None, group_configs=None,
-                 topic_view: Callable[[], dict] | None = None) -> None:
+                 topic_view: Callable[[], dict] | None = None, flushers=None) -> None:
         self.now_ms = now_ms
         classic = config.classic_groups
         self.settings = GroupSettings(min_session_timeout_ms=classic.min_session_timeout_ms,
@@ -82,7 +82,7 @@ class GroupCoordinator:
                                       initial_rebalance_delay_ms=classic.initial_rebalance_delay_ms,
                                       max_size=classic.max_size)
         self.offsets = GroupMetadataManager(config, logs, now_ms=now_ms, store=store,
-                                            topic_partitions=topic_partitions)
+                                            topic_partitions=topic_partitions, flushers=flushers)
         self._run_timers = run_timers
         self._new_member_id = new_member_id
         self.groups: dict[str, Group] = {}

@@ -99,7 +99,7 @@ class GroupMetadataManager:
     """
 
     def __init__(self, config, logs, *, now_ms: Callable[[], int], store: OffsetStore | None = None,
-                 topic_partitions: Callable[[str], int | None] | None = None) -> None:
+                 topic_partitions: Callable[[str], int | None] | None = None, flushers=None) -> None:
         self.config = config
         self.logs = logs
         self.now_ms = now_ms
@@ -109,7 +109,7 @@ class GroupMetadataManager:
         self.metadata_max_bytes = offsets.metadata_max_bytes
         if store is None:
             snapshot_min = offsets.snapshot_min_records or DEFAULT_SNAPSHOT_MIN_RECORDS
-            store = OffsetStore(PartitionOffsetsLog.open(logs, config, now_ms=now_ms),
+            store = OffsetStore(PartitionOffsetsLog.open(logs, config, now_ms=now_ms, flushers=flushers),
                                 snapshot_min_records=snapshot_min)
         self.store = store
         self._topic_partitions = topic_partitions

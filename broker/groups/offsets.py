@@ -234,7 +234,7 @@ class PartitionOffsetsLog:
             "cleanup.policy": "delete",
             "retention.ms": "-1",
             "retention.bytes": "-1",
-            "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            "segment.bytes": str(config.offsets.topic_segment_bytes),
             "message.timestamp.type": "CreateTime",
             "message.format.version": "3.0-IV1",  # record batches (v2) whatever the broker default
         }

@@ -22,13 +22,8 @@ from sundial.config.topic import TOPIC_CONFIGS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
-#: Lookups still to be replaced by a typed field, per module: only removals are expected here.
-#: broker/replica_manager.py: ``config.fetch_max_bytes``; broker/groups/offsets.py:
-#: ``config.offsets.topic_segment_bytes``.
-NOT_YET_TYPED: dict[str, set[str]] = {
-    "broker/replica_manager.py": {"fetch.max.bytes"},
-    "broker/groups/offsets.py": {"offsets.topic.segment.bytes"},
-}
+#: Lookups still to be replaced by a typed field, per module (none left; only removals are expected).
+NOT_YET_TYPED: dict[str, set[str]] = {}
 
 #: Keys read from a file of another format that happens to share a config key's name, not from
 #: the configuration: ``meta.properties`` of a data directory names its node (``node.id``, or
