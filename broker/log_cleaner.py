@@ -149,7 +149,7 @@ class LogCleanerService:
         def swap(cleaned) -> bool:      # on the cleaner thread: the loop does the swap
             if job.aborted or loop.is_closed():
                 return False
-            fut = asyncio.run_coroutine_threadsafe(self._swap(log, cleaned), loop)
+            fut = asyncio.run_coroutine_threadsafe(self._swap(ltc.topic, ltc.partition, log, cleaned), loop)
             while True:
                 try:
                     swapped = fut.result(timeout=1.0)
@@ -197,8 +197,15 @@ class LogCleanerService:
         self._record(ltc, end_offset, stats, time.monotonic() - started)
         return True
 
-    async def _swap(self, log, cleaned) -> bool:
-        if self._stopping:
+    async def _swap(self, topic: str, partition: int, log, cleaned) -> bool:
+        """On the loop: swap ``cleaned`` into ``log`` if that log still serves its partition. A log
+        taken out of service since the pass began (a log-dir move's swap running on the mover's
+        thread, a deleted topic, a log closed) is not touched: the pass's work is dropped."""
+        if self._stopping or log.closed:
+            return False
+        if not self.logs.is_open(topic, partition) or self.logs.get_log(topic, partition) is not log:
+            logger.info("cleaned_segment_swap_refused", topic=topic, partition=partition,
+                        base_offset=cleaned.base_offset, reason="the log no longer serves the partition")
             return False
         return log.replace_segments(cleaned, self.now_ms())
 
