@@ -35,12 +35,28 @@ Not thread-safe: a segment's owner serialises all calls.
 
 An unloaded index can report its last entry and sample entries with ``os.pread``
 (:meth:`peek_entries`) so that opening thousands of partitions maps nothing.
+
+Mapped indexes
+--------------
+Each mapping holds a file descriptor (CPython 3.11), so how many index files are mapped
+at once is bounded by a :class:`MappedIndexes`: a least-recently-used set of mappings
+with a limit (default :func:`_default_max_mapped`, from the open-files limit). Mapping an
+index beyond the limit unmaps the least recently used others; their entry counts stay
+known, so they are remapped transparently on their next lookup or append. There is no
+process-wide instance: the :class:`~storage.log_manager.LogManager` builds one (or takes
+one, ``mapped_indexes=``) and hands it through every log, segment factory and segment it
+creates, opens, recovers, cleans or moves, so its limit holds across all its logs. An
+index, segment, factory or log built without one (unit tests, offline tools) gets a
+private one with the default limit, which bounds only the mappings of that object.
+Its bookkeeping is guarded by a lock (recovery threads open indexes in parallel); the
+mappings themselves are used by each segment's owner as above.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import threading
 from collections import OrderedDict
 from typing import Callable
 
@@ -68,32 +84,73 @@ def _default_max_mapped() -> int:
     return max(64, min(8192, soft // 8))
 
 
-#: Most index files mapped at once (each mapping holds a file descriptor in CPython 3.11).
-#: Least recently used mappings beyond this are unmapped; their entry counts stay known,
-#: so they are remapped transparently on the next lookup or append.
-MAX_MAPPED_INDEXES = _default_max_mapped()
-_MAPPED: "OrderedDict[int, AbstractIndex]" = OrderedDict()
+class MappedIndexes:
+    """The least-recently-used set of mapped index files of one owner (see module doc).
 
+    ``limit`` is the most index files mapped at once (at least 2; default
+    :func:`_default_max_mapped`). Least recently used mappings beyond it are unmapped.
+    """
 
-def set_max_mapped_indexes(limit: int) -> None:
-    global MAX_MAPPED_INDEXES
-    MAX_MAPPED_INDEXES = max(2, limit)
-    _evict_mappings(None)
+    __slots__ = ("_limit", "_mapped", "_lock")
 
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = max(2, _default_max_mapped() if limit is None else limit)
+        self._mapped: "OrderedDict[int, AbstractIndex]" = OrderedDict()
+        self._lock = threading.Lock()
 
-def mapped_index_count() -> int:
-    return len(_MAPPED)
+    @property
+    def limit(self) -> int:
+        return self._limit
 
+    def __len__(self) -> int:
+        """How many indexes are mapped now."""
+        with self._lock:
+            return len(self._mapped)
 
-def _evict_mappings(keep: "AbstractIndex | None") -> None:
-    while len(_MAPPED) > MAX_MAPPED_INDEXES:
-        key, victim = next(iter(_MAPPED.items()))
-        if victim is keep:
-            _MAPPED.move_to_end(key)
-            if len(_MAPPED) <= 1:
+    def set_limit(self, limit: int) -> None:
+        """Change the limit (at least 2), unmapping the least recently used beyond it."""
+        with self._lock:
+            self._limit = max(2, limit)
+            victims = self._over_limit(None)
+        for victim in victims:
+            victim._unmap()
+
+    def used(self, index: "AbstractIndex") -> None:
+        """``index`` is mapped and was just used: make it the most recent, and unmap the
+        least recently used others beyond the limit."""
+        key = id(index)
+        with self._lock:
+            mapped = self._mapped
+            if key in mapped:
+                mapped.move_to_end(key)
                 return
-            continue
-        victim._unmap()
+            mapped[key] = index
+            victims = self._over_limit(index) if len(mapped) > self._limit else []
+        for victim in victims:   # outside the lock: unmapping forgets, which takes it
+            victim._unmap()
+
+    def forget(self, index: "AbstractIndex") -> None:
+        """``index`` is unmapped (or about to be)."""
+        with self._lock:
+            self._mapped.pop(id(index), None)
+
+    def _over_limit(self, keep: "AbstractIndex | None") -> "list[AbstractIndex]":
+        """Under the lock: take the least recently used beyond the limit (never ``keep``) out."""
+        mapped = self._mapped
+        victims = []
+        while len(mapped) > self._limit:
+            key, victim = next(iter(mapped.items()))
+            if victim is keep:
+                mapped.move_to_end(key)
+                if len(mapped) <= 1:
+                    break
+                continue
+            del mapped[key]
+            victims.append(victim)
+        return victims
+
+    def __repr__(self) -> str:
+        return f"MappedIndexes(limit={self._limit}, mapped={len(self)})"
 
 
 class AbstractIndex:
@@ -102,15 +159,17 @@ class AbstractIndex:
     Two levels of laziness: the *metadata* (entry count, capacity, file length, last
     entry) is loaded on first use with a stat and a pread, creating and pre-allocating
     the file if it is missing; the *mapping* is made only for lookups and appends and may
-    be dropped again by the LRU of mapped indexes (``MAX_MAPPED_INDEXES``).
+    be dropped again by the LRU of mapped indexes it is given (``mapped_indexes``; a
+    private :class:`MappedIndexes` with the default limit when None).
     """
 
     ENTRY_SIZE = 0  # set by subclasses
 
     __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_length", "_entries", "_max_entries",
-                 "_loaded", "_closed", "_backed_bytes", "__weakref__")
+                 "_loaded", "_closed", "_backed_bytes", "_mapped_indexes", "__weakref__")
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: str, base_offset: int, max_index_size: int,
+                 mapped_indexes: MappedIndexes | None = None) -> None:
         if max_index_size < self.ENTRY_SIZE:
             raise ValueError(f"index size {max_index_size} is smaller than one entry ({self.ENTRY_SIZE} bytes)")
         self.path = path
@@ -123,6 +182,7 @@ class AbstractIndex:
         self._loaded = False     # metadata known (the file exists from then on)
         self._closed = False
         self._backed_bytes = 0   # file bytes known to be allocated (no SIGBUS when stored into)
+        self._mapped_indexes = mapped_indexes if mapped_indexes is not None else MappedIndexes()
 
     # -- loading ----------------------------------------------------------------------------------
     @property
@@ -179,11 +239,9 @@ class AbstractIndex:
                     os.close(fd)  # the mmap keeps its own duplicate
             except OSError as exc:
                 raise KafkaStorageError.from_os_error(exc, f"cannot map index {self.path}") from exc
-            _MAPPED[id(self)] = self
-            if len(_MAPPED) > MAX_MAPPED_INDEXES:
-                _evict_mappings(self)
+            self._mapped_indexes.used(self)
         elif self._mm is not None:
-            _MAPPED.move_to_end(id(self))
+            self._mapped_indexes.used(self)
         return self._mm
 
     def _ensure(self) -> mmap.mmap | None:
@@ -191,7 +249,7 @@ class AbstractIndex:
         return self._map()
 
     def _unmap(self) -> None:
-        _MAPPED.pop(id(self), None)
+        self._mapped_indexes.forget(self)
         if self._mm is not None:
             self._mm.close()
             self._mm = None
@@ -451,5 +509,4 @@ class AbstractIndex:
         return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, {state})"
 
 
-__all__ = ["AbstractIndex", "round_down_to_multiple", "MAX_MAPPED_INDEXES", "set_max_mapped_indexes",
-           "mapped_index_count"]
+__all__ = ["AbstractIndex", "MappedIndexes", "round_down_to_multiple"]

@@ -64,6 +64,7 @@ from sundial.records.layout import INT32_MAX
 from . import files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .files import FileSlice
+from .index import MappedIndexes
 from .log_cleaning import LogCleaning
 from .log_flush import FlushJob, LogFlushing
 from .log_retention import LogRetention, SegmentDeleter, SegmentRename
@@ -129,14 +130,16 @@ class PartitionLog:
     """The log of one partition (see module doc). Build with :meth:`open` or :meth:`create`.
 
     ``batch_indexes`` is the big-batch index cache of the timestamp search, shared by the logs
-    of whoever builds them (a new one of the default budget when not given).
+    of whoever builds them (a new one of the default budget when not given). Likewise
+    ``mapped_indexes`` bounds the mapped index files of its segments and of the other logs
+    built with the same one (a private one with the default limit when not given).
     """
 
     def __init__(self, dir_path: str, config: TopicConfig, segments: list[LogSegment], *, topic: str,
                  partition: int, log_start_offset: int, recovery_point: int,
                  producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
                  batch_indexes: BatchIndexCache | None = None, dir_dirty: bool = False,
-                 txn_rebuild_from: int | None = None) -> None:
+                 txn_rebuild_from: int | None = None, mapped_indexes: MappedIndexes | None = None) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
         self.dir = dir_path
@@ -145,7 +148,7 @@ class PartitionLog:
         self.partition = partition
         self._rng = rng or random.Random()
         self._segments = LogSegments(segments)
-        self._factory = SegmentFactory(dir_path, self._rng)
+        self._factory = SegmentFactory(dir_path, self._rng, mapped_indexes)
         self.log_start_offset = log_start_offset
         self._leo = segments[-1].next_offset
         self.recovery_point = min(recovery_point, self._leo)
@@ -166,7 +169,8 @@ class PartitionLog:
     @classmethod
     def create(cls, dir_path: str, config: TopicConfig, *, topic: str, partition: int, start_offset: int = 0,
                producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
-               now_ms: int | None = None, batch_indexes: BatchIndexCache | None = None) -> "PartitionLog":
+               now_ms: int | None = None, batch_indexes: BatchIndexCache | None = None,
+               mapped_indexes: MappedIndexes | None = None) -> "PartitionLog":
         """A new, empty log in ``dir_path`` (created if missing).
 
         ``now_ms`` is the creation time wall-clock rolling measures from when records carry
@@ -174,10 +178,11 @@ class PartitionLog:
         """
         os.makedirs(dir_path, exist_ok=True)
         rng = rng or random.Random()
-        seg = SegmentFactory(dir_path, rng).create(config, start_offset, created_ms=now_ms)
+        factory = SegmentFactory(dir_path, rng, mapped_indexes)
+        seg = factory.create(config, start_offset, created_ms=now_ms)
         log = cls(dir_path, config, [seg], topic=topic, partition=partition, log_start_offset=start_offset,
                   recovery_point=start_offset, producer_id_expiration_ms=producer_id_expiration_ms, rng=rng,
-                  batch_indexes=batch_indexes, dir_dirty=True)
+                  batch_indexes=batch_indexes, dir_dirty=True, mapped_indexes=factory.mapped_indexes)
         log._txn.start_empty(start_offset)
         return log
 
@@ -185,16 +190,20 @@ class PartitionLog:
     def open(cls, dir_path: str, config: TopicConfig, *, topic: str, partition: int, clean: bool = True,
              log_start_offset: int | None = None, recovery_point: int | None = None,
              producer_id_expiration_ms: int = 86_400_000, rng: random.Random | None = None,
-             batch_indexes: BatchIndexCache | None = None) -> "PartitionLog":
+             batch_indexes: BatchIndexCache | None = None,
+             mapped_indexes: MappedIndexes | None = None) -> "PartitionLog":
         """Load an existing partition directory (recovering it after an unclean shutdown)."""
         rng = rng or random.Random()
+        if mapped_indexes is None:   # one private set for the loaded segments and the later ones
+            mapped_indexes = MappedIndexes()
         loaded = load_partition(dir_path, config, topic=topic, partition=partition, clean=clean,
                                 log_start_offset_checkpoint=log_start_offset,
-                                recovery_point_checkpoint=recovery_point, rng=rng)
+                                recovery_point_checkpoint=recovery_point, rng=rng, mapped_indexes=mapped_indexes)
         log = cls(dir_path, config, loaded.segments, topic=topic, partition=partition,
                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
                   producer_id_expiration_ms=producer_id_expiration_ms, rng=rng, batch_indexes=batch_indexes,
-                  dir_dirty=loaded.created_segment, txn_rebuild_from=loaded.recovered_from)
+                  dir_dirty=loaded.created_segment, txn_rebuild_from=loaded.recovered_from,
+                  mapped_indexes=mapped_indexes)
         if loaded.recovered_from is not None:
             # Rebuild producer state and the recovered segments' .txnindex now (Kafka's load does):
             # a later clean shutdown must not leave a stale or missing aborted-transaction entry.

@@ -74,6 +74,7 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .errors import KafkaStorageError
+from .index import MappedIndexes
 from .log import PartitionLog
 from .log_search import BatchIndexCache
 from .log_dirs import ReplicaPlacement
@@ -120,7 +121,8 @@ class LogManager:
                  producer_id_expiration_ms: int = 86_400_000, now_ms: Callable[[], int] | None = None,
                  rng: random.Random | None = None, recovery_threads_per_data_dir: int = 1,
                  executor: concurrent.futures.Executor | None = None,
-                 batch_indexes: BatchIndexCache | None = None) -> None:
+                 batch_indexes: BatchIndexCache | None = None,
+                 mapped_indexes: MappedIndexes | None = None) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [log_dirs]
         if not log_dirs:
@@ -136,6 +138,8 @@ class LogManager:
         self._executor = executor
         # one budget for the search indexes of every log this manager opens
         self._batch_indexes = batch_indexes if batch_indexes is not None else BatchIndexCache()
+        # one limit for the mapped index files of every log this manager opens, creates or moves
+        self._mapped_indexes = mapped_indexes if mapped_indexes is not None else MappedIndexes()
         self._opening: dict[TopicPartition, concurrent.futures.Future] = {}   # opens under way
         self._topics: dict[str, TopicMetadata] = {}
         self._creating: dict[str, TopicMetadata] = {}          # topics whose creation is being made durable
@@ -588,6 +592,7 @@ class LogManager:
         log_start_offset = self._log_start_offsets.get(d, {}).get(tp)
         recovery_point = self._recovery_points.get(d, {}).get(tp)
         expiration_ms, rng, batch_indexes = self.producer_id_expiration_ms, self._rng, self._batch_indexes
+        mapped_indexes = self._mapped_indexes
 
         def job() -> tuple[PartitionLog, bytes, str]:
             disk.current().pause("open")
@@ -596,7 +601,7 @@ class LogManager:
             log = PartitionLog.open(pdir, meta.config, topic=tp[0], partition=tp[1], clean=clean,
                                     log_start_offset=log_start_offset, recovery_point=recovery_point,
                                     producer_id_expiration_ms=expiration_ms, rng=rng,
-                                    batch_indexes=batch_indexes)
+                                    batch_indexes=batch_indexes, mapped_indexes=mapped_indexes)
             try:
                 if read_partition_metadata(pdir) != meta.topic_id:
                     write_partition_metadata(pdir, meta.topic_id)
@@ -694,7 +699,8 @@ class LogManager:
     def move_future_job(self, move: LogMove, now_ms: int) -> Callable[[], None]:
         """Owner thread, the partition open: the job (any thread) creating the move's future log."""
         log, topic_id, config = self._move_source(move)
-        return future_job(move, log, topic_id, config, self.producer_id_expiration_ms, now_ms)
+        return future_job(move, log, topic_id, config, self.producer_id_expiration_ms, now_ms,
+                          mapped_indexes=self._mapped_indexes)
 
     def move_copy_job(self, move: LogMove, max_bytes: int, now_ms: int) -> Callable[[], int]:
         """Owner thread: the job (any thread) copying the next ``max_bytes`` into the future log;
@@ -710,7 +716,7 @@ class LogManager:
         the owner thread once it is done and installed (the former log is marked flushed and closed)."""
         log, topic_id, config = self._move_source(move)
         job, after = swap_job(move, log, topic_id, config, now_ms, self.producer_id_expiration_ms,
-                             batch_indexes=self._batch_indexes)
+                             batch_indexes=self._batch_indexes, mapped_indexes=self._mapped_indexes)
         tp = move.tp
         del self._logs[tp]
         fut = submit(job)

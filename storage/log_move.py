@@ -47,6 +47,7 @@ from sundial.records.framing import iter_batches
 
 from . import disk, files
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .index import MappedIndexes
 from .log import PartitionLog
 from .log_search import BatchIndexCache
 from .topics import InvalidTopicError, write_partition_metadata
@@ -143,14 +144,16 @@ def promote_future(log_dir: str, name: str, tp: TopicPartition) -> str:
 
 
 def create_future_log(path: str, topic_id: bytes, config: TopicConfig, *, topic: str, partition: int,
-                      start_offset: int, producer_id_expiration_ms: int, now_ms: int) -> PartitionLog:
+                      start_offset: int, producer_id_expiration_ms: int, now_ms: int,
+                      mapped_indexes: MappedIndexes | None = None) -> PartitionLog:
     """The empty future log in ``path`` (``partition.metadata`` included)."""
     disk.current().pause("move")
     try:
         os.makedirs(path, exist_ok=False)
         write_partition_metadata(path, topic_id, sync=False)
         return PartitionLog.create(path, config, topic=topic, partition=partition, start_offset=start_offset,
-                                   producer_id_expiration_ms=producer_id_expiration_ms, now_ms=now_ms)
+                                   producer_id_expiration_ms=producer_id_expiration_ms, now_ms=now_ms,
+                                   mapped_indexes=mapped_indexes)
     except OSError as exc:
         raise KafkaStorageError.from_os_error(exc, f"cannot create the future log {path}") from exc
 
@@ -248,7 +251,8 @@ def discard_future(future: PartitionLog | None, path: str) -> None:
 
 
 def future_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicConfig,
-               producer_id_expiration_ms: int, now_ms: int) -> Callable[[], None]:
+               producer_id_expiration_ms: int, now_ms: int,
+               mapped_indexes: MappedIndexes | None = None) -> Callable[[], None]:
     """Owner thread of ``log`` (the current log): the job creating the future log at its log start
     offset and recording it in ``move``."""
     start = log.log_start_offset
@@ -256,7 +260,8 @@ def future_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicC
     def job() -> None:
         move.future_log = create_future_log(move.future_path, topic_id, config, topic=move.topic,
                                             partition=move.partition, start_offset=start,
-                                            producer_id_expiration_ms=producer_id_expiration_ms, now_ms=now_ms)
+                                            producer_id_expiration_ms=producer_id_expiration_ms, now_ms=now_ms,
+                                            mapped_indexes=mapped_indexes)
         move.future_log_end_offset, move.future_size_bytes = start, 0
 
     return job
@@ -292,8 +297,8 @@ def copy_job(move: LogMove, log: PartitionLog, max_bytes: int, now_ms: int) -> C
 
 
 def swap_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicConfig, now_ms: int,
-             producer_id_expiration_ms: int, batch_indexes: BatchIndexCache | None = None
-             ) -> tuple[Callable[[], tuple], Callable[[Any], None]]:
+             producer_id_expiration_ms: int, batch_indexes: BatchIndexCache | None = None,
+             mapped_indexes: MappedIndexes | None = None) -> tuple[Callable[[], tuple], Callable[[Any], None]]:
     """Owner thread of ``log``, which takes no more appends from now on: ``(job, after)``. ``job``
     (any thread) is :func:`commit_move` with the rest of ``log`` and an fsync of it first; it
     returns ``(log now serving, topic id, its log dir, CommitOutcome)``. ``after(future of job)``
@@ -311,7 +316,7 @@ def swap_job(move: LogMove, log: PartitionLog, topic_id: bytes, config: TopicCon
         outcome = commit_move(move, tail=tail, log_start_offset=lso, current_log_end_offset=leo, config=config,
                               now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms,
                               before_swap=flush_job.run if flush_job is not None else None,
-                              batch_indexes=batch_indexes)
+                              batch_indexes=batch_indexes, mapped_indexes=mapped_indexes)
         return outcome.log, topic_id, outcome.log_dir, outcome
 
     def after(fut) -> None:
@@ -340,7 +345,8 @@ class CommitOutcome:
 def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_offset: int,
                 current_log_end_offset: int, config: TopicConfig, now_ms: int,
                 producer_id_expiration_ms: int, before_swap=None,
-                batch_indexes: BatchIndexCache | None = None) -> CommitOutcome:
+                batch_indexes: BatchIndexCache | None = None,
+                mapped_indexes: MappedIndexes | None = None) -> CommitOutcome:
     """The swap (see module doc), on a worker thread, while appends to the partition wait.
 
     ``tail`` is the rest of the current log (descriptors owned by this call). ``before_swap``
@@ -380,7 +386,8 @@ def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_of
         # Its files were not closed cleanly (the old log object is closed after this): recover.
         log = PartitionLog.open(current_path, config, topic=tp[0], partition=tp[1], clean=False,
                                 log_start_offset=log_start_offset,
-                                producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes)
+                                producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes,
+                                mapped_indexes=mapped_indexes)
         return CommitOutcome(log, move.source_dir, None, exc)
     # The commit point: the current directory goes away only now that the future is durable.
     deleted = os.path.join(move.source_dir, files.delete_dir_name(*tp))
@@ -397,7 +404,8 @@ def commit_move(move: LogMove, *, tail: list[tuple[int, int, int]], log_start_of
         raise KafkaStorageError.from_os_error(exc, f"cannot swap in the moved log of {tp[0]}-{tp[1]}") from exc
     log = PartitionLog.open(final_path, config, topic=tp[0], partition=tp[1], clean=True,
                             log_start_offset=log_start_offset, recovery_point=current_log_end_offset,
-                            producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes)
+                            producer_id_expiration_ms=producer_id_expiration_ms, batch_indexes=batch_indexes,
+                            mapped_indexes=mapped_indexes)
     return CommitOutcome(log, move.target_dir, deleted)
 
 

@@ -34,7 +34,7 @@ from sundial.records.index_entries import RELATIVE_OFFSET as _REL
 from sundial.records.layout import INT32_MAX
 
 from .errors import CorruptIndexError, InvalidOffsetError
-from .index import AbstractIndex
+from .index import AbstractIndex, MappedIndexes
 
 _unpack_rel = _REL.unpack_from
 _unpack_entry = _ENTRY.unpack_from
@@ -60,8 +60,9 @@ class OffsetIndex(AbstractIndex):
     _relative_offset_of = staticmethod(_key_of)
     __slots__ = ("_last_offset",)
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760,
+                 mapped_indexes: MappedIndexes | None = None) -> None:
+        super().__init__(path, base_offset, max_index_size, mapped_indexes)
         self._last_offset = base_offset
 
     def _after_load(self) -> None:

@@ -45,6 +45,7 @@ from sundial.records.framing import walk_headers
 
 from . import files
 from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogSegmentOffsetOverflowError
+from .index import MappedIndexes
 from .offset_index import IndexFullError
 from .segment import LogSegment
 from .segments import SegmentFactory
@@ -66,14 +67,6 @@ class LoadedLog:
     recovered_from: int | None = None   # base offset of the first recovered segment (unclean shutdown)
     deleted_segments: int = 0
     created_segment: bool = False
-
-
-def _new_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    return SegmentFactory(dir_path, rng).create(config, base)
-
-
-def _open_segment(dir_path: str, config: TopicConfig, base: int, rng: random.Random) -> LogSegment:
-    return SegmentFactory(dir_path, rng).open(config, base)
 
 
 def clean_leftovers(dir_path: str) -> tuple[list[int], list[int]]:
@@ -175,14 +168,16 @@ def _recover_segment(seg: LogSegment, topic: str, partition: int, *, truncate: b
 
 def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition: int, clean: bool,
                    log_start_offset_checkpoint: int | None, recovery_point_checkpoint: int | None,
-                   rng: random.Random | None = None) -> LoadedLog:
-    """Load (and if needed recover) one partition directory; see the module doc."""
+                   rng: random.Random | None = None, mapped_indexes: MappedIndexes | None = None) -> LoadedLog:
+    """Load (and if needed recover) one partition directory; see the module doc. The segments'
+    indexes count against ``mapped_indexes`` (the log manager's; a private one when None)."""
     rng = rng or random.Random()
+    factory = SegmentFactory(dir_path, rng, mapped_indexes)
     try:
         logs, swaps = clean_leftovers(dir_path)
         if swaps:
             logs = _complete_swaps(dir_path, config, logs, swaps, rng)
-        segments = [_open_segment(dir_path, config, base, rng) for base in logs]
+        segments = [factory.open(config, base) for base in logs]
     except OSError as exc:
         raise KafkaStorageError.from_os_error(exc, f"cannot load log directory {dir_path}") from exc
     result = LoadedLog(segments, 0, 0, 0)
@@ -254,7 +249,7 @@ def load_partition(dir_path: str, config: TopicConfig, *, topic: str, partition:
         result.deleted_segments += len(segments)
         segments.clear()
     if not segments:
-        segments.append(_new_segment(dir_path, config, lso_checkpoint, rng))
+        segments.append(factory.create(config, lso_checkpoint))
         result.created_segment = True
     leo = segments[-1].next_offset
     for seg in segments:   # descriptors opened while loading are reopened on demand

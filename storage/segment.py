@@ -60,6 +60,7 @@ from sundial.records.layout import INT32_MAX
 from . import files
 from .errors import CorruptRecordError, KafkaStorageError, LogSegmentOffsetOverflowError
 from .files import FileSlice
+from .index import MappedIndexes
 from .offset_index import OffsetIndex, OffsetPosition
 from .segment_recovery import SegmentRecovery
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -102,7 +103,8 @@ class LogSegment(SegmentRecovery):
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10_485_760, roll_jitter_ms: int = 0, created_ms: int | None = None,
-                 size_bytes: int = 0, preallocated: bool = False) -> None:
+                 size_bytes: int = 0, preallocated: bool = False,
+                 mapped_indexes: MappedIndexes | None = None) -> None:
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -110,8 +112,10 @@ class LogSegment(SegmentRecovery):
         self._log_path = files.log_file(dir_path, base_offset)
         self._fd = -1
         self.size_bytes = size_bytes
-        self.offset_index = OffsetIndex(files.index_file(dir_path, base_offset), base_offset, max_index_size)
-        self.time_index = TimeIndex(files.time_index_file(dir_path, base_offset), base_offset, max_index_size)
+        # both indexes count against the mappings of whoever built the segment (a private set when None)
+        mapped = mapped_indexes if mapped_indexes is not None else MappedIndexes()
+        self.offset_index = OffsetIndex(files.index_file(dir_path, base_offset), base_offset, max_index_size, mapped)
+        self.time_index = TimeIndex(files.time_index_file(dir_path, base_offset), base_offset, max_index_size, mapped)
         self.txn_index = TransactionIndex(files.txn_index_file(dir_path, base_offset), base_offset)
         self._max_ts: int | None = None          # None: not loaded yet
         self._offset_of_max_ts = base_offset
@@ -131,11 +135,11 @@ class LogSegment(SegmentRecovery):
     @classmethod
     def create(cls, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
                max_index_size: int = 10_485_760, roll_jitter_ms: int = 0, created_ms: int | None = None,
-               preallocate_bytes: int = 0) -> "LogSegment":
+               preallocate_bytes: int = 0, mapped_indexes: MappedIndexes | None = None) -> "LogSegment":
         """A new, empty segment; its ``.log`` is created now (pre-sized when ``preallocate_bytes``)."""
         seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes,
                   max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, created_ms=created_ms,
-                  preallocated=preallocate_bytes > 0)
+                  preallocated=preallocate_bytes > 0, mapped_indexes=mapped_indexes)
         try:
             fd = files.open_segment_log(seg._log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             if preallocate_bytes > 0:
@@ -148,7 +152,8 @@ class LogSegment(SegmentRecovery):
 
     @classmethod
     def open(cls, dir_path: str, base_offset: int, *, index_interval_bytes: int = 4096,
-             max_index_size: int = 10_485_760, roll_jitter_ms: int = 0) -> "LogSegment":
+             max_index_size: int = 10_485_760, roll_jitter_ms: int = 0,
+             mapped_indexes: MappedIndexes | None = None) -> "LogSegment":
         """An existing segment; nothing but a stat of the ``.log`` happens here."""
         path = files.log_file(dir_path, base_offset)
         try:
@@ -156,7 +161,8 @@ class LogSegment(SegmentRecovery):
         except OSError as exc:
             raise KafkaStorageError.from_os_error(exc, f"cannot open segment {path}") from exc
         seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes,
-                  max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, size_bytes=st.st_size)
+                  max_index_size=max_index_size, roll_jitter_ms=roll_jitter_ms, size_bytes=st.st_size,
+                  mapped_indexes=mapped_indexes)
         seg._cached_mtime_ms = _ms_of_mtime(st)
         return seg
 

@@ -39,7 +39,7 @@ invalidate a cache or a flush job.
 
 :class:`SegmentFactory` is the one place segments are created and opened (the log and
 recovery both use it): it applies the topic config's index sizes, preallocation and the
-roll jitter.
+roll jitter, and hands every segment the :class:`~storage.index.MappedIndexes` it was given.
 """
 
 from __future__ import annotations
@@ -50,29 +50,41 @@ from typing import Callable, Iterator
 
 from sundial.config.topic import TopicConfig
 
+from .index import MappedIndexes
 from .segment import LogSegment, random_segment_jitter
 
 
 class SegmentFactory:
-    """Creates and opens the segments of one partition directory."""
+    """Creates and opens the segments of one partition directory.
 
-    def __init__(self, dir_path: str, rng: random.Random) -> None:
+    ``mapped_indexes`` bounds the mapped index files of every segment it makes; the log
+    manager's one instance in the broker (a private one with the default limit when None).
+    """
+
+    def __init__(self, dir_path: str, rng: random.Random, mapped_indexes: MappedIndexes | None = None) -> None:
         self.dir = dir_path
         self._rng = rng
+        self._mapped_indexes = mapped_indexes if mapped_indexes is not None else MappedIndexes()
+
+    @property
+    def mapped_indexes(self) -> MappedIndexes:
+        return self._mapped_indexes
 
     def create(self, config: TopicConfig, base_offset: int, *, created_ms: int | None = None) -> LogSegment:
         """A new, empty segment at ``base_offset`` (files created, preallocated when configured)."""
         return LogSegment.create(self.dir, base_offset, index_interval_bytes=config.index_interval_bytes,
                                  max_index_size=config.segment_index_bytes,
                                  roll_jitter_ms=random_segment_jitter(config, self._rng), created_ms=created_ms,
-                                 preallocate_bytes=config.segment_bytes if config.preallocate else 0)
+                                 preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+                                 mapped_indexes=self._mapped_indexes)
 
     def open(self, config: TopicConfig, base_offset: int, *, with_jitter: bool = True) -> LogSegment:
         """An existing segment. ``with_jitter=False`` for one that will not be active (a cleaned
         segment swapped in), which draws no jitter."""
         jitter = random_segment_jitter(config, self._rng) if with_jitter else 0
         return LogSegment.open(self.dir, base_offset, index_interval_bytes=config.index_interval_bytes,
-                               max_index_size=config.segment_index_bytes, roll_jitter_ms=jitter)
+                               max_index_size=config.segment_index_bytes, roll_jitter_ms=jitter,
+                               mapped_indexes=self._mapped_indexes)
 
 
 class LogSegments:

@@ -38,7 +38,7 @@ from sundial.records.index_entries import TIMESTAMP as _TS
 from sundial.records.layout import INT32_MAX
 
 from .errors import CorruptIndexError, InvalidOffsetError
-from .index import AbstractIndex
+from .index import AbstractIndex, MappedIndexes
 from .offset_index import IndexFullError
 
 _unpack_ts = _TS.unpack_from
@@ -71,8 +71,9 @@ class TimeIndex(AbstractIndex):
     _relative_offset_of = staticmethod(_offset_key)
     __slots__ = ("_last_entry",)
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760,
+                 mapped_indexes: MappedIndexes | None = None) -> None:
+        super().__init__(path, base_offset, max_index_size, mapped_indexes)
         self._last_entry = TimestampOffset(NO_TIMESTAMP, base_offset)
 
     def _after_load(self) -> None:

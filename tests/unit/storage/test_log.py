@@ -25,8 +25,9 @@ HOUR = 3_600_000
 def new_log(tmp_path):
     logs = []
 
-    def factory(now_ms=NOW_MS, name="t-0", **cfg):
-        log = PartitionLog.create(str(tmp_path / name), topic_config(**cfg), topic="t", partition=0, now_ms=now_ms)
+    def factory(now_ms=NOW_MS, name="t-0", mapped_indexes=None, **cfg):
+        log = PartitionLog.create(str(tmp_path / name), topic_config(**cfg), topic="t", partition=0, now_ms=now_ms,
+                                  mapped_indexes=mapped_indexes)
         logs.append(log)
         return log
 
@@ -451,34 +452,32 @@ def test_index_mapping_lru_keeps_answers_right(new_log):
     segment keep unmapping and remapping indexes (including the active one) transparently."""
     from support.log_helpers import brute_force_search_segments
 
-    from sundial.storage import index
+    from sundial.storage.index import MappedIndexes
 
-    old = index.MAX_MAPPED_INDEXES
-    index.set_max_mapped_indexes(4)
-    try:
-        log = new_log(segment_bytes=400, index_interval_bytes=1)
-        stamps = []
-        for i in range(60):
-            ts = NOW_MS + (i * 31) % 97
-            stamps.append(ts)
-            log.append(batch([ts]), now_ms=NOW_MS)
-            if i % 7 == 0:   # lookups in old segments evict the active segment's mappings
-                log.fetch_offset_by_timestamp(NOW_MS)
-        assert index.mapped_index_count() <= 4
-        segments = [[(o, stamps[o]) for o in range(s.base_offset, s.next_offset)] for s in log.segments]
-        for target in range(NOW_MS - 1, NOW_MS + 99):
-            got = log.fetch_offset_by_timestamp(target)
-            assert ((got.offset, got.timestamp_ms) if got else None) == \
-                brute_force_search_segments(segments, target, 0)
-        active = log.active_segment
-        assert active.offset_index.entries == len(
-            [1 for o in range(active.base_offset + 1, active.next_offset)])
-        log.close()
-        again = PartitionLog.open(log.dir, log.config, topic="t", partition=0, clean=False, recovery_point=0)
-        assert [tuple(again.segments[-1].offset_index.entry(i)) for i in range(again.segments[-1].offset_index.entries)]
-        again.close_handles()
-    finally:
-        index.set_max_mapped_indexes(old)
+    mapped = MappedIndexes(4)
+    log = new_log(segment_bytes=400, index_interval_bytes=1, mapped_indexes=mapped)
+    stamps = []
+    for i in range(60):
+        ts = NOW_MS + (i * 31) % 97
+        stamps.append(ts)
+        log.append(batch([ts]), now_ms=NOW_MS)
+        if i % 7 == 0:   # lookups in old segments evict the active segment's mappings
+            log.fetch_offset_by_timestamp(NOW_MS)
+    assert len(mapped) <= 4
+    segments = [[(o, stamps[o]) for o in range(s.base_offset, s.next_offset)] for s in log.segments]
+    for target in range(NOW_MS - 1, NOW_MS + 99):
+        got = log.fetch_offset_by_timestamp(target)
+        assert ((got.offset, got.timestamp_ms) if got else None) == \
+            brute_force_search_segments(segments, target, 0)
+    active = log.active_segment
+    assert active.offset_index.entries == len(
+        [1 for o in range(active.base_offset + 1, active.next_offset)])
+    log.close()
+    again = PartitionLog.open(log.dir, log.config, topic="t", partition=0, clean=False, recovery_point=0,
+                              mapped_indexes=mapped)
+    assert [tuple(again.segments[-1].offset_index.entry(i)) for i in range(again.segments[-1].offset_index.entries)]
+    assert len(mapped) <= 4
+    again.close_handles()
 
 
 def test_flush_job_marks_only_the_indexes_it_synced(new_log):
