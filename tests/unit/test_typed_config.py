@@ -14,6 +14,7 @@ import ast
 import pathlib
 
 import pytest
+from support.config_lookups import keys_looked_up, string_bindings
 
 from sundial.config.broker import BROKER_CONFIGS, BrokerConfig
 from sundial.config.components import COMPONENT_VIEWS
@@ -48,25 +49,9 @@ KEYS = _registered_keys()
 def dotted_lookups(source: str) -> list[tuple[int, str]]:
     """(line, key) of every lookup of a registered key by name in ``source``."""
     tree = ast.parse(source)
-    bound = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-             and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-             for t in node.targets if isinstance(t, ast.Name)}
-    found = []
-    for node in ast.walk(tree):
-        index = None
-        if isinstance(node, ast.Subscript):
-            index = node.slice
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                and node.args:
-            index = node.args[0]
-        key = None
-        if isinstance(index, ast.Constant) and isinstance(index.value, str):
-            key = index.value
-        elif isinstance(index, ast.Name):
-            key = bound.get(index.id)
-        if key in KEYS:
-            found.append((node.lineno, key))
-    return found
+    bound = string_bindings(tree)
+    return [(node.lineno, key) for node in ast.walk(tree) for key in sorted(keys_looked_up(node, bound))
+            if key in KEYS]
 
 
 def test_the_scan_finds_lookups_not_mentions():

@@ -27,6 +27,7 @@ import pathlib
 from dataclasses import dataclass
 
 import pytest
+from support.config_lookups import keys_looked_up, string_bindings
 
 from sundial.config import group as group_mod
 from sundial.config import topic as topic_mod
@@ -78,37 +79,12 @@ class Reads:
 
     def scan(self, source: str) -> "Reads":
         tree = ast.parse(source)
-        bound = _string_bindings(tree)
+        bound = string_bindings(tree)
         for node in ast.walk(tree):
-            index = None
-            if isinstance(node, ast.Subscript):
-                index = node.slice
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and node.args:
-                index = node.args[0]
-            if isinstance(index, ast.Constant) and isinstance(index.value, str):
-                self.names.add(index.value)
-            elif isinstance(index, ast.Name):
-                self.names.update(bound.get(index.id, ()))
+            self.names.update(keys_looked_up(node, bound))
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 self.attrs.setdefault(node.attr, []).append(ast.unparse(node.value).lower())
         return self
-
-
-def _string_bindings(tree: ast.AST) -> dict[str, set[str]]:
-    """Names bound to string literals in a module: ``KEY = "a.b"`` and ``for key in ("a.b", "c.d")``,
-    so that ``cfg[KEY]`` and ``cfg[key]`` in the loop count as reads of those keys."""
-    bound: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    bound.setdefault(target.id, set()).add(node.value.value)
-        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) \
-                and isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)):
-            values = {e.value for e in node.iter.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-            bound.setdefault(node.target.id, set()).update(values)
-    return bound
 
 
 @pytest.fixture(scope="module")
