@@ -119,6 +119,11 @@ class MappedIndexes:
         """``index`` is mapped and was just used: make it the most recent, and unmap the
         least recently used others beyond the limit."""
         key = id(index)
+        try:   # the common case, on every lookup: already mapped, one C call under the interpreter lock
+            self._mapped.move_to_end(key)
+            return
+        except KeyError:
+            pass
         with self._lock:
             mapped = self._mapped
             if key in mapped:
