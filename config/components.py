@@ -23,14 +23,58 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
-def _copy(cls, values: Mapping[str, Any], field_for_key: Mapping[str, str], **computed):
-    kwargs = {f: values[k] for k, f in field_for_key.items() if f not in computed}
+#: Each view and the broker key behind each of its fields (read by the settings-effect test).
+COMPONENT_VIEWS: dict[type, dict[str, str]] = {}
+
+
+def _view(field_for_key: dict[str, str]):
+    """Class decorator: ``cls`` becomes a frozen typed view (a slotted dataclass) whose fields copy the
+    broker keys of ``field_for_key`` ({key: field}), registered in :data:`COMPONENT_VIEWS`."""
+    def make(cls):
+        view = dataclass(frozen=True, slots=True)(cls)
+        COMPONENT_VIEWS[view] = field_for_key
+        return view
+    return make
+
+
+def _copy(cls, values: Mapping[str, Any], **computed):
+    kwargs = {f: values[k] for k, f in COMPONENT_VIEWS[cls].items() if f not in computed}
     return cls(**kwargs, **computed)
 
 
+def _file_in(data_dir: str, configured: str | None, default_name: str) -> str:
+    """A store's file: the one configured, else ``default_name`` in the data directory ``data_dir``."""
+    return configured or os.path.join(data_dir, default_name)
+
+
+class _View:
+    """What every view shares: :meth:`from_values`, the copy of its keys' parsed values."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]):
+        return _copy(cls, values)
+
+
 # --- sockets, connections, request queues ---------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SocketServerConfig:
+@_view({
+    "socket.request.max.bytes": "request_max_bytes",
+    "socket.send.buffer.bytes": "send_buffer_bytes",
+    "socket.receive.buffer.bytes": "receive_buffer_bytes",
+    "socket.listen.backlog.size": "listen_backlog_size",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
+    "queued.max.requests": "queued_max_requests",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "sundial.connection.max.queued.bytes": "connection_max_queued_bytes",
+    "sundial.connection.max.pending.produce.requests": "max_pending_produce_requests",
+    "sundial.connection.max.pending.produce.bytes": "max_pending_produce_bytes",
+    "sundial.shutdown.grace.ms": "shutdown_grace_ms",
+})
+class SocketServerConfig(_View):
     """Listeners' sockets, connection limits and per-connection request queues (Kafka
     ``SocketServerConfigs`` and Sundial's ``sundial.connection.*``)."""
 
@@ -62,32 +106,21 @@ class SocketServerConfig:
                         pass
         return self.max_connections_per_ip
 
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "SocketServerConfig":
-        return _copy(cls, values, SOCKET_FIELD_FOR_KEY)
-
-
-SOCKET_FIELD_FOR_KEY = {
-    "socket.request.max.bytes": "request_max_bytes",
-    "socket.send.buffer.bytes": "send_buffer_bytes",
-    "socket.receive.buffer.bytes": "receive_buffer_bytes",
-    "socket.listen.backlog.size": "listen_backlog_size",
-    "connections.max.idle.ms": "connections_max_idle_ms",
-    "max.connections": "max_connections",
-    "max.connections.per.ip": "max_connections_per_ip",
-    "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
-    "queued.max.requests": "queued_max_requests",
-    "queued.max.request.bytes": "queued_max_request_bytes",
-    "sundial.connection.max.queued.bytes": "connection_max_queued_bytes",
-    "sundial.connection.max.pending.produce.requests": "max_pending_produce_requests",
-    "sundial.connection.max.pending.produce.bytes": "max_pending_produce_bytes",
-    "sundial.shutdown.grace.ms": "shutdown_grace_ms",
-}
-
 
 # --- TLS and SASL --------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SslConfig:
+@_view({
+    "ssl.keystore.location": "keystore_location",
+    "ssl.keystore.password": "keystore_password",
+    "ssl.key.password": "key_password",
+    "ssl.keystore.type": "keystore_type",
+    "ssl.truststore.location": "truststore_location",
+    "ssl.truststore.password": "truststore_password",
+    "ssl.truststore.type": "truststore_type",
+    "ssl.client.auth": "client_auth",
+    "ssl.enabled.protocols": "enabled_protocols",
+    "ssl.cipher.suites": "cipher_suites",
+})
+class SslConfig(_View):
     """The ``ssl.*`` keys of SSL and SASL_SSL listeners (PEM files only)."""
 
     keystore_location: str | None
@@ -101,16 +134,14 @@ class SslConfig:
     enabled_protocols: tuple[str, ...]
     cipher_suites: tuple[str, ...]
 
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "SslConfig":
-        return _copy(cls, values, SSL_FIELD_FOR_KEY)
 
-
-SSL_FIELD_FOR_KEY = {f"ssl.{name.replace('_', '.')}": name for name in SslConfig.__dataclass_fields__}
-
-
-@dataclass(frozen=True, slots=True)
-class SaslConfig:
+@_view({
+    "sasl.enabled.mechanisms": "enabled_mechanisms",
+    "sundial.credentials.file": "credentials_file",
+    "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
+    "sundial.authentication.failure.log.interval.ms": "failure_log_interval_ms",
+})
+class SaslConfig(_View):
     """SASL mechanisms, the credentials store and the answers to failed authentications."""
 
     enabled_mechanisms: tuple[str, ...]
@@ -120,23 +151,16 @@ class SaslConfig:
 
     def credentials_path(self, data_dir: str) -> str:
         """sundial.credentials.file, by default ``credentials.json`` in the first data directory."""
-        return self.credentials_file or os.path.join(data_dir, "credentials.json")
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "SaslConfig":
-        return _copy(cls, values, SASL_FIELD_FOR_KEY)
+        return _file_in(data_dir, self.credentials_file, "credentials.json")
 
 
-SASL_FIELD_FOR_KEY = {
-    "sasl.enabled.mechanisms": "enabled_mechanisms",
-    "sundial.credentials.file": "credentials_file",
-    "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
-    "sundial.authentication.failure.log.interval.ms": "failure_log_interval_ms",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class AuthorizerConfig:
+@_view({
+    "authorizer.class.name": "class_name",
+    "super.users": "super_users",
+    "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
+    "sundial.acls.file": "acls_file",
+})
+class AuthorizerConfig(_View):
     """The ACL authorizer: on when authorizer.class.name is set."""
 
     class_name: str
@@ -150,44 +174,30 @@ class AuthorizerConfig:
 
     def acls_path(self, data_dir: str) -> str:
         """sundial.acls.file, by default ``acls.json`` in the first data directory."""
-        return self.acls_file or os.path.join(data_dir, "acls.json")
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "AuthorizerConfig":
-        return _copy(cls, values, AUTHORIZER_FIELD_FOR_KEY)
-
-
-AUTHORIZER_FIELD_FOR_KEY = {
-    "authorizer.class.name": "class_name",
-    "super.users": "super_users",
-    "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
-    "sundial.acls.file": "acls_file",
-}
+        return _file_in(data_dir, self.acls_file, "acls.json")
 
 
 # --- topics, groups, offsets, transactions -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TopicAdminConfig:
+@_view({
+    "num.partitions": "num_partitions",
+    "auto.create.topics.enable": "auto_create_topics_enable",
+    "delete.topic.enable": "delete_topic_enable",
+})
+class TopicAdminConfig(_View):
     """Creating and deleting topics: automatic creation, its partition count, DeleteTopics."""
 
     num_partitions: int
     auto_create_topics_enable: bool
     delete_topic_enable: bool
 
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "TopicAdminConfig":
-        return _copy(cls, values, TOPIC_ADMIN_FIELD_FOR_KEY)
 
-
-TOPIC_ADMIN_FIELD_FOR_KEY = {
-    "num.partitions": "num_partitions",
-    "auto.create.topics.enable": "auto_create_topics_enable",
-    "delete.topic.enable": "delete_topic_enable",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicGroupsConfig:
+@_view({
+    "group.min.session.timeout.ms": "min_session_timeout_ms",
+    "group.max.session.timeout.ms": "max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
+    "group.max.size": "max_size",
+})
+class ClassicGroupsConfig(_View):
     """The classic group protocol's broker keys (``group.*`` without a protocol family)."""
 
     min_session_timeout_ms: int
@@ -195,21 +205,15 @@ class ClassicGroupsConfig:
     initial_rebalance_delay_ms: int
     max_size: int
 
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "ClassicGroupsConfig":
-        return _copy(cls, values, CLASSIC_GROUPS_FIELD_FOR_KEY)
 
-
-CLASSIC_GROUPS_FIELD_FOR_KEY = {
-    "group.min.session.timeout.ms": "min_session_timeout_ms",
-    "group.max.session.timeout.ms": "max_session_timeout_ms",
-    "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
-    "group.max.size": "max_size",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetsConfig:
+@_view({
+    "offsets.retention.minutes": "offsets_retention_ms",
+    "offsets.retention.check.interval.ms": "retention_check_interval_ms",
+    "offset.metadata.max.bytes": "metadata_max_bytes",
+    "offsets.topic.segment.bytes": "topic_segment_bytes",
+    "sundial.offsets.snapshot.min.records": "snapshot_min_records",
+})
+class OffsetsConfig(_View):
     """Committed offsets: their retention and expiry pass, metadata size, and ``__consumer_offsets``."""
 
     offsets_retention_ms: int
@@ -220,21 +224,20 @@ class OffsetsConfig:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "OffsetsConfig":
-        return _copy(cls, values, OFFSETS_FIELD_FOR_KEY,
-                     offsets_retention_ms=values["offsets.retention.minutes"] * 60_000)
+        """offsets.retention.minutes is held in milliseconds."""
+        return _copy(cls, values, offsets_retention_ms=values["offsets.retention.minutes"] * 60_000)
 
 
-OFFSETS_FIELD_FOR_KEY = {
-    "offsets.retention.minutes": "offsets_retention_ms",
-    "offsets.retention.check.interval.ms": "retention_check_interval_ms",
-    "offset.metadata.max.bytes": "metadata_max_bytes",
-    "offsets.topic.segment.bytes": "topic_segment_bytes",
-    "sundial.offsets.snapshot.min.records": "snapshot_min_records",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionConfig:
+@_view({
+    "transaction.max.timeout.ms": "max_timeout_ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "abort_timed_out_cleanup_interval_ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "remove_expired_cleanup_interval_ms",
+    "transactional.id.expiration.ms": "transactional_id_expiration_ms",
+    "transaction.state.log.num.partitions": "state_log_num_partitions",
+    "transaction.state.log.segment.bytes": "state_log_segment_bytes",
+    "transaction.state.log.load.buffer.size": "state_log_load_buffer_bytes",
+})
+class TransactionConfig(_View):
     """The transaction coordinator and ``__transaction_state`` (Kafka ``TransactionStateManagerConfig``
     and ``TransactionLogConfig``)."""
 
@@ -246,29 +249,23 @@ class TransactionConfig:
     state_log_segment_bytes: int
     state_log_load_buffer_bytes: int
 
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "TransactionConfig":
-        return _copy(cls, values, TRANSACTION_FIELD_FOR_KEY)
-
-
-TRANSACTION_FIELD_FOR_KEY = {
-    "transaction.max.timeout.ms": "max_timeout_ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "abort_timed_out_cleanup_interval_ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "remove_expired_cleanup_interval_ms",
-    "transactional.id.expiration.ms": "transactional_id_expiration_ms",
-    "transaction.state.log.num.partitions": "state_log_num_partitions",
-    "transaction.state.log.segment.bytes": "state_log_segment_bytes",
-    "transaction.state.log.load.buffer.size": "state_log_load_buffer_bytes",
-}
-
 
 # --- the daemon's periodic and background work ----------------------------------------------------------
 #: Longest period a periodic task is given (asyncio timers overflow far below Kafka's Long.MAX_VALUE).
 MAX_PERIOD_MS = 2**31
 
 
-@dataclass(frozen=True, slots=True)
-class LogSchedulingConfig:
+@_view({
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "log.initial.task.delay.ms": "initial_task_delay_ms",
+    "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
+    "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+    "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
+    "background.threads": "background_threads",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "num.recovery.threads.per.data.dir": "recovery_threads_per_data_dir",
+})
+class LogSchedulingConfig(_View):
     """The log manager's threads and the periods of the daemon's log tasks (retention, checkpoints, flush)."""
 
     retention_check_interval_ms: int
@@ -287,33 +284,3 @@ class LogSchedulingConfig:
         Sundial checks every second instead (and for 0, which Kafka's scheduler refuses)."""
         interval = self.flush_scheduler_interval_ms
         return interval if 0 < interval <= MAX_PERIOD_MS else 1000
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "LogSchedulingConfig":
-        return _copy(cls, values, LOG_SCHEDULING_FIELD_FOR_KEY)
-
-
-LOG_SCHEDULING_FIELD_FOR_KEY = {
-    "log.retention.check.interval.ms": "retention_check_interval_ms",
-    "log.initial.task.delay.ms": "initial_task_delay_ms",
-    "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
-    "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
-    "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
-    "background.threads": "background_threads",
-    "producer.id.expiration.ms": "producer_id_expiration_ms",
-    "num.recovery.threads.per.data.dir": "recovery_threads_per_data_dir",
-}
-
-
-#: Each view and the broker key behind each of its fields (read by the settings-effect test).
-COMPONENT_VIEWS: dict[type, dict[str, str]] = {
-    SocketServerConfig: SOCKET_FIELD_FOR_KEY,
-    SslConfig: SSL_FIELD_FOR_KEY,
-    SaslConfig: SASL_FIELD_FOR_KEY,
-    AuthorizerConfig: AUTHORIZER_FIELD_FOR_KEY,
-    TopicAdminConfig: TOPIC_ADMIN_FIELD_FOR_KEY,
-    ClassicGroupsConfig: CLASSIC_GROUPS_FIELD_FOR_KEY,
-    OffsetsConfig: OFFSETS_FIELD_FOR_KEY,
-    TransactionConfig: TRANSACTION_FIELD_FOR_KEY,
-    LogSchedulingConfig: LOG_SCHEDULING_FIELD_FOR_KEY,
-}
