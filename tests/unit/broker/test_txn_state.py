@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.wire_bytes import uvarint
 
 from sundial.broker.txn.schema import (
     SchemaError,
@@ -180,18 +181,10 @@ def test_value_v0_bytes():
 
 
 def test_value_v1_flexible_is_read():
-    def uv(n):
-        out = b""
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            if n:
-                out += bytes([b | 0x80])
-            else:
-                return out + bytes([b])
-    body = struct.pack(">hqhib", 1, 9, 3, 1000, 2) + uv(2) + uv(2) + b"t" + uv(2) + struct.pack(">i", 4) + uv(0)
+    body = (struct.pack(">hqhib", 1, 9, 3, 1000, 2) + uvarint(2) + uvarint(2) + b"t" + uvarint(2)
+            + struct.pack(">i", 4) + uvarint(0))
     body += struct.pack(">qq", 50, 40)
-    body += uv(2) + uv(0) + uv(8) + struct.pack(">q", 8) + uv(7) + uv(1) + b"\x00"
+    body += uvarint(2) + uvarint(0) + uvarint(8) + struct.pack(">q", 8) + uvarint(7) + uvarint(1) + b"\x00"
     v = decode_value(body)
     assert (v.producer_id, v.producer_epoch, v.state, v.partitions, v.previous_producer_id) == (
         9, 3, S.PREPARE_COMMIT, frozenset({("t", 4)}), 8)

@@ -31,6 +31,7 @@ from sundial.protocol.errors import ErrorCode as E
 from sundial.protocol.header import RequestHeader, parse_request_header
 from sundial.protocol.schema_codec import SCHEMA_CLASSES, build_message
 from sundial.storage.log import PartitionLog
+from support.wire_bytes import cstr, uvarint
 
 from test_write_txn_markers import replica_manager, txn_batch
 
@@ -38,34 +39,18 @@ KEY = ApiKey.WRITE_TXN_MARKERS
 
 
 # -- the wire, from Kafka's JSON ----------------------------------------------------------------
-def _uvarint(n: int) -> bytes:
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def _cstr(s: str) -> bytes:
-    raw = s.encode()
-    return _uvarint(len(raw) + 1) + raw
-
-
 def _request_bytes(version: int) -> bytes:
     """Two markers: (pid 7, epoch 3, ABORT, t:[0,2], coordinator epoch 5, TV 2 in v2) and
     (pid 8, epoch 0, COMMIT, u:[1], coordinator epoch 0, TV 0)."""
     def marker(pid, epoch, commit, topics, coord, tv):
-        body = struct.pack(">qhb", pid, epoch, commit) + _uvarint(len(topics) + 1)
+        body = struct.pack(">qhb", pid, epoch, commit) + uvarint(len(topics) + 1)
         for name, parts in topics:
-            body += _cstr(name) + _uvarint(len(parts) + 1) + b"".join(struct.pack(">i", p) for p in parts) + b"\0"
+            body += cstr(name) + uvarint(len(parts) + 1) + b"".join(struct.pack(">i", p) for p in parts) + b"\0"
         body += struct.pack(">i", coord)
         if version >= 2:
             body += struct.pack(">b", tv)
         return body + b"\0"
-    body = _uvarint(3) + marker(7, 3, 0, [("t", [0, 2])], 5, 2) + marker(8, 0, 1, [("u", [1])], 0, 0) + b"\0"
+    body = uvarint(3) + marker(7, 3, 0, [("t", [0, 2])], 5, 2) + marker(8, 0, 1, [("u", [1])], 0, 0) + b"\0"
     header = struct.pack(">hhi", KEY, version, 99) + struct.pack(">h", 3) + b"cli" + b"\0"
     frame = header + body
     return struct.pack(">i", len(frame)) + frame
@@ -87,7 +72,7 @@ def test_request_bytes_from_kafkas_json_decode(version):
 def test_response_bytes_match_kafkas_json(version):
     value = {"markers": [{"producer_id": 7, "topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 0}, {"partition_index": 2, "error_code": 47}]}]}]}
-    body = (_uvarint(2) + struct.pack(">q", 7) + _uvarint(2) + _cstr("t") + _uvarint(3)
+    body = (uvarint(2) + struct.pack(">q", 7) + uvarint(2) + cstr("t") + uvarint(3)
             + struct.pack(">ih", 0, 0) + b"\0" + struct.pack(">ih", 2, 47) + b"\0" + b"\0" + b"\0" + b"\0")
     frame = struct.pack(">i", -3) + b"\0" + body          # response header v1: correlation id, tags
     expected = struct.pack(">i", len(frame)) + frame

@@ -10,7 +10,7 @@ import os
 import struct
 
 import pytest
-from crc32c import crc32c
+from support.kafka_bytes_ref import v2_batch
 from support.log_helpers import NOW_MS, topic_config
 
 from sundial.records.batch import BatchView
@@ -36,30 +36,13 @@ from sundial.storage.producer_state import ProducerStateManager
 
 # ---------------------------------------------------------------- independent construction
 
-def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def kafka_end_txn_marker(pid, epoch, coord_epoch, ctype, ts, base_offset=0, leader_epoch=-1) -> bytes:
-    """``MemoryRecords.withEndTransactionMarker`` byte by byte from the documented layout."""
+    """``MemoryRecords.withEndTransactionMarker`` from the documented layout: one control record
+    in a transactional + control batch (CreateTime, no codec)."""
     key = struct.pack(">hh", 0, ctype)
     value = struct.pack(">hi", 0, coord_epoch)
-    body = (b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value
-            + _varint(0))
-    record = _varint(len(body)) + body
-    attributes = 0x10 | 0x20                    # transactional + control, CreateTime, no codec
-    after_crc = struct.pack(">hiqqqhii", attributes, 0, ts, ts, pid, epoch, -1, 1) + record
-    crc = crc32c(after_crc)
-    return struct.pack(">qiibI", base_offset, 49 + len(record), leader_epoch, 2, crc) + after_crc
+    return v2_batch([(0, ts, key, value, ())], base_offset=base_offset, attributes=0x10 | 0x20, producer_id=pid,
+                    producer_epoch=epoch, partition_leader_epoch=leader_epoch)
 
 
 def read_txn_index(path):

@@ -19,6 +19,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.wire_bytes import uvarint
 
 from sundial.broker.groups.offsets import MemoryOffsetsLog
 from sundial.broker.share.state_batch import RecordState, ShareStateSnapshot, StateBatch, StateChange
@@ -62,18 +63,6 @@ SHARE_UPDATE_VALUE = [
 ]
 DEFAULTS = {"DeliveryCompleteCount": -1}
 FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H"}
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def encode_field(ftype, value, flexible: bool) -> bytes:
