@@ -262,6 +262,22 @@ def add_client_arguments(parser) -> None:
                              f"{DEFAULT_TIMEOUT_MS})")
 
 
+def add_run_mode_arguments(parser, *, dry_run_help: str, execute_help: str) -> None:
+    """``--dry-run`` (the default: only print) or ``--execute``, as Kafka's tools that change state take them."""
+    run_mode = parser.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    run_mode.add_argument("--execute", action="store_true", help=execute_help)
+
+
+def add_two_cluster_client_arguments(parser) -> None:
+    """Client settings of a tool that talks to two clusters, A (the source) and B (the target)."""
+    parser.add_argument("--source-command-config", metavar="FILE",
+                        help="client settings file for A (see topics --help)")
+    parser.add_argument("--target-command-config", metavar="FILE", help="client settings file for B")
+    parser.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                        help=f"how long to wait for each broker (default {DEFAULT_TIMEOUT_MS})")
+
+
 def parse_partitions(text: str | None) -> list[int] | None:
     """``0,1,4-6`` → [0, 1, 4, 5, 6]; None/empty → None (all partitions)."""
     if text is None or not text.strip():
@@ -318,6 +334,22 @@ def _split_kv(text: str) -> list[str]:
             current.append(ch)
     pieces.append("".join(current))
     return [p.strip() for p in pieces if p.strip()]
+
+
+def parse_names(text: str | None, valid: Sequence[str], what: str) -> list[str]:
+    """Comma-separated names, matched case-insensitively against ``valid`` (Kafka's spelling kept, each
+    once, in the order given); [] for none. An unknown name is a usage error naming the valid ones."""
+    by_lower = {v.lower(): v for v in valid}
+    out: list[str] = []
+    for raw in (text or "").split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name.lower() not in by_lower:
+            raise ToolError(f"invalid {what} {name!r}; valid {what}s are: {', '.join(valid)}", EXIT_USAGE)
+        if by_lower[name.lower()] not in out:
+            out.append(by_lower[name.lower()])
+    return out
 
 
 def split_names(values: Iterable[str] | None) -> list[str]:
@@ -475,34 +507,26 @@ class ClientSettings:
                              f"{describe_error(exc)})")
         return ToolError(kafka_error_line(exc, timeout_ms=self.timeout_ms, where=self.bootstrap))
 
-    def admin(self):
-        kwargs = self._common()
+    def _connect(self, client_class, kwargs: dict):
+        """``client_class(**kwargs)``; bad settings and an unreachable broker become one-line ToolErrors."""
         try:
-            return KafkaAdminClient(**kwargs)
+            return client_class(**kwargs)
         except KafkaConfigurationError as exc:
             raise ToolError(f"bad client settings: {describe_error(exc)}") from None
         except (KafkaError, OSError) as exc:
             raise self._unreachable(exc) from None
+
+    def admin(self):
+        return self._connect(KafkaAdminClient, self._common())
 
     def consumer(self, **overrides):
         kwargs = {"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 200,
                   **self._common(), **overrides}
         kwargs["request_timeout_ms"] = max(kwargs["request_timeout_ms"], kwargs["fetch_max_wait_ms"] + 1000)
-        try:
-            return KafkaConsumer(**kwargs)
-        except KafkaConfigurationError as exc:
-            raise ToolError(f"bad client settings: {describe_error(exc)}") from None
-        except (KafkaError, OSError) as exc:
-            raise self._unreachable(exc) from None
+        return self._connect(KafkaConsumer, kwargs)
 
     def producer(self, **overrides):
-        kwargs = {"max_block_ms": self.timeout_ms, **self._common(), **overrides}
-        try:
-            return KafkaProducer(**kwargs)
-        except KafkaConfigurationError as exc:
-            raise ToolError(f"bad client settings: {describe_error(exc)}") from None
-        except (KafkaError, OSError) as exc:
-            raise self._unreachable(exc) from None
+        return self._connect(KafkaProducer, {"max_block_ms": self.timeout_ms, **self._common(), **overrides})
 
 
 def close_quietly(*clients) -> None:

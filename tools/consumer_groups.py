@@ -52,8 +52,9 @@ from collections import defaultdict
 from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
-from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    close_quietly, describe_error, format_table, now_ms, parse_partitions, tool_command
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
+    add_run_mode_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, \
+    tool_command
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
     describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
@@ -124,9 +125,8 @@ def add_parser(subparsers) -> None:
                           help=f"reset to the first record at or after now − DURATION ({DURATION_HELP})")
     scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N (may be < 0)")
     scenario.add_argument("--to-current", action="store_true", help="keep the committed offsets")
-    run_mode = p.add_mutually_exclusive_group()
-    run_mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
-    run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    add_run_mode_arguments(p, dry_run_help="only print the new offsets (the default)",
+                           execute_help="commit the new offsets")
     add_client_arguments(p)
     p.set_defaults(func=run)
 
@@ -194,29 +194,14 @@ def _check_args(args) -> None:
         parse_states(args.state)
 
 
-def _names(text: str | None, valid: tuple[str, ...], what: str) -> list[str]:
-    """Comma-separated names, matched case-insensitively against ``valid`` (Kafka's spelling kept)."""
-    by_lower = {v.lower(): v for v in valid}
-    out: list[str] = []
-    for raw in (text or "").split(","):
-        name = raw.strip()
-        if not name:
-            continue
-        if name.lower() not in by_lower:
-            raise ToolError(f"invalid {what} {name!r}; valid {what}s are: {', '.join(valid)}", EXIT_USAGE)
-        if by_lower[name.lower()] not in out:
-            out.append(by_lower[name.lower()])
-    return out
-
-
 def parse_types(text: str | None) -> list[str]:
     """``--type`` values: [] for every type."""
-    return _names(text, GROUP_TYPES, "type")
+    return parse_names(text, GROUP_TYPES, "type")
 
 
 def parse_states(text: str | None) -> list[str]:
     """``--list --state`` values: [] for every state."""
-    return _names(text, GROUP_STATES, "state")
+    return parse_names(text, GROUP_STATES, "state")
 
 
 def _all_group_ids(admin) -> list[dict]:

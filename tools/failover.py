@@ -34,8 +34,9 @@ import sys
 
 from kafka import TopicPartition
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, close_quietly, format_table, now_ms, \
-    read_client_properties, split_names, tool_command, DEFAULT_TIMEOUT_MS
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_run_mode_arguments, \
+    add_two_cluster_client_arguments, close_quietly, format_table, now_ms, read_client_properties, split_names, \
+    tool_command
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, format_duration_ms, format_ms, \
     parse_datetime_ms, parse_duration_ms
 from .wire import committed_offsets, commit_offsets, group_description, list_offsets, record_timestamps, \
@@ -67,13 +68,9 @@ def add_parser(subparsers) -> None:
                    help=f"X, the safety margin subtracted from T ({DURATION_HELP})")
     p.add_argument("--at", metavar="TIME",
                    help=f"T for every partition, when A cannot be read ({DATETIME_HELP})")
-    run_mode = p.add_mutually_exclusive_group()
-    run_mode.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
-    run_mode.add_argument("--execute", action="store_true", help="commit the planned offsets on B")
-    p.add_argument("--source-command-config", metavar="FILE", help="client settings file for A (see topics --help)")
-    p.add_argument("--target-command-config", metavar="FILE", help="client settings file for B")
-    p.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
-                   help=f"how long to wait for each broker (default {DEFAULT_TIMEOUT_MS})")
+    add_run_mode_arguments(p, dry_run_help="only print the plan (the default)",
+                           execute_help="commit the planned offsets on B")
+    add_two_cluster_client_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -51,8 +51,8 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, for_code
 from kafka.structs import OffsetAndMetadata
 
-from .common import DEFAULT_TIMEOUT_MS, ClientSettings, ToolError, add_bootstrap_argument, close_quietly, \
-    describe_error, now_ms, read_client_properties, split_names, tool_command
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_two_cluster_client_arguments, \
+    close_quietly, describe_error, now_ms, read_client_properties, split_names, tool_command
 from .timeparse import TimeFormatError, parse_time_spec
 from .topics import topic_configs
 from .wire import list_offsets, topic_partition_counts
@@ -100,10 +100,7 @@ def add_parser(subparsers) -> None:
                    help="compression of the batches sent to B (default: none)")
     p.add_argument("--progress-interval-s", type=float, default=10.0, metavar="S",
                    help="seconds between progress lines on stderr (0: none; default 10)")
-    p.add_argument("--source-command-config", metavar="FILE", help="client settings file for A (see topics --help)")
-    p.add_argument("--target-command-config", metavar="FILE", help="client settings file for B")
-    p.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
-                   help=f"how long to wait for each broker (default {DEFAULT_TIMEOUT_MS})")
+    add_two_cluster_client_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -40,7 +40,8 @@ from sundial.protocol.schema_codec import (AlterShareGroupOffsetsRequest, Delete
                                            DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 
 from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    close_quietly, describe_error, format_table, now_ms, parse_partitions, tool_command
+    add_run_mode_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, \
+    tool_command
 from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import list_offsets, topic_partition_counts
 
@@ -99,9 +100,8 @@ def add_parser(subparsers) -> None:
                           help=f"reset to the first record at or after TIME ({DATETIME_HELP})")
     scenario.add_argument("--by-duration", metavar="DURATION",
                           help=f"reset to the first record at or after now − DURATION ({DURATION_HELP})")
-    run_mode = p.add_mutually_exclusive_group()
-    run_mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
-    run_mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    add_run_mode_arguments(p, dry_run_help="only print the new offsets (the default)",
+                           execute_help="set the new offsets")
     add_client_arguments(p)
     p.set_defaults(func=run)
 
@@ -172,17 +172,7 @@ def check_args(args) -> None:
 
 def parse_states(text: str | None) -> list[str]:
     """``--list --state`` values, matched case-insensitively (Kafka's spelling kept); [] for all."""
-    by_lower = {s.lower(): s for s in SHARE_GROUP_STATES}
-    out: list[str] = []
-    for raw in (text or "").split(","):
-        name = raw.strip()
-        if not name:
-            continue
-        if name.lower() not in by_lower:
-            raise ToolError(f"invalid state {name!r}; valid states are: {', '.join(SHARE_GROUP_STATES)}", EXIT_USAGE)
-        if by_lower[name.lower()] not in out:
-            out.append(by_lower[name.lower()])
-    return out
+    return parse_names(text, SHARE_GROUP_STATES, "state")
 
 
 # -- requests ------------------------------------------------------------------------------------------
