@@ -62,7 +62,7 @@ from .errors import CorruptRecordError, KafkaStorageError, LogSegmentOffsetOverf
 from .files import FileSlice
 from .index import MappedIndexes
 from .offset_index import OffsetIndex, OffsetPosition
-from .segment_recovery import SegmentRecovery
+from . import segment_recovery
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txn_index import TransactionIndex
 
@@ -90,9 +90,9 @@ def _ms_of_mtime(st: os.stat_result) -> int:
     return st.st_mtime_ns // 1_000_000
 
 
-class LogSegment(SegmentRecovery):
-    """A ``.log`` file and its two indexes (see module doc); recovery and index checks are
-    inherited from :class:`~storage.segment_recovery.SegmentRecovery`."""
+class LogSegment:
+    """A ``.log`` file and its two indexes (see module doc); recovery and index checks read
+    through :mod:`storage.segment_recovery`."""
 
     __slots__ = (
         "dir", "base_offset", "index_interval_bytes", "max_index_size", "_log_path", "_fd", "size_bytes",
@@ -256,6 +256,57 @@ class LogSegment(SegmentRecovery):
     @property
     def largest_timestamp_source(self) -> str:
         return "records" if self.max_timestamp_so_far >= 0 else "mtime"
+
+    # -- recovery (§8.2) and index checks ---------------------------------------------------------
+    def recover(self, *, truncate: bool = True, on_batch: Callable | None = None,
+                progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild both indexes from the batches (§8.2); returns the bytes cut from the end.
+
+        Each batch is validated (CRC, sizes, offset range). The first invalid one ends the
+        scan; with ``truncate`` the ``.log`` is cut there (Kafka), otherwise it is kept and
+        only the indexes are rebuilt (repair of a segment below the recovery point).
+        ``on_batch(view)`` sees every valid batch (producer state).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        fd = self.fd
+        file_size = os.fstat(fd).st_size
+        end = max(self.size_bytes, file_size)
+        scan = segment_recovery.rebuild_indexes(
+            fd, end, base_offset=self.base_offset, index_interval_bytes=self.index_interval_bytes,
+            offset_index=self.offset_index, time_index=self.time_index, log_path=self._log_path,
+            on_batch=on_batch, progress=progress)
+        truncated = end - scan.valid_bytes
+        if scan.error is not None:
+            logger.warning("segment_corruption_found", path=self._log_path, base_offset=self.base_offset,
+                           position=scan.valid_bytes, error=scan.error)
+        if truncate:
+            if file_size != scan.valid_bytes:
+                self._drop_read_map()
+                try:
+                    os.ftruncate(fd, scan.valid_bytes)
+                except OSError as exc:
+                    raise KafkaStorageError.from_os_error(exc, f"cannot truncate segment {self._log_path}") from exc
+            self.size_bytes = scan.valid_bytes
+            self._preallocated = False
+            self._next_offset = scan.next_offset
+        else:
+            truncated = 0
+            self._next_offset = scan.next_offset if scan.error is None else None
+        self.offset_index.trim_to_valid_size()
+        self._max_ts, self._offset_of_max_ts = scan.max_timestamp_ms, scan.offset_of_max_timestamp
+        self.time_index.maybe_append(scan.max_timestamp_ms, scan.offset_of_max_timestamp, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._rolling_base_ts = scan.first_timestamp_ms
+        self._rolling_base_loaded = True
+        self.bytes_since_last_index_entry = 0
+        self._cached_mtime_ms = None
+        return truncated
+
+    def check_indexes(self) -> list[str]:
+        """Problems found cheaply in this segment's index files (empty list: trusted); see
+        :func:`storage.segment_recovery.check_indexes`."""
+        return segment_recovery.check_indexes(self)
 
     # -- append -----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp_ms: int, shallow_offset_of_max_timestamp: int,

@@ -28,7 +28,7 @@ PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipe
 
 #: (class, base class) pairs from different modules that still share private attributes.
 KNOWN_SHARED = {
-    ("LogSegment", "SegmentRecovery"), ("Group", "GroupMetadata"),
+    ("Group", "GroupMetadata"),
 }
 
 
