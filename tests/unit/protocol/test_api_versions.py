@@ -13,20 +13,10 @@ from sundial.protocol import FrameDecoder, decode_request, encode_api_versions_f
 from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from sundial.protocol.errors import ErrorCode
 from sundial.protocol.header import RequestHeader, parse_request_header
+from support.unit_helpers import read_uvarint
 
 TABLE = [{"api_key": int(k), "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
 BROKER_ANSWER = {"error_code": ErrorCode.NONE, "api_keys": TABLE, "throttle_time_ms": 0}
-
-
-def _uvarint(buf, pos):
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
 
 
 def librdkafka_202_parse_v3(frame: bytes):
@@ -40,14 +30,14 @@ def librdkafka_202_parse_v3(frame: bytes):
     pos += 4  # response header v0: no tagged fields
     (error_code,) = struct.unpack_from(">h", frame, pos)
     pos += 2
-    n, pos = _uvarint(frame, pos)
+    n, pos = read_uvarint(frame, pos)
     keys = []
 
     def skip_tags(pos):
-        count, pos = _uvarint(frame, pos)
+        count, pos = read_uvarint(frame, pos)
         for _ in range(count):
-            _, pos = _uvarint(frame, pos)
-            size, pos = _uvarint(frame, pos)
+            _, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
             pos += size - 1  # the bug
         return pos
 

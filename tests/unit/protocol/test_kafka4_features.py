@@ -15,6 +15,7 @@ from sundial.protocol import decode_response, encode_response
 from sundial.protocol.features import GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION, api_versions_feature_fields
 from sundial.protocol.header import RequestHeader
 from sundial.protocol.schema_codec import encode_response_body
+from support.unit_helpers import read_uvarint
 from support.wire_bytes import TAGS, carray, cstr, i16, i32, i64, uvarint
 
 TABLE = [{"api_key": 18, "min_version": 0, "max_version": 4}, {"api_key": 68, "min_version": 0, "max_version": 1}]
@@ -87,35 +88,23 @@ def test_no_features_no_tags():
 
 # -- librdkafka 2.0.2 (kcat 1.7.1) ---------------------------------------------------------------
 
-def _uvarint_at(buf, pos):
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("uvarint parsing failed")  # rd_kafka_buf_read_uvarint: underflow → parse error
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
 def librdkafka_202_read(body: bytes):
     """``rd_kafka_handle_ApiVersion`` of librdkafka 2.0.2 over a v3 body.
 
     Its ``rd_kafka_buf_skip_tags`` skips ``taglen - 1`` bytes per tagged field (fixed in 2.2.0,
     "Fix number of bytes skipped when receiving tags", #4278); every read and skip is bounds
-    checked (underflow is a parse error) and nothing checks for bytes left at the end.
+    checked (underflow is a parse error, as in ``read_uvarint``) and nothing checks for bytes
+    left at the end.
     """
     pos = 0
     (error_code,) = struct.unpack_from(">h", body, pos)
-    n, pos = _uvarint_at(body, pos + 2)
+    n, pos = read_uvarint(body, pos + 2)
 
     def skip_tags(pos):
-        count, pos = _uvarint_at(body, pos)
+        count, pos = read_uvarint(body, pos)
         for _ in range(count):
-            _, pos = _uvarint_at(body, pos)
-            size, pos = _uvarint_at(body, pos)
+            _, pos = read_uvarint(body, pos)
+            size, pos = read_uvarint(body, pos)
             if size > 1:
                 pos += size - 1
                 if pos > len(body):

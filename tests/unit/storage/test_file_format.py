@@ -12,6 +12,7 @@ import zlib
 import pytest
 from crc32c import crc32c
 from kafka.record.memory_records import MemoryRecords
+from support.kafka_bytes_ref import read_zigzag
 from support.log_helpers import NOW_MS, batch, topic_config
 
 from sundial.records import codecs
@@ -43,17 +44,6 @@ def read_txn_index(path):
     return out
 
 
-def zigzag_varint(buf, pos):
-    shift = value = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-
-
 def parse_log(raw):
     """Yield dicts per entry: position, magic, base/last offset, max timestamp, records [(offset, ts, value)]."""
     pos = 0
@@ -80,15 +70,15 @@ def parse_log(raw):
                 assert codec == 0
             recs, keys, p = [], [], 0
             for _ in range(count):
-                length, p = zigzag_varint(payload, p)
+                length, p = read_zigzag(payload, p)
                 stop = p + length
                 p += 1  # attributes
-                ts_delta, p = zigzag_varint(payload, p)
-                off_delta, p = zigzag_varint(payload, p)
-                klen, p = zigzag_varint(payload, p)
+                ts_delta, p = read_zigzag(payload, p)
+                off_delta, p = read_zigzag(payload, p)
+                klen, p = read_zigzag(payload, p)
                 keys.append(payload[p:p + klen] if klen >= 0 else None)
                 p += max(klen, 0)
-                vlen, p = zigzag_varint(payload, p)
+                vlen, p = read_zigzag(payload, p)
                 value = payload[p:p + vlen] if vlen >= 0 else None
                 ts = max_ts if attrs & 0x08 else base_ts + ts_delta
                 recs.append((offset + off_delta, ts, value))

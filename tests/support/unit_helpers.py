@@ -1,0 +1,19 @@
+"""Small helpers shared by the unit and property tests: byte readers written for the tests,
+fakes of the broker's parts, and oracles computed the plain way."""
+
+from __future__ import annotations
+
+
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos``: (value, position after it). Running off the end is a
+    ``ValueError``, as a bounds-checked client reader (librdkafka's) treats it as a parse error."""
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("uvarint parsing failed")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
