@@ -68,7 +68,7 @@ import struct
 import uuid
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Mapping, Union
+from typing import Callable, Mapping, Union
 
 from sundial.protocol.errors import ProtocolError
 from sundial.protocol.primitives import (
@@ -290,8 +290,7 @@ def _classic_payload(c: ClassicMemberMetadata | None) -> bytes | None:
     return bytes(out)
 
 
-def _encode_value(value) -> bytes:
-    out = bytearray(INT16.pack(VALUE_VERSION))
+def _encode_value(out: bytearray, value) -> None:
     tags: dict[int, bytes] = {}
     if isinstance(value, ConsumerGroupMetadataValue):
         out += INT32.pack(value.epoch)
@@ -335,34 +334,6 @@ def _encode_value(value) -> bytes:
     else:  # pragma: no cover - _TYPES pairs keys with these classes
         raise SchemaError(f"not a consumer-group record value: {type(value).__name__}")
     write_tagged_fields(out, tags)
-    return bytes(out)
-
-
-def encode_key(key: Key) -> bytes:
-    """The record type, then the key's strings (classic int16 lengths)."""
-    entry = _KEY_TYPES.get(type(key))
-    if entry is None:
-        raise SchemaError(f"not a consumer-group record key: {type(key).__name__}")
-    out = bytearray(INT16.pack(entry[0]))
-    for f in fields(key):
-        _put_str(out, getattr(key, f.name), compact=False)
-    return bytes(out)
-
-
-def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
-    """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
-    try:
-        key_bytes = encode_key(record.key)
-        value = record.value
-        if value is None:
-            return key_bytes, None
-        expected = _KEY_TYPES[type(record.key)][1]
-        if type(value) is not expected:
-            raise SchemaError(f"a {type(record.key).__name__} takes a {expected.__name__}, "
-                              f"not a {type(value).__name__}")
-        return key_bytes, _encode_value(value)
-    except (struct.error, OverflowError, UnicodeEncodeError) as exc:
-        raise SchemaError(f"{type(record).__name__} does not fit its fields: {exc}") from None
 
 
 # --- reader -------------------------------------------------------------------------------------
@@ -425,9 +396,6 @@ def _tags(r: Reader) -> dict[int, memoryview]:
 
 
 def _decode_value(record_type: int, r: Reader):
-    version = r.int16()
-    if version != VALUE_VERSION:
-        raise SchemaError(f"unknown value version {version} for record type {record_type}")
     if record_type == CONSUMER_GROUP_METADATA:
         epoch = r.int32()
         raw_hash = _tags(r).get(0)
@@ -487,34 +455,84 @@ def record_type_of(key_bytes) -> int | None:
     return INT16.unpack_from(key_bytes, 0)[0]
 
 
-def is_consumer_group_key(key_bytes) -> bool:
-    """Whether the key is one of this module's record types (3-8, 16)."""
-    return record_type_of(key_bytes) in _TYPES
+class RecordFamily:
+    """The framing every group record of ``__consumer_offsets`` shares, for one family of record types.
 
+    A key is the int16 record type then the key's strings (classic int16 lengths); a value is the
+    int16 value version (always :data:`VALUE_VERSION`) then the value struct, which
+    ``encode_value(out, value)`` appends and ``decode_value(record_type, reader)`` reads; a null
+    value is a tombstone. ``types`` maps each record type to its (key class, value class);
+    ``record`` builds a record from (key, value); ``kind`` names the family in errors.
+    """
 
-def decode_record(key_bytes, value_bytes) -> CoordinatorRecord:
-    """A record of types 3-8 or 16; ``value_bytes`` None is a tombstone. Raises SchemaError."""
-    if key_bytes is None:
-        raise SchemaError("record without a key")
-    try:
-        r = Reader(bytes(key_bytes))
-        record_type = r.int16()
-        entry = _TYPES.get(record_type)
+    def __init__(self, kind: str, types: dict[int, tuple[type, type]], record: type,
+                 encode_value: Callable[[bytearray, object], None],
+                 decode_value: Callable[[int, Reader], object]) -> None:
+        self._kind = kind
+        self._types = types
+        self._key_types: dict[type, tuple[int, type]] = {k: (t, v) for t, (k, v) in types.items()}
+        self._record = record
+        self._encode_value = encode_value
+        self._decode_value = decode_value
+        self.record_types = frozenset(types)
+
+    def encode_key(self, key) -> bytes:
+        """The record type, then the key's strings (classic int16 lengths)."""
+        entry = self._key_types.get(type(key))
         if entry is None:
-            raise SchemaError(f"record type {record_type} is not a consumer-group record")
-        key_cls = entry[0]
-        key = key_cls(*(_str(r, compact=False) for _ in fields(key_cls)))
-        if r.remaining():
-            raise SchemaError(f"{r.remaining()} trailing bytes after the key")
-        if value_bytes is None:
-            return CoordinatorRecord(key, None)
-        r = Reader(bytes(value_bytes))
-        value = _decode_value(record_type, r)
-        if r.remaining():
-            raise SchemaError(f"{r.remaining()} trailing bytes after the value")
-        return CoordinatorRecord(key, value)
-    except ProtocolError as exc:
-        raise SchemaError(str(exc)) from None
+            raise SchemaError(f"not a {self._kind} record key: {type(key).__name__}")
+        out = bytearray(INT16.pack(entry[0]))
+        for f in fields(key):
+            _put_str(out, getattr(key, f.name), compact=False)
+        return bytes(out)
+
+    def encode_record(self, record) -> tuple[bytes, bytes | None]:
+        """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
+        try:
+            key_bytes = self.encode_key(record.key)
+            value = record.value
+            if value is None:
+                return key_bytes, None
+            expected = self._key_types[type(record.key)][1]
+            if type(value) is not expected:
+                raise SchemaError(f"a {type(record.key).__name__} takes a {expected.__name__}, "
+                                  f"not a {type(value).__name__}")
+            out = bytearray(INT16.pack(VALUE_VERSION))
+            self._encode_value(out, value)
+            return key_bytes, bytes(out)
+        except (struct.error, OverflowError, UnicodeEncodeError) as exc:
+            raise SchemaError(f"{type(record).__name__} does not fit its fields: {exc}") from None
+
+    def is_key(self, key_bytes) -> bool:
+        """Whether the key is one of this family's record types."""
+        return record_type_of(key_bytes) in self._types
+
+    def decode_record(self, key_bytes, value_bytes):
+        """A record of this family; ``value_bytes`` None is a tombstone. Raises SchemaError."""
+        if key_bytes is None:
+            raise SchemaError("record without a key")
+        try:
+            r = Reader(bytes(key_bytes))
+            record_type = r.int16()
+            entry = self._types.get(record_type)
+            if entry is None:
+                raise SchemaError(f"record type {record_type} is not a {self._kind} record")
+            key_cls = entry[0]
+            key = key_cls(*(_str(r, compact=False) for _ in fields(key_cls)))
+            if r.remaining():
+                raise SchemaError(f"{r.remaining()} trailing bytes after the key")
+            if value_bytes is None:
+                return self._record(key, None)
+            r = Reader(bytes(value_bytes))
+            version = r.int16()
+            if version != VALUE_VERSION:
+                raise SchemaError(f"unknown value version {version} for record type {record_type}")
+            value = self._decode_value(record_type, r)
+            if r.remaining():
+                raise SchemaError(f"{r.remaining()} trailing bytes after the value")
+            return self._record(key, value)
+        except ProtocolError as exc:
+            raise SchemaError(str(exc)) from None
 
 
 #: record type -> (key class, value class)
@@ -530,6 +548,27 @@ _TYPES: dict[int, tuple[type, type]] = {
                                                ConsumerGroupCurrentMemberAssignmentValue),
     CONSUMER_GROUP_REGULAR_EXPRESSION: (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue),
 }
-_KEY_TYPES: dict[type, tuple[int, type]] = {k: (t, v) for t, (k, v) in _TYPES.items()}
+_FAMILY = RecordFamily("consumer-group", _TYPES, CoordinatorRecord, _encode_value, _decode_value)
+
 #: The record types of this module.
-RECORD_TYPES = frozenset(_TYPES)
+RECORD_TYPES = _FAMILY.record_types
+
+
+def encode_key(key: Key) -> bytes:
+    """The record type, then the key's strings (classic int16 lengths)."""
+    return _FAMILY.encode_key(key)
+
+
+def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
+    return _FAMILY.encode_record(record)
+
+
+def is_consumer_group_key(key_bytes) -> bool:
+    """Whether the key is one of this module's record types (3-8, 16)."""
+    return _FAMILY.is_key(key_bytes)
+
+
+def decode_record(key_bytes, value_bytes) -> CoordinatorRecord:
+    """A record of types 3-8 or 16; ``value_bytes`` None is a tombstone. Raises SchemaError."""
+    return _FAMILY.decode_record(key_bytes, value_bytes)

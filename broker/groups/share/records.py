@@ -39,17 +39,15 @@ on malformed input.
 
 from __future__ import annotations
 
-import struct
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Mapping, Union
 
-from sundial.protocol.errors import ProtocolError
-from sundial.protocol.primitives import INT8, INT16, INT32, INT64, Reader, write_array_len, write_tagged_fields
+from sundial.protocol.primitives import INT8, INT32, INT64, Reader, write_tagged_fields
 
 from ...coordinator_schema import SchemaError
-from ..modern.records import (  # the byte rules of the group records, one home
-    _assignment, _count, _nullable_str, _put_assignment, _put_str, _str, record_type_of)
+from ..modern.records import (  # the byte rules and framing of the group records, one home
+    RecordFamily, _assignment, _nullable_str, _put_assignment, _put_str, _put_strings, _str, _strings)
 
 SHARE_GROUP_PARTITION_METADATA = 9
 SHARE_GROUP_MEMBER_METADATA = 10
@@ -59,7 +57,6 @@ SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
 SHARE_GROUP_STATE_PARTITION_METADATA = 15
 
-VALUE_VERSION = 0
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
@@ -161,36 +158,17 @@ class ShareRecord:
     value: Value | None
 
 
-#: record type -> (key class, value class)
-_TYPES: dict[int, tuple[type, type]] = {
-    SHARE_GROUP_PARTITION_METADATA: (ShareGroupPartitionMetadataKey, OpaqueValue),
-    SHARE_GROUP_MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
-    SHARE_GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue),
-    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey,
-                                             ShareGroupTargetAssignmentMetadataValue),
-    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
-    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey,
-                                            ShareGroupCurrentMemberAssignmentValue),
-    SHARE_GROUP_STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, OpaqueValue),
-}
-_KEY_TYPES: dict[type, tuple[int, type]] = {k: (t, v) for t, (k, v) in _TYPES.items()}
-RECORD_TYPES = frozenset(_TYPES)
-
-
 # --- writer -------------------------------------------------------------------------------------
 
-def _encode_value(value) -> bytes:
-    out = bytearray(INT16.pack(VALUE_VERSION))
+def _encode_value(out: bytearray, value) -> None:
     if isinstance(value, OpaqueValue):
-        return bytes(out) + bytes(value.data)
+        out += value.data
+        return
     if isinstance(value, ShareGroupMemberMetadataValue):
         _put_str(out, value.rack_id)
         _put_str(out, value.client_id)
         _put_str(out, value.client_host)
-        names = sorted(value.subscribed_topic_names)
-        write_array_len(out, len(names), True)
-        for name in names:
-            _put_str(out, name)
+        _put_strings(out, tuple(sorted(value.subscribed_topic_names)))
     elif isinstance(value, ShareGroupMetadataValue):
         out += INT32.pack(value.epoch) + INT64.pack(value.metadata_hash)
     elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
@@ -203,40 +181,11 @@ def _encode_value(value) -> bytes:
     else:  # pragma: no cover - _TYPES pairs keys with these classes
         raise SchemaError(f"not a share-group record value: {type(value).__name__}")
     write_tagged_fields(out, None)
-    return bytes(out)
-
-
-def encode_key(key: Key) -> bytes:
-    entry = _KEY_TYPES.get(type(key))
-    if entry is None:
-        raise SchemaError(f"not a share-group record key: {type(key).__name__}")
-    out = bytearray(INT16.pack(entry[0]))
-    for f in fields(key):
-        _put_str(out, getattr(key, f.name), compact=False)
-    return bytes(out)
-
-
-def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
-    """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
-    try:
-        key_bytes = encode_key(record.key)
-        if record.value is None:
-            return key_bytes, None
-        expected = _KEY_TYPES[type(record.key)][1]
-        if type(record.value) is not expected:
-            raise SchemaError(f"a {type(record.key).__name__} takes a {expected.__name__}, "
-                              f"not a {type(record.value).__name__}")
-        return key_bytes, _encode_value(record.value)
-    except (struct.error, OverflowError, UnicodeEncodeError) as exc:
-        raise SchemaError(f"{type(record).__name__} does not fit its fields: {exc}") from None
 
 
 # --- reader -------------------------------------------------------------------------------------
 
 def _decode_value(record_type: int, r: Reader):
-    version = r.int16()
-    if version != VALUE_VERSION:
-        raise SchemaError(f"unknown value version {version} for record type {record_type}")
     if record_type in (SHARE_GROUP_PARTITION_METADATA, SHARE_GROUP_STATE_PARTITION_METADATA):
         data = bytes(r.buf[r.pos:r.end])
         r.pos = r.end
@@ -244,7 +193,7 @@ def _decode_value(record_type: int, r: Reader):
     if record_type == SHARE_GROUP_MEMBER_METADATA:
         rack_id = _nullable_str(r)
         client_id, client_host = _str(r), _str(r)
-        names = tuple(_str(r) for _ in range(_count(r, 1)))
+        names = _strings(r)
         r.tagged_fields()
         return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, names)
     if record_type == SHARE_GROUP_METADATA:
@@ -267,31 +216,36 @@ def _decode_value(record_type: int, r: Reader):
     return ShareGroupCurrentMemberAssignmentValue(member_epoch, previous_epoch, state, assigned)
 
 
+#: record type -> (key class, value class)
+_TYPES: dict[int, tuple[type, type]] = {
+    SHARE_GROUP_PARTITION_METADATA: (ShareGroupPartitionMetadataKey, OpaqueValue),
+    SHARE_GROUP_MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    SHARE_GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue),
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey,
+                                             ShareGroupTargetAssignmentMetadataValue),
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey,
+                                            ShareGroupCurrentMemberAssignmentValue),
+    SHARE_GROUP_STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, OpaqueValue),
+}
+_FAMILY = RecordFamily("share-group", _TYPES, ShareRecord, _encode_value, _decode_value)
+RECORD_TYPES = _FAMILY.record_types
+
+
+def encode_key(key: Key) -> bytes:
+    return _FAMILY.encode_key(key)
+
+
+def encode_record(record: ShareRecord) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None for a tombstone), as Kafka 4.1/4.2 writes them."""
+    return _FAMILY.encode_record(record)
+
+
 def is_share_group_key(key_bytes) -> bool:
     """Whether the key is one of this module's record types (9-15)."""
-    return record_type_of(key_bytes) in _TYPES
+    return _FAMILY.is_key(key_bytes)
 
 
 def decode_record(key_bytes, value_bytes) -> ShareRecord:
     """A record of types 9-15; ``value_bytes`` None is a tombstone. Raises SchemaError."""
-    if key_bytes is None:
-        raise SchemaError("record without a key")
-    try:
-        r = Reader(bytes(key_bytes))
-        record_type = r.int16()
-        entry = _TYPES.get(record_type)
-        if entry is None:
-            raise SchemaError(f"record type {record_type} is not a share-group record")
-        key_cls = entry[0]
-        key = key_cls(*(_str(r, compact=False) for _ in fields(key_cls)))
-        if r.remaining():
-            raise SchemaError(f"{r.remaining()} trailing bytes after the key")
-        if value_bytes is None:
-            return ShareRecord(key, None)
-        r = Reader(bytes(value_bytes))
-        value = _decode_value(record_type, r)
-        if r.remaining():
-            raise SchemaError(f"{r.remaining()} trailing bytes after the value")
-        return ShareRecord(key, value)
-    except ProtocolError as exc:
-        raise SchemaError(str(exc)) from None
+    return _FAMILY.decode_record(key_bytes, value_bytes)
