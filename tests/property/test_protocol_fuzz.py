@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sundial.protocol import FrameDecoder, decode_request, parse_request_header
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS
 from sundial.protocol.errors import ProtocolError
-from support.protocol_cases import case_value, schema_classes, to_kp
+from support.kp_frames import request_corpus
+from support.unit_helpers import feed_in_pieces
 
 FUZZ_FRAMES = int(os.environ.get("SUNDIAL_FUZZ_EXAMPLES", "20000"))
 HYPOTHESIS_EXAMPLES = min(max(FUZZ_FRAMES // 50, 300), 20000)
@@ -43,20 +43,7 @@ INTERESTING_INT16 = [0, 1, -1, -2, 0x7FFF, -0x8000, 255]
 INTERESTING_VARINT = [b"\x00", b"\x01", b"\x7f", b"\x80\x01", b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\x01",
                       b"\x80\x80\x80\x80\x80\x80"]
 
-
-def _corpus() -> list[bytes]:
-    frames = []
-    for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()):
-        req_cls, _ = schema_classes(key)
-        for version in range(lo, hi + 1):
-            for case in ("sparse", "full"):
-                kp = to_kp(req_cls, case_value(req_cls, version, case), version)
-                kp.with_header(correlation_id=7, client_id="fuzz")
-                frames.append(bytes(kp.encode(header=True, framed=True))[4:])
-    return frames
-
-
-CORPUS = _corpus()
+CORPUS = request_corpus()
 
 
 class Tally:
@@ -174,13 +161,7 @@ def test_every_frame_under_every_key_and_version(frame, api_key, api_version):
 def test_framing_is_independent_of_chunking(bodies, chunks):
     stream = b"".join(struct.pack(">i", len(b)) + b for b in bodies)
     decoder = FrameDecoder(MAX_FRAME_BYTES)
-    got, pos, i = [], 0, 0
-    while pos < len(stream):
-        n = chunks[i % len(chunks)]
-        i += 1
-        got += [bytes(f) for f in decoder.feed(stream[pos:pos + n])]
-        pos += n
-    assert got == bodies
+    assert feed_in_pieces(decoder, stream, chunks) == bodies
     assert decoder.buffered_bytes == 0
 
 

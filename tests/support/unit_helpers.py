@@ -17,3 +17,14 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return value, pos
         shift += 7
+
+
+def feed_in_pieces(decoder, data: bytes, sizes) -> list[bytes]:
+    """Every frame a ``FrameDecoder`` gives for ``data`` fed in pieces of ``sizes`` (cycled)."""
+    out, pos, i = [], 0, 0
+    while pos < len(data):
+        n = sizes[i % len(sizes)]
+        i += 1
+        out += [bytes(f) for f in decoder.feed(data[pos:pos + n])]
+        pos += n
+    return out

@@ -16,40 +16,29 @@ import struct
 import pytest
 
 from sundial.protocol import FrameDecoder, decode_request, encode_request, encode_response
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.header import RequestHeader, encode_response_header, parse_request_header
 from sundial.protocol.messages import HAND_WRITTEN
 from sundial.protocol.messages.common import INLINE_MAX_BYTES
+from support.kp_frames import kp_case, kp_framed, supported_cases
 from support.protocol_cases import (
     OLD_CLASSES,
     Slice,
     assert_same,
-    CASE_NAMES,
     case_value,
     iter_frames,
     old_body,
     old_comparable,
     schema_classes,
-    to_kp,
 )
 
-HOT = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) if k in HAND_WRITTEN
-       for v in range(lo, hi + 1)]
-CASES = [(k, v, case) for k, v in HOT for case in CASE_NAMES]
+CASES = supported_cases(lambda key: key in HAND_WRITTEN)
 IDS = [f"{ApiKey(k).name}-v{v}-{c}" for k, v, c in CASES]
-
-
-def _value(cls, version, case):
-    return case_value(cls, version, case)
 
 
 @pytest.mark.parametrize(("api_key", "version", "case"), CASES, ids=IDS)
 def test_request_from_kafka_python(api_key, version, case):
-    req_cls, _ = schema_classes(api_key)
-    value = _value(req_cls, version, case)
-    kp = to_kp(req_cls, value, version)
-    kp.with_header(correlation_id=99, client_id="producer-1")
-    wire = bytes(kp.encode(header=True, framed=True))
+    value, kp, wire = kp_case(api_key, version, case, response=False, correlation_id=99, client_id="producer-1")
     (frame,) = FrameDecoder(1 << 20).feed(wire)
     header = parse_request_header(frame)
     decoded = decode_request(header, frame)
@@ -61,11 +50,7 @@ def test_request_from_kafka_python(api_key, version, case):
 
 @pytest.mark.parametrize(("api_key", "version", "case"), CASES, ids=IDS)
 def test_response_matches_kafka_python(api_key, version, case):
-    _, resp_cls = schema_classes(api_key)
-    value = _value(resp_cls, version, case)
-    kp = to_kp(resp_cls, value, version)
-    kp.with_header(correlation_id=2**31 - 1)
-    expected = bytes(kp.encode(header=True, framed=True))
+    value, _, expected = kp_case(api_key, version, case, response=True, correlation_id=2**31 - 1)
     got = iter_frames(encode_response(RequestHeader(api_key, version, 2**31 - 1, None, 0), value))
     assert got == expected
 
@@ -78,9 +63,9 @@ def test_old_hand_written_structs_agree(api_key, version, case):
     old_req, old_resp = OLD_CLASSES[(api_key, version)]
     req_cls, resp_cls = schema_classes(api_key)
     codec = HAND_WRITTEN[api_key]
-    req_value = old_comparable(req_cls, _value(req_cls, version, case), version)
+    req_value = old_comparable(req_cls, case_value(req_cls, version, case), version)
     assert old_body(old_req, req_cls, req_value, version) == codec.encode_request(version, req_value)
-    resp_value = old_comparable(resp_cls, _value(resp_cls, version, case), version)
+    resp_value = old_comparable(resp_cls, case_value(resp_cls, version, case), version)
     hdr = encode_response_header(api_key, version, 5)
     frame = iter_frames(codec.encode_response_frame(version, hdr, resp_value))
     assert old_body(old_resp, resp_cls, resp_value, version) == frame[4 + len(hdr):]
@@ -124,9 +109,7 @@ def test_fetch_payload_objects_pass_through_uncopied(version):
     assert struct.unpack(">i", wire[:4])[0] == len(wire) - 4
     _, resp_cls = schema_classes(ApiKey.FETCH)
     plain = [None if p is None else (p.data if isinstance(p, Slice) else bytes(p)) for p in payloads]
-    kp = to_kp(resp_cls, _fetch_response(version, plain), version)
-    kp.with_header(correlation_id=77)
-    assert wire == bytes(kp.encode(header=True, framed=True))
+    assert wire == kp_framed(resp_cls, _fetch_response(version, plain), version, correlation_id=77)[1]
 
 
 def test_fetch_small_payloads_are_inlined():
@@ -155,9 +138,7 @@ def test_list_offsets_v0_old_style_offsets():
     value = {"topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [30, 20, 0]}]}]}
     _, resp_cls = schema_classes(ApiKey.LIST_OFFSETS)
-    kp = to_kp(resp_cls, value, 0)
-    kp.with_header(correlation_id=3)
-    assert iter_frames(encode_response(header, value)) == bytes(kp.encode(header=True, framed=True))
+    assert iter_frames(encode_response(header, value)) == kp_framed(resp_cls, value, 0, correlation_id=3)[1]
 
 
 def test_produce_v8_record_errors_as_tuples_or_dicts():

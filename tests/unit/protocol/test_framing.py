@@ -8,24 +8,12 @@ import pytest
 
 from sundial.protocol.errors import FrameTooLargeError, InvalidFrameError, ProtocolError
 from sundial.protocol.framing import FrameDecoder
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
+from support.unit_helpers import feed_in_pieces
+from support.wire_bytes import frame
 
 
 BODIES = [b"", b"a", b"hello world", bytes(range(256)) * 3, b"x" * 70000]
 STREAM = b"".join(frame(b) for b in BODIES)
-
-
-def feed_in_pieces(decoder, data: bytes, sizes):
-    out, pos, i = [], 0, 0
-    while pos < len(data):
-        n = sizes[i % len(sizes)]
-        i += 1
-        out += [bytes(f) for f in decoder.feed(data[pos:pos + n])]
-        pos += n
-    return out
 
 
 @pytest.mark.parametrize("sizes", [[len(STREAM)], [1], [2, 3], [4], [5, 1, 7], [4096], [65536, 3]])

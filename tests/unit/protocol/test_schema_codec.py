@@ -16,28 +16,18 @@ from __future__ import annotations
 import pytest
 
 from sundial.protocol import FrameDecoder, decode_request, decode_response, encode_request, encode_response
-from sundial.protocol.api_keys import SUPPORTED_VERSIONS
 from sundial.protocol.header import RequestHeader, parse_request_header
 from sundial.protocol.messages import HAND_WRITTEN
-from support.protocol_cases import CASE_NAMES, OLD_CLASSES, case_value, old_body, old_comparable, schema_classes, to_kp
+from support.kp_frames import kp_case, kp_framed, supported_cases
+from support.protocol_cases import OLD_CLASSES, case_value, old_body, old_comparable, schema_classes, to_kp
 
-COLD = [(int(k), v) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items()) if k not in HAND_WRITTEN
-        for v in range(lo, hi + 1)]
-CASES = [(k, v, case) for k, v in COLD for case in CASE_NAMES]
+CASES = supported_cases(lambda key: key not in HAND_WRITTEN)
 IDS = [f"{schema_classes(k)[0].__name__[:-7]}-v{v}-{case}" for k, v, case in CASES]
-
-
-def _value(cls, version, case):
-    return case_value(cls, version, case)
 
 
 @pytest.mark.parametrize(("api_key", "version", "case"), CASES, ids=IDS)
 def test_request_from_kafka_python_decodes_and_reencodes(api_key, version, case):
-    req_cls, _ = schema_classes(api_key)
-    value = _value(req_cls, version, case)
-    kp = to_kp(req_cls, value, version)
-    kp.with_header(correlation_id=12345, client_id="client-\u00e9")
-    wire = bytes(kp.encode(header=True, framed=True))
+    value, kp, wire = kp_case(api_key, version, case, response=False, correlation_id=12345, client_id="client-\u00e9")
     frames = FrameDecoder(1 << 20).feed(wire)
     assert len(frames) == 1
     header = parse_request_header(frames[0])
@@ -50,11 +40,7 @@ def test_request_from_kafka_python_decodes_and_reencodes(api_key, version, case)
 
 @pytest.mark.parametrize(("api_key", "version", "case"), CASES, ids=IDS)
 def test_response_matches_kafka_python_bytes(api_key, version, case):
-    _, resp_cls = schema_classes(api_key)
-    value = _value(resp_cls, version, case)
-    kp = to_kp(resp_cls, value, version)
-    kp.with_header(correlation_id=-7)
-    expected = bytes(kp.encode(header=True, framed=True))
+    value, kp, expected = kp_case(api_key, version, case, response=True, correlation_id=-7)
     buffers = encode_response(RequestHeader(api_key, version, -7, "c", 0), value)
     assert len(buffers) == 1
     assert bytes(buffers[0]) == expected
@@ -76,7 +62,7 @@ def test_old_hand_written_structs_agree(api_key, version, case):
     for old_cls, cls in ((old_req, req_cls), (old_resp, resp_cls)):
         if old_cls is None:
             continue
-        value = old_comparable(cls, _value(cls, version, case), version)
+        value = old_comparable(cls, case_value(cls, version, case), version)
         assert old_body(old_cls, cls, value, version) == bytes(to_kp(cls, value, version).encode())
 
 
@@ -87,9 +73,7 @@ def _frame(api_key, version, value):
 
 
 def _kp_frame(api_key, version, value):
-    kp = to_kp(schema_classes(api_key)[1], value, version)
-    kp.with_header(correlation_id=1)
-    return bytes(kp.encode(header=True, framed=True))
+    return kp_framed(schema_classes(api_key)[1], value, version, correlation_id=1)[1]
 
 
 @pytest.mark.parametrize("version", range(8, 13))
