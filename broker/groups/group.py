@@ -234,8 +234,6 @@ class GroupMetadata:
         self.new_member_added = False
         self.rebalance_deadline_ms: int | None = None
         self.in_initial_delay = False
-        self._initial_delay_ms = 0
-        self._initial_remaining_ms = 0
         self.sync_deadline_ms: int | None = None
         self._out: list[Effect] = []
 
@@ -331,6 +329,10 @@ class GroupMetadata:
     def _begin(self) -> list[Effect]:
         self._out = []
         return self._out
+
+    def _emit(self, effect: Effect) -> None:
+        """Queue ``effect`` for the caller of the current operation (see :meth:`_begin`)."""
+        self._out.append(effect)
 
     def _note(self, event: str, **fields) -> None:
         self._out.append(Note(event, {"group": self.group_id, **fields}))

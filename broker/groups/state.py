@@ -102,7 +102,15 @@ KNOWN_MEMBER_JOIN: dict[GroupState, ErrorCode | str] = {
 
 
 class Group(GroupMetadata):
-    """One consumer group: :class:`~broker.groups.group.GroupMetadata` plus the coordinator's rules for it."""
+    """One consumer group: :class:`~broker.groups.group.GroupMetadata` plus the coordinator's rules for it.
+
+    The rules own the initial-rebalance delay's bookkeeping; the effects list stays the
+    metadata's, reached through ``_emit`` (one owner each, checked by the ownership test)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._initial_delay_ms = 0       # the delay of the current initial-rebalance step
+        self._initial_remaining_ms = 0   # what is left of the rebalance timeout for further steps
 
     def _remove_member_and_update(self, member: Member, reason: str, now_ms: int) -> None:
         """Kafka ``removeMemberAndUpdateGroup``."""
@@ -175,7 +183,7 @@ class Group(GroupMetadata):
         self._init_next_generation(now_ms)
         if self.state is EMPTY:
             self._note("group_emptied", generation_id=self.generation_id)
-            self._out.append(StoreGroup(assignment={}))
+            self._emit(StoreGroup(assignment={}))
             return
         self._note("group_rebalanced", generation_id=self.generation_id, protocol=self.protocol_name,
                    leader=self.leader_id, members=len(self.members))
@@ -331,7 +339,7 @@ class Group(GroupMetadata):
         member.session_timeout_ms = session_timeout_ms
         if member.awaiting_join and member.join_waiter is not waiter:
             # A duplicate JoinGroup (the client gave up on the first one): retire the old request.
-            self._out.append(JoinReply(member.join_waiter, ErrorCode.REBALANCE_IN_PROGRESS,
+            self._emit(JoinReply(member.join_waiter, ErrorCode.REBALANCE_IN_PROGRESS,
                                        member_id=member.member_id))
         member.awaiting_join = True
         member.join_waiter = waiter
@@ -349,11 +357,11 @@ class Group(GroupMetadata):
         member = self.members.pop(old_id)
         # Fence whoever still waits under the old id.
         if member.awaiting_join:
-            self._out.append(JoinReply(member.join_waiter, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+            self._emit(JoinReply(member.join_waiter, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
             member.awaiting_join = False
             member.join_waiter = None
         if member.awaiting_sync:
-            self._out.append(SyncReply(member.sync_waiter, ErrorCode.FENCED_INSTANCE_ID))
+            self._emit(SyncReply(member.sync_waiter, ErrorCode.FENCED_INSTANCE_ID))
             member.awaiting_sync = False
             member.sync_waiter = None
         member.member_id = new_id
@@ -374,7 +382,7 @@ class Group(GroupMetadata):
                 # The old leader id is returned so that a restarted leader does not assign again.
                 member.awaiting_join = False
                 member.join_waiter = None
-                self._out.append(StoreGroup(assignment=None))
+                self._emit(StoreGroup(assignment=None))
                 self._current_generation_reply(member, waiter, leader_id=old_leader or "", with_members=False)
             else:
                 self._maybe_prepare_rebalance(

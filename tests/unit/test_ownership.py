@@ -27,9 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("records", "storage", "protocol", "config", "broker", "tools", "pipeline", "sundial")
 
 #: (class, base class) pairs from different modules that still share private attributes.
-KNOWN_SHARED = {
-    ("Group", "GroupMetadata"),
-}
+KNOWN_SHARED: set[tuple[str, str]] = set()
 
 
 #: Methods that change the container they are called on.
