@@ -247,18 +247,12 @@ def _ending_limit(opts: Mapping[str, str]) -> OffsetLimit:
     return offset_limit(opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", LatestLimit())
 
 
-def _start_option_name(opts: Mapping[str, str]) -> str:
-    for key in ("startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets"):
+def _option_name(opts: Mapping[str, str], side: str) -> str:
+    """The ``side`` ("starting" or "ending") option given, spelled as Spark spells it (the offsets one if none)."""
+    for key in (f"{side}timestamp", f"{side}offsetsbytimestamp", f"{side}offsets"):
         if key in opts:
             return KNOWN_OPTIONS[key]
-    return "startingOffsets"
-
-
-def _end_option_name(opts: Mapping[str, str]) -> str:
-    for key in ("endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets"):
-        if key in opts:
-            return KNOWN_OPTIONS[key]
-    return "endingOffsets"
+    return f"{side}Offsets"
 
 
 def _check_batch_limits(opts: Mapping[str, str], start: OffsetLimit, end: OffsetLimit) -> None:
@@ -297,7 +291,7 @@ def _check_batch_limits(opts: Mapping[str, str], start: OffsetLimit, end: Offset
                     f"startingOffsetsByTimestamp for {tp} ({s}) is greater than endingOffsetsByTimestamp ({e})"))
     if isinstance(start, GlobalTimestamp) and isinstance(end, GlobalTimestamp):
         if start.timestamp_ms > end.timestamp_ms:
-            raise OptionError(_start_option_name(opts), (
+            raise OptionError(_option_name(opts, "starting"), (
                 f"startingTimestamp ({start.timestamp_ms}) is greater than endingTimestamp ({end.timestamp_ms})"))
 
 

@@ -361,13 +361,8 @@ def _read_consumer(config: ReadConfig, rng: OffsetRange) -> Iterator[Columns]:
                     break
                 if (lo is not None and ts < lo) or (hi is not None and ts >= hi):
                     continue
-                cols.keys.append(rec.key)
-                cols.values.append(rec.value)
-                cols.offsets.append(rec.offset)
-                cols.timestamps.append(ts)
-                cols.timestamp_types.append(rec.timestamp_type)
-                cols.headers.append([(k, v) for k, v in rec.headers] if rec.headers and config.include_headers
-                                    else None)
+                cols.append(rec.key, rec.value, rec.offset, ts, rec.timestamp_type,
+                            [(k, v) for k, v in rec.headers] if rec.headers and config.include_headers else None)
             if records:
                 last_progress = time.monotonic()
             if len(cols):

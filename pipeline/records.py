@@ -80,6 +80,15 @@ class Columns:
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def append(self, key, value, offset: int, timestamp_ms: int, timestamp_type: int, headers) -> None:
+        """One record (the per-record path of the slow decoders; the v2 decoder appends inline)."""
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.timestamps.append(timestamp_ms)
+        self.timestamp_types.append(timestamp_type)
+        self.headers.append(headers)
+
 
 @dataclass
 class Window:
@@ -396,12 +405,7 @@ def _decode_legacy(entry: bytes, window: Window, cols: Columns, next_offset: int
             ts = rec.timestamp
             if (lo_ts is not None and ts < lo_ts) or (hi_ts is not None and ts >= hi_ts):
                 continue
-            cols.keys.append(rec.key)
-            cols.values.append(rec.value)
-            cols.offsets.append(rec.offset)
-            cols.timestamps.append(ts)
-            cols.timestamp_types.append(rec.timestamp_type)
-            cols.headers.append(None)
+            cols.append(rec.key, rec.value, rec.offset, ts, rec.timestamp_type, None)
     except KafkaError as exc:
         raise CorruptBatchError(f"legacy message set does not parse: {exc}") from None
     return next_offset

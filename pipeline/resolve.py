@@ -152,22 +152,13 @@ def resolve_limit(limit: OffsetLimit, tps: Sequence[TopicPartition], client: Off
     return out
 
 
-def _start_option(opts: SourceOptions) -> str:
-    limit = opts.starting
+def _limit_option(limit, side: str) -> str:
+    """The option that gave ``limit``, for error messages; ``side`` is "starting" or "ending"."""
     if isinstance(limit, GlobalTimestamp):
-        return "startingTimestamp"
+        return f"{side}Timestamp"
     if isinstance(limit, SpecificTimestamps):
-        return "startingOffsetsByTimestamp"
-    return "startingOffsets"
-
-
-def _end_option(opts: SourceOptions) -> str:
-    limit = opts.ending
-    if isinstance(limit, GlobalTimestamp):
-        return "endingTimestamp"
-    if isinstance(limit, SpecificTimestamps):
-        return "endingOffsetsByTimestamp"
-    return "endingOffsets"
+        return f"{side}OffsetsByTimestamp"
+    return f"{side}Offsets"
 
 
 # --- batch -----------------------------------------------------------------------------
@@ -181,7 +172,7 @@ def plan_batch(opts: SourceOptions, client: OffsetClient, pushed: Pushed | None 
         return []
     earliest = client.earliest_offsets(tps)
     latest = client.latest_offsets(tps)
-    start_option, end_option = _start_option(opts), _end_option(opts)
+    start_option, end_option = _limit_option(opts.starting, "starting"), _limit_option(opts.ending, "ending")
     start = resolve_limit(opts.starting, tps, client, earliest=earliest, latest=latest, is_start=True,
                           strategy=opts.starting_strategy, option=start_option)
     end = resolve_limit(opts.ending, tps, client, earliest=earliest, latest=latest, is_start=False,

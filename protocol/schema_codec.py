@@ -453,13 +453,15 @@ def _encode_body_into(message_cls: type, api_version: int, obj, out: EncodeBuffe
     fn(obj, out)
 
 
+def _encode_body(message_cls: type, api_version: int, message) -> bytes:
+    out = EncodeBuffer(512)
+    _encode_body_into(message_cls, api_version, build_message(message_cls, api_version, message), out)
+    return bytes(out.buf[:out.pos])
+
+
 def encode_response_body(api_key: int, api_version: int, response) -> bytes:
     """Body bytes of a response (no size prefix, no header)."""
-    response_cls = SCHEMA_CLASSES[api_key][1]
-    obj = build_message(response_cls, api_version, response)
-    out = EncodeBuffer(512)
-    _encode_body_into(response_cls, api_version, obj, out)
-    return bytes(out.buf[:out.pos])
+    return _encode_body(SCHEMA_CLASSES[api_key][1], api_version, response)
 
 
 def encode_response_frame(api_key: int, api_version: int, header_bytes: bytes, response) -> bytearray:
@@ -479,11 +481,7 @@ def encode_response_frame(api_key: int, api_version: int, header_bytes: bytes, r
 
 def encode_request_body(api_key: int, api_version: int, request) -> bytes:
     """Body bytes of a request (tests and tools)."""
-    request_cls = SCHEMA_CLASSES[api_key][0]
-    obj = build_message(request_cls, api_version, request)
-    out = EncodeBuffer(512)
-    _encode_body_into(request_cls, api_version, obj, out)
-    return bytes(out.buf[:out.pos])
+    return _encode_body(SCHEMA_CLASSES[api_key][0], api_version, request)
 
 
 # -- ApiVersions fallback -----------------------------------------------------------------

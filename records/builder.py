@@ -78,29 +78,24 @@ class BuiltRecords(NamedTuple):
     shallow_offset_of_max_timestamp: int
 
 
+def _append_sized(parts: list, data) -> None:
+    """A record field: its varint length and bytes, or the null length -1."""
+    if data is None:
+        parts.append(_NULL)
+    else:
+        parts.append(encode_varint(len(data)))
+        parts.append(data)
+
+
 def encode_v2_record(offset_delta: int, timestamp_delta: int, key, value, headers=()) -> bytes:
     """One v2 record (length prefix included)."""
     parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
-    if key is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(key)))
-        parts.append(key)
-    if value is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(value)))
-        parts.append(value)
+    _append_sized(parts, key)
+    _append_sized(parts, value)
     parts.append(encode_varint(len(headers)))
     for hkey, hvalue in headers:
-        kb = hkey.encode("utf-8", "surrogateescape") if isinstance(hkey, str) else bytes(hkey)
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
-        if hvalue is None:
-            parts.append(_NULL)
-        else:
-            parts.append(encode_varint(len(hvalue)))
-            parts.append(hvalue)
+        _append_sized(parts, hkey.encode("utf-8", "surrogateescape") if isinstance(hkey, str) else bytes(hkey))
+        _append_sized(parts, hvalue)
     body = b"".join(parts)
     return encode_varint(len(body)) + body
 

@@ -67,6 +67,12 @@ def _as_memoryview(buf) -> memoryview:
     return mv
 
 
+def _undersized_entry(size: int, position: int) -> CorruptRecordError:
+    """An entry whose size field is below the smallest entry (the walk cannot step past it)."""
+    return CorruptRecordError(f"record size {size} at position {position} is smaller than the minimum record "
+                              f"overhead ({MIN_ENTRY_SIZE})")
+
+
 def iter_batches(buf, position: int = 0, *, end: int | None = None,
                  file_position: int | None = None) -> Iterator[BatchView]:
     """Yield a :class:`BatchView` for each complete entry of ``buf`` from ``position``.
@@ -82,9 +88,7 @@ def iter_batches(buf, position: int = 0, *, end: int | None = None,
     while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
         size = unpack(mv, pos)[1]
         if size < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"record size {size} at position {pos + shift} is smaller than the minimum record overhead "
-                f"({MIN_ENTRY_SIZE})")
+            raise _undersized_entry(size, pos + shift)
         entry_end = pos + LOG_OVERHEAD + size
         if entry_end > limit:
             return
@@ -113,9 +117,7 @@ def iter_file_batches(fd: int, position: int, end: int, *,
             # The first entry does not fit in the chunk: read it whole, if it is complete.
             size = _unpack_offset_size(chunk, 0)[1]
             if size < MIN_ENTRY_SIZE:
-                raise CorruptRecordError(
-                    f"record size {size} at position {position} is smaller than the minimum record overhead "
-                    f"({MIN_ENTRY_SIZE})")
+                raise _undersized_entry(size, position)
             entry_bytes = LOG_OVERHEAD + size
             if position + entry_bytes > end:
                 return
@@ -184,9 +186,7 @@ def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCA
             need = min(need, len(buf))
         first, size = _unpack_offset_size(buf, i)
         if size < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"record size {size} at position {pos} is smaller than the minimum record overhead "
-                f"({MIN_ENTRY_SIZE})")
+            raise _undersized_entry(size, pos)
         entry_bytes = size + LOG_OVERHEAD
         if pos + entry_bytes > end:
             return

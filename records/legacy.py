@@ -54,27 +54,24 @@ def legacy_key_value(buf, start: int, size_bytes: int, magic: int):
     end = start + size_bytes
     pos = start + (LEGACY_KEY_LENGTH_OFFSET_V1 if magic == MAGIC_V1 else LEGACY_KEY_LENGTH_OFFSET_V0)
     try:
-        (key_len,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        key = None
-        if key_len >= 0:
-            if pos + key_len > end:
-                raise CorruptRecordError("legacy message key runs past the end of the message")
-            key = bytes(buf[pos:pos + key_len])
-            pos += key_len
-        (value_len,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        value = None
-        if value_len >= 0:
-            if pos + value_len > end:
-                raise CorruptRecordError("legacy message value runs past the end of the message")
-            value = buf[pos:pos + value_len]
-            pos += value_len
+        key, pos = _sized_field(buf, pos, end, "key")
+        value, pos = _sized_field(buf, pos, end, "value")
     except struct.error:
         raise CorruptRecordError("legacy message is truncated") from None
     if pos != end:
         raise CorruptRecordError(f"legacy message has {end - pos} bytes after its value")
-    return key, value
+    return (None if key is None else bytes(key)), value
+
+
+def _sized_field(buf, pos: int, end: int, what: str):
+    """(view | None, position after) of the int32-length-prefixed field ``what`` at ``pos``."""
+    (length,) = INT32.unpack_from(buf, pos)
+    pos += 4
+    if length < 0:
+        return None, pos
+    if pos + length > end:
+        raise CorruptRecordError(f"legacy message {what} runs past the end of the message")
+    return buf[pos:pos + length], pos + length
 
 
 def legacy_inner_messages(view, max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES
