@@ -7,6 +7,7 @@ observed through a disk seam that records what runs at once; no timing assertion
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 
@@ -144,15 +145,24 @@ def test_recovery_threads_must_be_positive(tmp_path):
 
 
 # -- opening on an executor ---------------------------------------------------------------------------
-def test_a_partition_opens_on_the_executor_and_is_installed_by_the_owner(tmp_path, seam):
+@contextlib.contextmanager
+def _opening(tmp_path, seam, partitions: int = 1, **explicit):
+    """A started manager on a two-thread executor whose topic ``t`` (``partitions`` partitions) has
+    partition 0 being opened on the executor, the open held until ``recording.gate`` is set:
+    yields (recording disk, manager, the open's future)."""
     recording = seam(RecordingDisk(hold={"open"}))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        mgr = LogManager([str(tmp_path)], {}, executor=pool)
+        mgr = LogManager([str(tmp_path)], explicit, executor=pool)
         mgr.startup()
-        mgr.create_topic("t", 2, UNBOUNDED)
+        mgr.create_topic("t", partitions, UNBOUNDED)
         fut = mgr.start_open("t", 0)
-        assert fut is not None and mgr.start_open("t", 0) is fut     # one open at a time
         recording.wait_in_progress("open", 1)
+        yield recording, mgr, fut
+
+
+def test_a_partition_opens_on_the_executor_and_is_installed_by_the_owner(tmp_path, seam):
+    with _opening(tmp_path, seam, partitions=2) as (recording, mgr, fut):
+        assert fut is not None and mgr.start_open("t", 0) is fut     # one open at a time
         assert not mgr.is_open("t", 0)       # nothing installed while it runs
         recording.gate.set()
         fut.result(60)
@@ -165,13 +175,7 @@ def test_a_partition_opens_on_the_executor_and_is_installed_by_the_owner(tmp_pat
 
 
 def test_get_log_waits_for_an_open_under_way_instead_of_opening_twice(tmp_path, seam):
-    recording = seam(RecordingDisk(hold={"open"}))
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        mgr = LogManager([str(tmp_path)], {}, executor=pool)
-        mgr.startup()
-        mgr.create_topic("t", 1, UNBOUNDED)
-        mgr.start_open("t", 0)
-        recording.wait_in_progress("open", 1)
+    with _opening(tmp_path, seam) as (recording, mgr, _fut):
         threading.Timer(0.05, recording.gate.set).start()
         log = mgr.get_log("t", 0)
         assert log is not None and mgr.get_log("t", 0) is log
@@ -180,13 +184,7 @@ def test_get_log_waits_for_an_open_under_way_instead_of_opening_twice(tmp_path, 
 
 
 def test_a_topic_deleted_while_its_partition_opens_is_not_installed(tmp_path, seam):
-    recording = seam(RecordingDisk(hold={"open"}))
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        mgr = LogManager([str(tmp_path)], {"log.segment.delete.delay.ms": 0}, executor=pool)
-        mgr.startup()
-        mgr.create_topic("t", 1, UNBOUNDED)
-        fut = mgr.start_open("t", 0)
-        recording.wait_in_progress("open", 1)
+    with _opening(tmp_path, seam, **{"log.segment.delete.delay.ms": 0}) as (recording, mgr, fut):
         threading.Timer(0.05, recording.gate.set).start()
         mgr.delete_topic("t")                 # waits for the open, closes what it opened
         assert fut.done() and not mgr.is_open("t", 0)
@@ -197,13 +195,7 @@ def test_a_topic_deleted_while_its_partition_opens_is_not_installed(tmp_path, se
 
 
 def test_shutdown_installs_and_closes_opens_under_way(tmp_path, seam):
-    recording = seam(RecordingDisk(hold={"open"}))
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        mgr = LogManager([str(tmp_path)], {}, executor=pool)
-        mgr.startup()
-        mgr.create_topic("t", 1, UNBOUNDED)
-        mgr.start_open("t", 0)
-        recording.wait_in_progress("open", 1)
+    with _opening(tmp_path, seam) as (recording, mgr, _fut):
         threading.Timer(0.05, recording.gate.set).start()
         mgr.shutdown()
     assert os.path.exists(os.path.join(str(tmp_path), files.CLEAN_SHUTDOWN_FILE))
