@@ -28,3 +28,18 @@ def feed_in_pieces(decoder, data: bytes, sizes) -> list[bytes]:
         out += [bytes(f) for f in decoder.feed(data[pos:pos + n])]
         pos += n
     return out
+
+
+def selected(ranges, logs) -> set:
+    """``(tp, offset)`` of every record the pipeline's planned ranges keep: the offset in its range
+    and the record's timestamp (from the fake ``logs``) inside the range's time window."""
+    out = set()
+    for r in ranges:
+        for off in range(r.start, r.end):
+            ts = logs[r.tp].timestamps[off]
+            if r.min_timestamp_ms is not None and ts < r.min_timestamp_ms:
+                continue
+            if r.max_timestamp_ms is not None and ts >= r.max_timestamp_ms:
+                continue
+            out.add((r.tp, off))
+    return out

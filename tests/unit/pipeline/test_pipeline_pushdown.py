@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.pipeline_fakes import FakeLog, FakeOffsetClient
+from support.unit_helpers import selected
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'sundial-broker[spark]')")
 
@@ -44,19 +45,6 @@ def at_us(us: int) -> dt.datetime:
 
 def o(**kw):
     return parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t,u", **kw}, streaming=False)
-
-
-def selected(ranges, logs):
-    out = set()
-    for r in ranges:
-        for off in range(r.start, r.end):
-            ts = logs[r.tp].timestamps[off]
-            if r.min_timestamp_ms is not None and ts < r.min_timestamp_ms:
-                continue
-            if r.max_timestamp_ms is not None and ts >= r.max_timestamp_ms:
-                continue
-            out.add((r.tp, off))
-    return out
 
 
 # --- the brute-force evaluation of a filter on one record --------------------------------------

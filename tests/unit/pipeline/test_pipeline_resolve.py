@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.pipeline_fakes import FakeLog, FakeOffsetClient
+from support.unit_helpers import selected
 
 from sundial.pipeline.errors import DataLossError, OffsetResolutionError
 from sundial.pipeline.offsets import TopicPartition
@@ -35,20 +36,6 @@ def by_tp(ranges):
     out = {}
     for r in ranges:
         out.setdefault(r.tp, []).append(r)
-    return out
-
-
-def selected(ranges, logs):
-    """(tp, offset) of every record a task keeps: offset in range and timestamp in its window."""
-    out = set()
-    for r in ranges:
-        for off in range(r.start, r.end):
-            ts = logs[r.tp].timestamps[off]
-            if r.min_timestamp_ms is not None and ts < r.min_timestamp_ms:
-                continue
-            if r.max_timestamp_ms is not None and ts >= r.max_timestamp_ms:
-                continue
-            out.add((r.tp, off))
     return out
 
 
