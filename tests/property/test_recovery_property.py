@@ -9,6 +9,7 @@ Scenarios drawn per example:
 * ``truncate``: ``truncate_to`` a random offset, append more, crash; unclean start.
 """
 
+import contextlib
 import os
 import random
 import shutil
@@ -18,19 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.log_helpers import NOW_MS, batch, topic_config
+from support.unit_helpers import records_on_disk
 
 from sundial.storage.log import PartitionLog
 from sundial.records import iter_records
 
 BASE = NOW_MS
-
-
-def records_on_disk(log):
-    out = []
-    for seg in log.segments:
-        data = os.pread(seg.fd, seg.size_bytes, 0)
-        out.extend((r.offset, r.timestamp) for r in iter_records(data))
-    return out
 
 
 def check_search(log, records):
@@ -66,15 +60,28 @@ def flat(written):
     return [(o + i, t) for o, stamps in written for i, t in enumerate(stamps)]
 
 
+@contextlib.contextmanager
+def written_log(seed, sizes, **cfg):
+    """A log of one batch per entry of ``sizes`` (that many records, timestamps and value sizes
+    drawn from ``seed``) in a fresh directory, removed afterwards. Yields the random generator
+    (for the rest of the example), the log's directory, its config, the log and what was written."""
+    rng = random.Random(seed)
+    d = tempfile.mkdtemp(prefix="sundial-rec-")
+    try:
+        path = os.path.join(d, "r-0")
+        config = topic_config(**cfg)
+        log, written = write_log(path, config, sizes, rng)
+        yield rng, path, config, log, written
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=40), interval=st.integers(0, 300),
        segment_bytes=st.integers(600, 3000), seed=st.integers(0, 2**32 - 1))
 def test_torn_tail_recovery(sizes, interval, segment_bytes, seed):
-    rng = random.Random(seed)
-    d = tempfile.mkdtemp(prefix="sundial-rec-")
-    try:
-        cfg = topic_config(index_interval_bytes=interval, segment_bytes=segment_bytes)
-        log, written = write_log(os.path.join(d, "r-0"), cfg, sizes, rng)
+    with written_log(seed, sizes, index_interval_bytes=interval, segment_bytes=segment_bytes) as (
+            rng, path, config, log, written):
         all_records = flat(written)
         active = log.active_segment
         # batch boundaries of the active segment, to know what must survive the tear
@@ -85,8 +92,7 @@ def test_torn_tail_recovery(sizes, interval, segment_bytes, seed):
             fh.truncate(cut)
         intact = [(r.offset, r.timestamp) for r in iter_records(data[:cut])] if cut else []
         kept_before = [(o, t) for o, t in all_records if o < active.base_offset]
-        again = PartitionLog.open(os.path.join(d, "r-0"), cfg, topic="r", partition=0, clean=False,
-                                  recovery_point=0)
+        again = PartitionLog.open(path, config, topic="r", partition=0, clean=False, recovery_point=0)
         survived = records_on_disk(again)
         # every complete batch before the tear is still there, nothing after it
         assert survived == kept_before + intact
@@ -96,8 +102,6 @@ def test_torn_tail_recovery(sizes, interval, segment_bytes, seed):
         r = again.append(batch([BASE]), now_ms=BASE)
         assert r.first_offset == again.log_end_offset - 1
         again.close_handles()
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 DAMAGES = ["delete", "zero_fill_tail", "zero_whole", "truncate_to_zero", "scramble", "garbage_bytes", "swap_entries"]
@@ -139,18 +143,15 @@ def damage(path, how, rng):
        segment_bytes=st.integers(600, 2000), seed=st.integers(0, 2**32 - 1),
        hows=st.lists(st.sampled_from(DAMAGES), min_size=1, max_size=4))
 def test_index_damage_is_repaired_on_clean_start(sizes, interval, segment_bytes, seed, hows):
-    rng = random.Random(seed)
-    d = tempfile.mkdtemp(prefix="sundial-rec-")
-    try:
-        cfg = topic_config(index_interval_bytes=interval, segment_bytes=segment_bytes, retention_ms=10**12)
-        log, written = write_log(os.path.join(d, "r-0"), cfg, sizes, rng)
+    with written_log(seed, sizes, index_interval_bytes=interval, segment_bytes=segment_bytes,
+                     retention_ms=10**12) as (rng, path, config, log, written):
         all_records = flat(written)
         segments = [(s.offset_index.path, s.time_index.path) for s in log.segments]
         log.close()
         for how in hows:
             oi, ti = rng.choice(segments)
             damage(rng.choice([oi, ti]), how, rng)
-        again = PartitionLog.open(os.path.join(d, "r-0"), cfg, topic="r", partition=0, clean=True)
+        again = PartitionLog.open(path, config, topic="r", partition=0, clean=True)
         assert records_on_disk(again) == all_records   # never lose data because of an index
         check_search(again, all_records)
         for seg in again.segments:   # the max timestamp of each segment is right again
@@ -158,8 +159,6 @@ def test_index_damage_is_repaired_on_clean_start(sizes, interval, segment_bytes,
             assert seg.max_timestamp_so_far == max(mine, default=-1)
         assert not again.delete_old_segments(BASE).deleted   # nothing looks ancient
         again.close_handles()
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -167,11 +166,8 @@ def test_index_damage_is_repaired_on_clean_start(sizes, interval, segment_bytes,
        interval=st.integers(0, 200), segment_bytes=st.integers(600, 2000), point=st.floats(0, 1),
        seed=st.integers(0, 2**32 - 1))
 def test_truncation_then_crash(sizes, more, interval, segment_bytes, point, seed):
-    rng = random.Random(seed)
-    d = tempfile.mkdtemp(prefix="sundial-rec-")
-    try:
-        cfg = topic_config(index_interval_bytes=interval, segment_bytes=segment_bytes)
-        log, written = write_log(os.path.join(d, "r-0"), cfg, sizes, rng)
+    with written_log(seed, sizes, index_interval_bytes=interval, segment_bytes=segment_bytes) as (
+            rng, path, config, log, written):
         records = flat(written)
         target = int(point * log.log_end_offset)
         log.truncate_to(target)
@@ -187,11 +183,8 @@ def test_truncation_then_crash(sizes, more, interval, segment_bytes, point, seed
             r = log.append(batch(stamps), now_ms=BASE)
             kept.extend((r.first_offset + i, t) for i, t in enumerate(stamps))
         log.close_handles()
-        again = PartitionLog.open(os.path.join(d, "r-0"), cfg, topic="r", partition=0, clean=False,
-                                  recovery_point=0)
+        again = PartitionLog.open(path, config, topic="r", partition=0, clean=False, recovery_point=0)
         assert records_on_disk(again) == kept
         check_search(again, kept)
         again.close_handles()
         del records
-    finally:
-        shutil.rmtree(d, ignore_errors=True)

@@ -3,6 +3,10 @@ fakes of the broker's parts, and oracles computed the plain way."""
 
 from __future__ import annotations
 
+import os
+
+from sundial.records import iter_records
+
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """The unsigned varint at ``pos``: (value, position after it). Running off the end is a
@@ -42,4 +46,13 @@ def selected(ranges, logs) -> set:
             if r.max_timestamp_ms is not None and ts >= r.max_timestamp_ms:
                 continue
             out.add((r.tp, off))
+    return out
+
+
+def records_on_disk(log) -> list[tuple[int, int]]:
+    """``(offset, timestamp)`` of every record in a partition log's segment files, read from the files."""
+    out = []
+    for seg in log.segments:
+        data = os.pread(seg.fd, seg.size_bytes, 0)
+        out.extend((r.offset, r.timestamp) for r in iter_records(data))
     return out

@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 from support.log_helpers import NOW_MS, batch, topic_config
+from support.unit_helpers import records_on_disk
 
 from sundial.storage import files
 from sundial.storage.log import PartitionLog
-from sundial.records import iter_records
 
 DAY = 86_400_000
 
@@ -35,14 +35,6 @@ def index_contents(log):
     for seg in log.segments:
         out.append(([tuple(seg.offset_index.entry(i)) for i in range(seg.offset_index.entries)],
                     [seg.time_index.entry(i)[:2] for i in range(seg.time_index.entries)]))
-    return out
-
-
-def all_records(log):
-    out = []
-    for seg in log.segments:
-        data = os.pread(seg.fd, seg.size_bytes, 0)
-        out.extend((r.offset, r.timestamp) for r in iter_records(data))
     return out
 
 
@@ -112,7 +104,7 @@ def test_rebuild_time_index_for_old_messages(tmp_path):  # 72
 
 def test_corrupt_log(tmp_path):  # 73
     log, config, d, stamps = build(tmp_path, segment_bytes=10**6)
-    records = all_records(log)
+    records = records_on_disk(log)
     seg = log.active_segment
     log.close()
     with open(seg.log_path, "ab") as fh:
@@ -120,7 +112,7 @@ def test_corrupt_log(tmp_path):  # 73
     with open(seg.offset_index.path, "ab") as fh:
         fh.write(os.urandom(100))
     again = reopen(d, config, recovery_point=0)
-    assert all_records(again) == records
+    assert records_on_disk(again) == records
     check_search(again, stamps)
     again.close_handles()
 
@@ -141,14 +133,14 @@ def test_orphan_indexes_and_deleted_files_removed(tmp_path):  # 75
 
 def test_torn_tail_of_active_segment(tmp_path):
     log, config, d, stamps = build(tmp_path, segment_bytes=10**6)
-    records = all_records(log)
+    records = records_on_disk(log)
     seg = log.active_segment
     size = seg.size_bytes
     log.close_handles()  # crash: no final time entry, no trim
     with open(seg.log_path, "r+b") as fh:
         fh.truncate(size - 5)   # the last batch is torn
     again = reopen(d, config, recovery_point=0)
-    assert all_records(again) == records[:-1]
+    assert records_on_disk(again) == records[:-1]
     assert again.log_end_offset == len(records) - 1
     again.close_handles()
 
@@ -219,11 +211,11 @@ def test_clean_start_trusts_good_indexes(tmp_path, monkeypatch):
 
 def test_preallocated_active_segment_recovered(tmp_path):
     log, config, d, stamps = build(tmp_path, segment_bytes=64 * 1024, preallocate=True)
-    records = all_records(log)
+    records = records_on_disk(log)
     log.close_handles()   # crash: file still pre-allocated, zeros after the data
     assert os.path.getsize(log.active_segment.log_path) == 64 * 1024
     again = reopen(d, config, recovery_point=0)
-    assert all_records(again) == records
+    assert records_on_disk(again) == records
     again.close_handles()
 
 
@@ -256,7 +248,7 @@ def test_empty_directory_gets_a_segment(tmp_path):
 def test_swap_file_is_completed(tmp_path):
     log, config, d, stamps = build(tmp_path, segment_bytes=600)
     bases = [s.base_offset for s in log.segments]
-    records = all_records(log)
+    records = records_on_disk(log)
     log.close()
     # pretend a cleaner merged the first two segments into a .swap that was not installed yet
     merged = open(files.log_file(d, bases[0]), "rb").read() + open(files.log_file(d, bases[1]), "rb").read()
@@ -264,16 +256,16 @@ def test_swap_file_is_completed(tmp_path):
         fh.write(merged)
     again = reopen(d, config, clean=True)
     assert [s.base_offset for s in again.segments][:2] == [bases[0], bases[2]]
-    assert all_records(again) == records
+    assert records_on_disk(again) == records
     again.close_handles()
 
 
 def test_recovery_of_many_segments_logs_and_keeps_data(tmp_path):
     log, config, d, stamps = build(tmp_path, n=300, segment_bytes=500)
-    records = all_records(log)
+    records = records_on_disk(log)
     log.close_handles()
     again = reopen(d, config, recovery_point=0)
-    assert all_records(again) == records
+    assert records_on_disk(again) == records
     check_search(again, stamps)
     again.close_handles()
     shutil.rmtree(d)
