@@ -17,22 +17,14 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.log_helpers import topic_config
 
 from sundial.cli import build_parser
 from sundial.tools.common import EXIT_ERROR, EXIT_FINDINGS
-from sundial.config.defs import LONG_MAX
-from sundial.config.topic import TopicConfig
 from sundial.storage import PartitionLog
 from sundial.records.builder import SimpleRecord, build_records
 
 NOW = 1_795_000_000_000
-
-
-def topic_config(**overrides) -> TopicConfig:
-    base = dict(message_timestamp_before_max_ms=LONG_MAX, message_timestamp_after_max_ms=LONG_MAX,
-                file_delete_delay_ms=0)
-    base.update(overrides)
-    return dataclasses.replace(TopicConfig(), **base)
 
 
 @dataclasses.dataclass
