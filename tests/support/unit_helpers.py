@@ -56,3 +56,23 @@ def records_on_disk(log) -> list[tuple[int, int]]:
         data = os.pread(seg.fd, seg.size_bytes, 0)
         out.extend((r.offset, r.timestamp) for r in iter_records(data))
     return out
+
+
+class LogsByPartition:
+    """The log manager's ``get_log`` over a dict ``{(topic, partition): log}``."""
+
+    def __init__(self, logs) -> None:
+        self.logs = logs
+
+    def get_log(self, topic, partition):
+        return self.logs.get((topic, partition))
+
+
+class RecordingPurgatory:
+    """A fetch purgatory that records the partitions it is told about, in order (``woken``)."""
+
+    def __init__(self) -> None:
+        self.woken = []
+
+    def notify(self, topic, partition) -> None:
+        self.woken.append((topic, partition))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.unit_helpers import LogsByPartition, RecordingPurgatory
 
 from sundial.broker.handlers.admin import handle_delete_records
 from sundial.broker.handlers.producer import handle_offset_for_leader_epoch
@@ -36,19 +37,6 @@ E = ErrorCode
 NOW_MS = 1_700_000_000_000
 
 
-class _Logs:
-    def __init__(self, logs):
-        self.logs = logs
-
-    def get_log(self, topic, partition):
-        return self.logs.get((topic, partition))
-
-
-class _Purgatory:
-    def notify(self, topic, partition):
-        pass
-
-
 class _Authorizer:
     """Allows everything but ``denied`` ((operation name, topic) pairs)."""
 
@@ -60,7 +48,7 @@ class _Authorizer:
 
 
 def replica_manager(logs) -> ReplicaManager:
-    return ReplicaManager(BrokerConfig({}), _Logs(logs), purgatory=_Purgatory(), metrics=None, now_ms=lambda: NOW_MS)
+    return ReplicaManager(BrokerConfig({}), LogsByPartition(logs), purgatory=RecordingPurgatory(), metrics=None, now_ms=lambda: NOW_MS)
 
 
 def ctx_for(rm, api_version, denied=()):

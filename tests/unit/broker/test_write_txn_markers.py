@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from support.unit_helpers import LogsByPartition, RecordingPurgatory
 
 from sundial.broker.replica_manager import ReplicaManager
 from sundial.config import BrokerConfig
@@ -22,25 +23,9 @@ from sundial.records.framing import iter_batches
 from sundial.storage.log import PartitionLog
 
 
-class _Logs:
-    def __init__(self, logs):
-        self.logs = logs
-
-    def get_log(self, topic, partition):
-        return self.logs.get((topic, partition))
-
-
-class _Purgatory:
-    def __init__(self):
-        self.woken = []
-
-    def notify(self, topic, partition):
-        self.woken.append((topic, partition))
-
-
 def replica_manager(logs) -> ReplicaManager:
     """A ReplicaManager over real logs; write_txn_markers reads logs, the purgatory and the clock."""
-    return ReplicaManager(BrokerConfig({}), _Logs(logs), purgatory=_Purgatory(), metrics=None,
+    return ReplicaManager(BrokerConfig({}), LogsByPartition(logs), purgatory=RecordingPurgatory(), metrics=None,
                           now_ms=lambda: int(time.time() * 1000))
 
 
