@@ -347,18 +347,31 @@ def _kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
     return params
 
 
+def lowered_options(raw: Mapping[str, str], known: Mapping[str, str], *, sink: bool = False) -> dict:
+    """``raw`` keyed by lower-cased names (Spark's options are case-insensitive); a ``sundial.`` name
+    that is not in ``known`` (lower-cased name → Spark's spelling) is refused, naming the known ones."""
+    opts = {str(k).lower(): v for k, v in dict(raw).items()}
+    for key in opts:
+        if key.startswith("sundial.") and key not in known:
+            names = ", ".join(sorted(v for v in known.values() if v.startswith("sundial.")))
+            raise OptionError(key, f"unknown option '{key}' for the sink; Sundial's own sink options are: {names}"
+                              if sink else f"unknown option '{key}'; Sundial's own options are: {names}")
+    return opts
+
+
+def bootstrap_servers(opts: Mapping[str, str], client: str) -> str:
+    """The required ``kafka.bootstrap.servers`` (``client``: "consumer" or "producer", for the message)."""
+    bootstrap = str(opts.get("kafka.bootstrap.servers", "")).strip()
+    if not bootstrap:
+        raise OptionError("kafka.bootstrap.servers",
+                          f"Option 'kafka.bootstrap.servers' must be specified for configuring Kafka {client}")
+    return bootstrap
+
+
 def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Validate and interpret the options of one ``spark.read``/``readStream`` call."""
-    opts = {str(k).lower(): v for k, v in dict(raw).items()}
-
-    for key in opts:
-        if key.startswith("sundial.") and key not in KNOWN_OPTIONS:
-            known = ", ".join(sorted(v for v in KNOWN_OPTIONS.values() if v.startswith("sundial.")))
-            raise OptionError(key, f"unknown option '{key}'; Sundial's own options are: {known}")
-
-    if "kafka.bootstrap.servers" not in opts or not str(opts["kafka.bootstrap.servers"]).strip():
-        raise OptionError("kafka.bootstrap.servers",
-                          "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer")
+    opts = lowered_options(raw, KNOWN_OPTIONS)
+    bootstrap = bootstrap_servers(opts, "consumer")
     subscription = _subscription(opts)
     kafka_params = _kafka_params(opts)
 
@@ -414,7 +427,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
             "sources. Use startingTimestamp (or startingOffsets) to choose where a stream starts"))
 
     return SourceOptions(
-        bootstrap_servers=str(opts["kafka.bootstrap.servers"]).strip(),
+        bootstrap_servers=bootstrap,
         subscription=subscription,
         starting=starting,
         ending=ending,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import OptionError
+from .options import bootstrap_servers, lowered_options
 
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "sundial-spark-"
 MAX_TRANSACTIONAL_ID_PREFIX_CHARS = 100
@@ -127,15 +128,8 @@ def _producer_settings(opts: Mapping[str, str], exactly_once: bool) -> dict[str,
 
 def parse_sink_options(raw: Mapping[str, str], *, streaming: bool) -> SinkOptions:
     """Validate and interpret the options of one ``write``/``writeStream`` call."""
-    opts = {str(k).lower(): v for k, v in dict(raw).items()}
-    for key in opts:
-        if key.startswith("sundial.") and key not in SINK_OPTIONS:
-            known = ", ".join(sorted(v for v in SINK_OPTIONS.values() if v.startswith("sundial.")))
-            raise OptionError(key, f"unknown option '{key}' for the sink; Sundial's own sink options are: {known}")
-    bootstrap = str(opts.get("kafka.bootstrap.servers", "")).strip()
-    if not bootstrap:
-        raise OptionError("kafka.bootstrap.servers",
-                          "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
+    opts = lowered_options(raw, SINK_OPTIONS, sink=True)
+    bootstrap = bootstrap_servers(opts, "producer")
     topic = opts.get("topic")
     if topic is not None:
         topic = str(topic).strip()

@@ -28,6 +28,7 @@ DESCRIBE on the topic and READ on the group.
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import os
 import sys
@@ -76,18 +77,24 @@ def _common(p) -> None:
                    help="data directory (default: the broker's first log dir)")
 
 
+def _store_parser(subparsers, name: str, epilog: str, **texts):
+    """The parser of an offline store's command and the ACTION sub-commands under it (each
+    action's parser: ``actions.add_parser(name, **texts)``, with the same epilog)."""
+    parser = subparsers.add_parser(name, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **texts)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=functools.partial(
+        argparse.ArgumentParser, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter))
+    actions.required = True
+    return parser, actions
+
+
 def add_credentials_parser(subparsers) -> None:
     """``sundial credentials``: the SCRAM users of the credentials store."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    c = subparsers.add_parser("credentials", help="manage SASL/SCRAM users (offline, no broker needed)",
-                              description="Add, list and delete SASL users in the broker's credentials store. "
-                                          "Works on the files; no running broker is needed.",
-                              epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
-    csub = c.add_subparsers(dest="action", metavar="ACTION")
-    csub.required = True
+    c, csub = _store_parser(subparsers, "credentials", CREDENTIALS_EPILOG,
+                            help="manage SASL/SCRAM users (offline, no broker needed)",
+                            description="Add, list and delete SASL users in the broker's credentials store. "
+                                        "Works on the files; no running broker is needed.")
     add = csub.add_parser("add", help="add a user or change its password",
-                          description="Store SCRAM credentials for a user (a new user, or a new password).",
-                          epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
+                          description="Store SCRAM credentials for a user (a new user, or a new password).")
     add.add_argument("user", help="the user name (the principal is User:<name>)")
     add.add_argument("--password", default=None,
                      help="the password (default: the first line of stdin, or a prompt on a terminal)")
@@ -99,12 +106,10 @@ def add_credentials_parser(subparsers) -> None:
                      help=f"PBKDF2 iterations, 4096-16384 (default {DEFAULT_ITERATIONS})")
     _common(add)
     lst = csub.add_parser("list", help="list users and their mechanisms",
-                          description="List the users of the credentials store and their SCRAM mechanisms.",
-                          epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
+                          description="List the users of the credentials store and their SCRAM mechanisms.")
     _common(lst)
     dele = csub.add_parser("delete", help="delete a user (or only some of its mechanisms)",
-                           description="Delete a user, or only its credentials for the given mechanisms.",
-                           epilog=CREDENTIALS_EPILOG, formatter_class=fmt)
+                           description="Delete a user, or only its credentials for the given mechanisms.")
     dele.add_argument("user", help="the user name")
     dele.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS), default=None,
                       help="delete only this mechanism's credentials (repeatable; default: the whole user)")
@@ -114,17 +119,12 @@ def add_credentials_parser(subparsers) -> None:
 
 def add_acls_parser(subparsers) -> None:
     """``sundial acls``: the rules of the ACL store."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    a = subparsers.add_parser("acls", help="manage ACL rules (offline, no broker needed)",
-                              description="Add, list and remove ACL rules, with kafka-acls.sh's options. Works on "
-                                          "the files; no running broker is needed.",
-                              epilog=ACLS_EPILOG, formatter_class=fmt)
-    asub = a.add_subparsers(dest="action", metavar="ACTION")
-    asub.required = True
+    a, asub = _store_parser(subparsers, "acls", ACLS_EPILOG, help="manage ACL rules (offline, no broker needed)",
+                            description="Add, list and remove ACL rules, with kafka-acls.sh's options. Works on "
+                                        "the files; no running broker is needed.")
     for name, helptext in (("add", "add rules"), ("list", "list rules"), ("remove", "remove rules")):
         p = asub.add_parser(name, help=helptext, description=f"{helptext[0].upper()}{helptext[1:]} "
-                                                             f"(kafka-acls.sh --{name}).",
-                            epilog=ACLS_EPILOG, formatter_class=fmt)
+                                                             f"(kafka-acls.sh --{name}).")
         p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL",
                        help="principal allowed, e.g. User:alice (repeatable)")
         p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL",

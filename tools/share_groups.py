@@ -197,6 +197,19 @@ def _error(code: int, message: str | None) -> str:
     return f"{name}: {message}" if message else name
 
 
+def _refuse_error(answer, doing: str) -> None:
+    """An answer's top-level error, as ``<doing> failed: ...``."""
+    if answer.error_code:
+        raise ToolError(f"{doing} failed: {_error(answer.error_code, answer.error_message)}")
+
+
+def _refuse_partition_errors(topics, doing: str) -> None:
+    """The first partition error of a response's ``topics``, as ``<doing> on topic:partition failed: ...``."""
+    for topic in topics or ():
+        for p in topic.partitions or ():
+            _refuse_error(p, f"{doing} on {topic.topic_name}:{p.partition_index}")
+
+
 def describe_share_group(admin, group_id: str):
     """(the ShareGroupDescribe entry or None when there is no such share group, coordinator id)."""
     response, coordinator_id = _send(admin, group_id, ShareGroupDescribeRequest(
@@ -206,9 +219,7 @@ def describe_share_group(admin, group_id: str):
         raise ToolError(f"describing share group {group_id!r} failed: no answer for the group")
     if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
         return None, coordinator_id
-    if described.error_code:
-        raise ToolError(f"describing share group {group_id!r} failed: "
-                        f"{_error(described.error_code, described.error_message)}")
+    _refuse_error(described, f"describing share group {group_id!r}")
     if described.group_state == "Dead":
         return None, coordinator_id
     return described, coordinator_id
@@ -221,14 +232,10 @@ def start_offsets(admin, group_id: str) -> list[tuple[str, int, int, int, int]]:
     response, _ = _send(admin, group_id, request, f"describing offsets of share group {group_id!r}")
     rows = []
     for group in response.groups:
-        if group.error_code:
-            raise ToolError(f"describing offsets of share group {group_id!r} failed: "
-                            f"{_error(group.error_code, group.error_message)}")
+        _refuse_error(group, f"describing offsets of share group {group_id!r}")
+        _refuse_partition_errors(group.topics, f"describing offsets of share group {group_id!r}")
         for topic in group.topics or ():
             for p in topic.partitions or ():
-                if p.error_code:
-                    raise ToolError(f"describing offsets of share group {group_id!r} on {topic.topic_name}:"
-                                    f"{p.partition_index} failed: {_error(p.error_code, p.error_message)}")
                 if p.start_offset >= 0:
                     rows.append((topic.topic_name, p.partition_index, p.start_offset, p.leader_epoch,
                                  getattr(p, "lag", -1)))
@@ -428,14 +435,8 @@ def _alter(admin, group: str, offsets: dict[TopicPartition, int]) -> None:
         AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
         for t, ps in by_topic.items()])
     response, _ = _send(admin, group, request, f"setting offsets of share group {group!r}")
-    if response.error_code:
-        raise ToolError(f"setting offsets of share group {group!r} failed: "
-                        f"{_error(response.error_code, response.error_message)}")
-    for topic in response.responses or ():
-        for p in topic.partitions or ():
-            if p.error_code:
-                raise ToolError(f"setting the offset of share group {group!r} on {topic.topic_name}:"
-                                f"{p.partition_index} failed: {_error(p.error_code, p.error_message)}")
+    _refuse_error(response, f"setting offsets of share group {group!r}")
+    _refuse_partition_errors(response.responses, f"setting the offset of share group {group!r}")
 
 
 # -- delete -----------------------------------------------------------------------------------------------
@@ -460,9 +461,7 @@ def _delete_offsets(admin, group: str, args) -> int:
     request = DeleteShareGroupOffsetsRequest(group_id=group, topics=[
         DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics])
     response, _ = _send(admin, group, request, f"deleting offsets of share group {group!r}")
-    if response.error_code:
-        raise ToolError(f"deleting offsets of share group {group!r} failed: "
-                        f"{_error(response.error_code, response.error_message)}")
+    _refuse_error(response, f"deleting offsets of share group {group!r}")
     results = {t.topic_name: (t.error_code, t.error_message) for t in response.responses or ()}
     rows = [(t, "Successful" if not results.get(t, (0, None))[0] else f"Error: {_error(*results[t])}")
             for t in sorted(results)]
