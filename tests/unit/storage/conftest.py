@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from support.cleaner_helpers import compact_log
+from support.log_helpers import NOW_MS, topic_config
 
 from sundial.storage.cleaner_manager import LogCleanerManager
+from sundial.storage.log import PartitionLog
 from sundial.storage.offset_map import SkimpyOffsetMap
 
 
@@ -22,4 +24,20 @@ def env(tmp_path):
 
     yield make
     for log in made:
+        log.close_handles()
+
+
+@pytest.fixture
+def new_log(tmp_path):
+    """``new_log(name="t-0", **topic config)`` → a new partition log of topic ``t`` under ``tmp_path``
+    (support.log_helpers.topic_config with the overrides), created at NOW_MS; closed after the test."""
+    logs = []
+
+    def factory(name="t-0", **cfg):
+        log = PartitionLog.create(str(tmp_path / name), topic_config(**cfg), topic="t", partition=0, now_ms=NOW_MS)
+        logs.append(log)
+        return log
+
+    yield factory
+    for log in logs:
         log.close_handles()

@@ -3,28 +3,23 @@
 import os
 
 import pytest
-from support.log_helpers import NOW_MS, batch, topic_config
+from support.log_helpers import NOW_MS, batch
 
 from sundial.storage import retention
-from sundial.storage.log import PartitionLog
 from sundial.storage.retention import SegmentFacts, deletable_prefix
 
 DAY = 86_400_000
 
 
 @pytest.fixture
-def new_log(tmp_path):
-    logs = []
+def new_log(new_log):
+    """The storage tests' ``new_log``, keeping everything (``retention_ms`` -1) unless a test sets it."""
 
     def factory(name="t-0", **cfg):
         cfg.setdefault("retention_ms", -1)
-        log = PartitionLog.create(str(tmp_path / name), topic_config(**cfg), topic="t", partition=0, now_ms=NOW_MS)
-        logs.append(log)
-        return log
+        return new_log(name, **cfg)
 
-    yield factory
-    for log in logs:
-        log.close_handles()
+    return factory
 
 
 def fill(log, timestamps, per_segment):

@@ -3,25 +3,10 @@
 import os
 
 import pytest
-from support.log_helpers import NOW_MS, batch, brute_force_search_segments, topic_config
+from support.log_helpers import NOW_MS, batch, brute_force_search_segments
 
 from sundial.records import codecs
 from sundial.records.builder import SimpleRecord, build_records
-from sundial.storage.log import PartitionLog
-
-
-@pytest.fixture
-def new_log(tmp_path):
-    logs = []
-
-    def factory(name="t-0", **cfg):
-        log = PartitionLog.create(str(tmp_path / name), topic_config(**cfg), topic="t", partition=0, now_ms=NOW_MS)
-        logs.append(log)
-        return log
-
-    yield factory
-    for log in logs:
-        log.close_handles()
 
 
 def test_empty_log_not_found(new_log):  # 59 (first part)
