@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from sundial.records import iter_records
+from sundial.storage.log_manager import LogManager
 
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
@@ -76,3 +77,11 @@ class RecordingPurgatory:
 
     def notify(self, topic, partition) -> None:
         self.woken.append((topic, partition))
+
+
+def started_manager(dirs, **explicit):
+    """A started LogManager over ``dirs`` with the ``explicit`` settings (by Kafka name), deleted
+    segments removed at once (``log.segment.delete.delay.ms`` 0) unless they say otherwise."""
+    mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 0, **explicit})
+    mgr.startup()
+    return mgr

@@ -41,3 +41,9 @@ def new_log(tmp_path):
     yield factory
     for log in logs:
         log.close_handles()
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """Two data directories (``log.dirs``) under ``tmp_path``, not created yet."""
+    return [str(tmp_path / "d1"), str(tmp_path / "d2")]

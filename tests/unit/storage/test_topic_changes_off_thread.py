@@ -10,21 +10,11 @@ import os
 
 import pytest
 from support.log_helpers import NOW_MS, batch
+from support.unit_helpers import started_manager
 
 from sundial.storage import files
 from sundial.storage.log_manager import LogManager
 from sundial.storage.topics import METADATA_FILE, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-
-
-@pytest.fixture
-def dirs(tmp_path):
-    return [str(tmp_path / "d1"), str(tmp_path / "d2")]
-
-
-def manager(dirs, **explicit):
-    mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 0, **explicit})
-    mgr.startup()
-    return mgr
 
 
 def on_disk(dirs) -> dict[str, int]:
@@ -39,11 +29,11 @@ def on_disk(dirs) -> dict[str, int]:
 
 
 def reopened(dirs) -> LogManager:
-    return manager(dirs)
+    return started_manager(dirs)
 
 
 def test_a_topic_being_created_is_not_served_and_its_name_is_taken(dirs):
-    mgr = manager(dirs)
+    mgr = started_manager(dirs)
     pending = mgr.prepare_create_topic("t", 3)
     assert mgr.topic("t") is None and mgr.get_log("t", 0) is None
     with pytest.raises(TopicAlreadyExistsError):
@@ -61,7 +51,7 @@ def test_a_topic_being_created_is_not_served_and_its_name_is_taken(dirs):
 
 
 def test_an_abandoned_creation_leaves_nothing_behind(dirs):
-    mgr = manager(dirs)
+    mgr = started_manager(dirs)
     mgr.create_topic("keep", 1)
     pending = mgr.prepare_create_topic("lost", 2)
     mgr.abandon_create_topic(pending)        # its run failed (or never ran)
@@ -76,7 +66,7 @@ def test_an_abandoned_creation_leaves_nothing_behind(dirs):
 
 
 def test_topic_list_writes_in_any_order_leave_the_newest(dirs):
-    mgr = manager(dirs)
+    mgr = started_manager(dirs)
     first = mgr.prepare_create_topic("a", 1)
     second = mgr.prepare_create_topic("b", 1)   # its list holds both
     second.run()
@@ -88,7 +78,7 @@ def test_topic_list_writes_in_any_order_leave_the_newest(dirs):
 
 
 def test_a_crash_before_the_deletion_ran_keeps_the_topic_and_after_it_does_not(dirs):
-    mgr = manager(dirs)
+    mgr = started_manager(dirs)
     mgr.create_topic("t", 2)
     _append_one(mgr, "t", 0)
     pending = mgr.prepare_delete_topic("t")
@@ -107,7 +97,7 @@ def test_a_crash_before_the_deletion_ran_keeps_the_topic_and_after_it_does_not(d
 
 
 def test_delete_then_create_of_one_name_in_order_keeps_the_new_directories(dirs):
-    mgr = manager(dirs, **{"log.segment.delete.delay.ms": 60_000})
+    mgr = started_manager(dirs, **{"log.segment.delete.delay.ms": 60_000})
     mgr.create_topic("t", 2)
     _append_one(mgr, "t", 0)
     old_id = mgr.topic("t").topic_id
