@@ -10,26 +10,17 @@ tests set things up without SASL.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 
-from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
-from .clients import read_frame
+from .acl_support import sundial_cli
+from .clients import RawConnection
 from .conftest import SundialProcess, free_port
 from .test_metrics import scrape  # noqa: F401  (re-exported for the security metric tests)
 from .test_metrics import value as metric_value
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
-
-
-def _cli(data_dir: str, *args: str, stdin: str | None = None) -> None:
-    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
 
 
 def start_sasl_daemon(base_dir, **overrides) -> SundialProcess:
@@ -45,28 +36,20 @@ def start_sasl_daemon(base_dir, **overrides) -> SundialProcess:
     }
     proc = SundialProcess(base_dir, settings, port=plain)
     for user, password in PASSWORDS.items():
-        _cli(proc.data_dir, "credentials", "add", user, stdin=password + "\n")
-    _cli(proc.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "sec-",
-         "--group", "sec-", "--resource-pattern-type", "prefixed")
+        sundial_cli(proc.data_dir, "credentials", "add", user, stdin=password + "\n")
+    sundial_cli(proc.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "All",
+                "--topic", "sec-", "--group", "sec-", "--resource-pattern-type", "prefixed")
     proc.start()
     proc.sasl_port = sasl
     proc.metrics_port = metrics
     return proc
 
 
-class RawSasl:
+class RawSasl(RawConnection):
     """One raw connection to the SASL listener from ``source`` (127.0.0.x)."""
 
     def __init__(self, port: int, source: str = "127.0.0.1") -> None:
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0))
-        self.corr = 0
-
-    def call(self, api_key: int, version: int, body: dict):
-        self.corr += 1
-        self.s.sendall(encode_request(api_key, version, self.corr, "auth-test", body))
-        corr, resp = decode_response(api_key, version, read_frame(self.s))
-        assert corr == self.corr
-        return resp
+        super().__init__("127.0.0.1", port, "auth-test", source=source, timeout_s=60)
 
     def plain(self, user: str, password: str):
         """SaslHandshake v1 + one PLAIN SaslAuthenticate v2: (answer, seconds the answer took)."""
@@ -75,15 +58,6 @@ class RawSasl:
         started = time.monotonic()
         answer = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
         return answer, time.monotonic() - started
-
-    def closed(self) -> bool:
-        try:
-            return self.s.recv(1) == b""
-        except ConnectionError:
-            return True
-
-    def close(self) -> None:
-        self.s.close()
 
 
 def fail_plain(port: int, source: str = "127.0.0.1", user: str = "alice") -> float:

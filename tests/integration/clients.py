@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import socket
 import struct
+import subprocess
 import time
+
+import pytest
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+
+from sundial.protocol import decode_response, encode_request
+from sundial.protocol.api_keys import ApiKey
+
+from .conftest import unique_topic
 
 
 def admin(bootstrap: str) -> KafkaAdminClient:
@@ -54,6 +65,24 @@ def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int
         c.close()
 
 
+def topic_with_deleted_records(bootstrap: str, prefix: str, produced: int, log_start: int) -> str:
+    """A new one-partition topic of ``produced`` one-byte records, those below ``log_start`` then removed
+    with DeleteRecords: its name."""
+    topic = unique_topic(prefix)
+    create_topic(bootstrap, topic)
+    p = producer(bootstrap, acks=1)
+    for _ in range(produced):
+        p.send(topic, value=b"x", partition=0)
+    p.flush()
+    p.close()
+    a = admin(bootstrap)
+    try:
+        a.delete_records({TopicPartition(topic, 0): log_start})
+    finally:
+        a.close()
+    return topic
+
+
 def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, log_start: int = 0):
     """Brute force: (offset, timestamp) of the lowest offset whose timestamp >= target, or None.
 
@@ -67,9 +96,10 @@ def first_offset_at_or_after(produced: list[tuple[int, int]], target_ms: int, lo
 
 
 # -- the raw wire (tests that send hand-made frames) ----------------------------------------------
-def connect_raw(host: str, port: int) -> socket.socket:
-    """A plain TCP connection to the broker, Nagle off."""
-    s = socket.create_connection((host, port), timeout=30)  # generous: a busy host answers late
+def connect_raw(host: str, port: int, *, source: str | None = None, timeout_s: float = 30.0) -> socket.socket:
+    """A plain TCP connection to the broker, Nagle off; from ``source`` (an address of this host) if given.
+    The default timeout is generous: a busy host answers late."""
+    s = socket.create_connection((host, port), timeout=timeout_s, source_address=(source, 0) if source else None)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
@@ -88,6 +118,44 @@ def read_frame(s: socket.socket) -> bytes:
     """One whole response frame, size prefix included; ConnectionError if the broker closes."""
     head = _recv_exactly(s, 4)
     return head + _recv_exactly(s, struct.unpack(">i", head)[0])
+
+
+class RawConnection:
+    """One raw connection: requests encoded with the project's codec, answers decoded, each answer's
+    correlation id checked against its request's."""
+
+    def __init__(self, host: str, port: int, client_id: str = "raw-client", **connect) -> None:
+        self.sock = connect_raw(host, port, **connect)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    @classmethod
+    def to(cls, bootstrap: str, client_id: str = "raw-client", **connect) -> "RawConnection":
+        host, port = bootstrap.rsplit(":", 1)
+        return cls(host, int(port), client_id, **connect)
+
+    def call(self, api_key: int, version: int, body: dict):
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation_id, self.client_id, body))
+        correlation_id, response = decode_response(api_key, version, read_frame(self.sock))
+        assert correlation_id == self.correlation_id
+        return response
+
+    def authenticate_plain(self, user: str, password: str):
+        """SaslHandshake v1 (PLAIN, asserted accepted), then one PLAIN SaslAuthenticate v2: its answer."""
+        handshake = self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert handshake.error_code == 0 and "PLAIN" in handshake.mechanisms, handshake
+        return self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+
+    def closed(self) -> bool:
+        """Whether the broker closed the connection (read within the socket's timeout)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 # -- waiting for the daemon's periodic work -------------------------------------------------------
@@ -127,3 +195,30 @@ def wait_for_retention_passes(daemon, count: int = 3, *, probe_configs: dict | N
     finally:
         p.close()
 
+
+# -- kafkajs (node scripts in js/) ----------------------------------------------------------------
+JS_DIR = os.path.join(os.path.dirname(__file__), "js")
+
+
+def require_kafkajs() -> str:
+    """The folder of the kafkajs scripts, kafkajs installed there (``npm install`` on first use); the
+    test skips where node, or npm for a missing kafkajs, is not installed."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    if not os.path.isdir(os.path.join(JS_DIR, "node_modules", "kafkajs")):
+        if shutil.which("npm") is None:
+            pytest.skip("kafkajs is not installed and npm is missing")
+        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+                                timeout=300)
+        if result.returncode != 0:
+            pytest.skip(f"npm install failed: {result.stderr.decode(errors='replace')[-500:]}")
+    return JS_DIR
+
+
+def run_js(script: str, *args: str, timeout_s: float) -> list[dict]:
+    """``node js/SCRIPT ARGS``: the JSON lines it printed, the run asserted to exit 0 with a last line
+    that says ``done``."""
+    out = subprocess.run(["node", os.path.join(JS_DIR, script), *args], capture_output=True, timeout=timeout_s)
+    lines = [json.loads(x) for x in out.stdout.decode().splitlines() if x.startswith("{")]
+    assert out.returncode == 0 and lines and lines[-1].get("done"), out.stderr.decode(errors="replace")[-2000:]
+    return lines

@@ -107,6 +107,10 @@ class SundialProcess:
         self.proc = subprocess.Popen(self.command(), stdout=self._log_fh, stderr=subprocess.STDOUT, env=env,
                                      cwd=self.base_dir)
         self.starts += 1
+        return self._await_start(timeout_s)
+
+    def _await_start(self, timeout_s: float) -> "SundialProcess":
+        """Wait for this start's ``broker_started`` event and the open port; kill the daemon on a timeout."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -203,15 +207,7 @@ class ContainerSundialProcess(SundialProcess):
         container = DOCKER_DAEMONS.run(command, env, self.base_dir)
         self.proc = ContainerProcess(DOCKER_DAEMONS, container)
         self.starts += 1
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sundial exited with {self.proc.returncode} during start:\n{self.log_text()[-4000:]}")
-            if self._started_events() >= self.starts and self._port_open():
-                return self
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"sundial did not start within {timeout_s}s:\n{self.log_text()[-4000:]}")
+        return self._await_start(timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
         if self.proc is None:

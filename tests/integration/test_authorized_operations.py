@@ -17,8 +17,6 @@ what the rules in force allow:
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 
@@ -27,7 +25,8 @@ from confluent_kafka import Consumer, ConsumerGroupState, TopicCollection, Topic
 from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType
 from confluent_kafka.admin import AdminClient, NewTopic, ResourcePatternType, ResourceType
 
-from .conftest import SundialProcess, free_port
+from .acl_support import acl_daemon
+from .conftest import SundialProcess
 
 ALICE, ALICE_PW = "alice", "alice-pw"
 
@@ -40,21 +39,10 @@ CLUSTER_OPS = {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFI
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    base = tmp_path_factory.mktemp("authorized-ops")
-    ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
-    proc = SundialProcess(base / "broker", {
-        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-        "sasl.enabled.mechanisms": "PLAIN",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    proc = acl_daemon(tmp_path_factory.mktemp("authorized-ops") / "broker", {ALICE: ALICE_PW}, {
         "allow.everyone.if.no.acl.found": "true",
-        "super.users": "User:ANONYMOUS",
         "group.initial.rebalance.delay.ms": "0",
-    }, port=ports["PLAINTEXT"])
-    out = subprocess.run([sys.executable, "-m", "sundial", "credentials", "add", ALICE, "--data-dir",
-                          proc.data_dir], input=ALICE_PW + "\n", capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    proc.start()
-    proc.sasl_bootstrap = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+    }).start()
     yield proc
     assert proc.stop() == 0, proc.log_text()[-3000:]
 

@@ -35,9 +35,11 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from support.waiting import wait_for
+from support.wire_bytes import cstr, uvarint
 
 from .clients import producer
-from .conftest import SundialProcess, free_port
+from .acl_support import acl_daemon
+from .conftest import SundialProcess
 
 DTP = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 
@@ -202,31 +204,14 @@ def test_kafka_python_describe_topic_partitions_pages(node):
 
 # Raw bytes, written from Kafka's DescribeTopicPartitionsRequest/Response.json (v0, flexible).
 
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def compact_string(s: str) -> bytes:
-    data = s.encode()
-    return uvarint(len(data) + 1) + data
-
-
 def raw_request(correlation_id: int, topics: list[str], limit: int, cursor: tuple[str, int] | None) -> bytes:
     header = struct.pack(">hhi", 75, 0, correlation_id) + struct.pack(">h", 3) + b"raw" + b"\x00"
-    body = uvarint(len(topics) + 1) + b"".join(compact_string(t) + b"\x00" for t in topics)
+    body = uvarint(len(topics) + 1) + b"".join(cstr(t) + b"\x00" for t in topics)
     body += struct.pack(">i", limit)
     if cursor is None:
         body += b"\xff"
     else:
-        body += b"\x01" + compact_string(cursor[0]) + struct.pack(">i", cursor[1]) + b"\x00"
+        body += b"\x01" + cstr(cursor[0]) + struct.pack(">i", cursor[1]) + b"\x00"
     body += b"\x00"
     frame = header + body
     return struct.pack(">i", len(frame)) + frame
@@ -363,20 +348,8 @@ ALICE, ALICE_PW = "alice", "alice-pw"
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    base = tmp_path_factory.mktemp("log-dirs-acl")
-    ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
-    proc = SundialProcess(base / "broker", {
-        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-        "sasl.enabled.mechanisms": "PLAIN",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "false",
-        "super.users": "User:ANONYMOUS",
-    }, port=ports["PLAINTEXT"])
-    out = subprocess.run([sys.executable, "-m", "sundial", "credentials", "add", ALICE, "--data-dir",
-                          proc.data_dir], input=ALICE_PW + "\n", capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    proc.start()
-    proc.sasl_bootstrap = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+    proc = acl_daemon(tmp_path_factory.mktemp("log-dirs-acl") / "broker", {ALICE: ALICE_PW},
+                      {"allow.everyone.if.no.acl.found": "false"}).start()
     yield proc
     assert proc.stop() == 0, proc.log_text()[-3000:]
 

@@ -75,7 +75,7 @@ def test_authentication_counters_move_by_exactly_what_the_test_did(daemon, tmp_p
                      "--command-config", str(config), check=False, timeout_s=60)
     assert_one_line_error(result, "connected but authentication failed (mechanism SCRAM-SHA-256, user alice)")
     raw = RawSasl(daemon.sasl_port, "127.0.0.2")         # 1 request before authentication: mechanism "none"
-    raw.s.sendall(encode_request(ApiKey.METADATA, 1, 1, "auth-test", {"topics": []}))
+    raw.sock.sendall(encode_request(ApiKey.METADATA, 1, 1, "auth-test", {"topics": []}))
     assert raw.closed()
     raw.close()
     raw = RawSasl(daemon.sasl_port, "127.0.0.2")         # 1 mechanism that is not enabled

@@ -11,25 +11,9 @@ from __future__ import annotations
 
 import uuid
 
-from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
-from .clients import connect_raw, create_topic, producer, read_frame
-
-
-class Wire:
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(":")
-        self.s = connect_raw(host, int(port))
-        self.corr = 0
-
-    def ask(self, api_key, version, body):
-        self.corr += 1
-        self.s.sendall(encode_request(api_key, version, self.corr, "seam-test", body))
-        return decode_response(api_key, version, read_frame(self.s))[1]
-
-    def close(self) -> None:
-        self.s.close()
+from .clients import RawConnection, create_topic, producer
 
 
 def test_offsets_producers_and_deletes_answer_what_was_produced(broker):
@@ -44,9 +28,9 @@ def test_offsets_producers_and_deletes_answer_what_was_produced(broker):
             sent += 1
     finally:
         p.close(timeout=30)
-    w = Wire(broker.bootstrap)
+    w = RawConnection.to(broker.bootstrap, "seam-test")
     try:
-        oe = w.ask(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"topics": [{"topic": topic, "partitions": [
+        oe = w.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"topics": [{"topic": topic, "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
             {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 0},
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 3},
@@ -55,23 +39,23 @@ def test_offsets_producers_and_deletes_answer_what_was_produced(broker):
         got = [(q.error_code, q.leader_epoch, q.end_offset) for q in oe.topics[0].partitions]
         assert got == [(0, 0, sent), (0, 0, 0), (0, -1, -1), (75, -1, -1), (3, -1, -1)]   # 75 UNKNOWN_LEADER_EPOCH
 
-        dp = w.ask(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0, 1, 9]}]})
+        dp = w.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0, 1, 9]}]})
         p0, p1, p9 = dp.topics[0].partitions
         assert (p0.error_code, p1.error_code, p9.error_code) == (0, 0, 3)
         assert [(a.last_sequence, a.coordinator_epoch, a.current_txn_start_offset) for a in p0.active_producers] \
             == [(sent - 1, -1, -1)]
         assert p0.active_producers[0].producer_id >= 0 and list(p1.active_producers) == []
 
-        dr = w.ask(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
+        dr = w.call(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "offset": 2}, {"partition_index": 1, "offset": 1}]},
             {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": 0}]}]})
         got = {(t.name, q.partition_index): (q.error_code, q.low_watermark) for t in dr.topics for q in t.partitions}
         assert got == {(topic, 0): (0, 2), (topic, 1): (1, -1), ("__consumer_offsets", 0): (17, -1)}
-        dr = w.ask(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
+        dr = w.call(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
             {"name": topic,
              "partitions": [{"partition_index": 0, "offset": 1}, {"partition_index": 1, "offset": -1}]}]})
         assert [(q.error_code, q.low_watermark) for q in dr.topics[0].partitions] == [(0, 2), (0, 0)]
-        dr = w.ask(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
+        dr = w.call(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 30000, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "offset": -1}]}]})
         assert [(q.error_code, q.low_watermark) for q in dr.topics[0].partitions] == [(0, sent)]
     finally:

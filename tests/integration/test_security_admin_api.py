@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -53,7 +51,8 @@ from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from .clients import connect_raw, read_frame
-from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
+from .acl_support import acl_daemon, sundial_cli
+from .conftest import DAEMONS_UNAVAILABLE
 
 pytestmark = pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
 
@@ -62,46 +61,27 @@ EVERYTHING = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
                        ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
 
 
-def _cli(data_dir: str, *args: str, stdin: str | None = None, code: int = 0) -> str:
-    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == code, out.stderr
-    return out.stdout
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    base = tmp_path_factory.mktemp("admin-api")
-    ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
-    proc = SundialProcess(base / "broker", {
-        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+    proc = acl_daemon(tmp_path_factory.mktemp("admin-api") / "broker", PASSWORDS, {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
-    }, port=ports["PLAINTEXT"])
-    for user in ("admin", "alice"):
-        _cli(proc.data_dir, "credentials", "add", user, stdin=PASSWORDS[user] + "\n")
-    proc.start()
-    proc.ports = ports
+    }).start()
     yield proc
     assert proc.stop() == 0, proc.log_text()[-3000:]
-
-
-def sasl_addr(node) -> str:
-    return f"127.0.0.1:{node.ports['SASL_PLAINTEXT']}"
 
 
 def kp_admin(node, user: str | None = "admin", password: str | None = None,
              mechanism: str = "SCRAM-SHA-256") -> KafkaAdminClient:
     if user is None:
         return KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=30_000)
-    return KafkaAdminClient(bootstrap_servers=sasl_addr(node), security_protocol="SASL_PLAINTEXT",
+    return KafkaAdminClient(bootstrap_servers=node.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
                             sasl_mechanism=mechanism, sasl_plain_username=user,
                             sasl_plain_password=password or PASSWORDS[user], request_timeout_ms=30_000)
 
 
 def rd_config(node, user: str = "admin", password: str | None = None, mechanism: str = "SCRAM-SHA-512") -> dict:
-    return {"bootstrap.servers": sasl_addr(node), "security.protocol": "sasl_plaintext",
+    return {"bootstrap.servers": node.sasl_bootstrap, "security.protocol": "sasl_plaintext",
             "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password or PASSWORDS[user]}
 
 
@@ -154,7 +134,7 @@ def test_acls_created_and_deleted_by_either_client_apply_at_once(node):
     finally:
         kp.close()
     assert alice_can_produce(node, topic)                  # in force for the very next request
-    listed = _cli(node.data_dir, "acls", "list", "--principal", "User:alice")
+    listed = sundial_cli(node.data_dir, "acls", "list", "--principal", "User:alice")
     assert f"ALLOW User:alice from host * to WRITE TOPIC LITERAL:{topic}" in listed
     # ... confluent-kafka (CreateAcls/DescribeAcls/DeleteAcls v2) sees them and deletes WRITE.
     rd = rd_admin(node)
@@ -169,8 +149,8 @@ def test_acls_created_and_deleted_by_either_client_apply_at_once(node):
     assert [(b.name, b.operation) for b in deleted] == [(topic, AclOperation.WRITE)]
     assert not alice_can_produce(node, topic)
     # A rule from the offline command is what the API describes.
-    _cli(node.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "Write",
-         "--topic", f"{topic}-", "--resource-pattern-type", "prefixed")
+    sundial_cli(node.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "Write",
+                "--topic", f"{topic}-", "--resource-pattern-type", "prefixed")
     kp = kp_admin(node, None)
     try:
         acls, error = kp.describe_acls(ACLFilter("User:alice", None, ACLOperation.ANY, ACLPermissionType.ANY,
@@ -204,7 +184,7 @@ def test_scram_users_upserted_by_either_client_log_in_at_once(node):
         frank = kp_admin(node, "frank", password, mechanism)
         frank.list_topics()
         frank.close()
-    assert "frank\tSCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512 (iterations=8192)" in _cli(
+    assert "frank\tSCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512 (iterations=8192)" in sundial_cli(
         node.data_dir, "credentials", "list")
     described = rd.describe_user_scram_credentials(["frank"], request_timeout=30)
     result = described.result() if hasattr(described, "result") else _rd_results(described)
@@ -299,7 +279,7 @@ def test_without_an_authorizer_acl_apis_are_security_disabled_and_scram_works(br
     assert _rd_error(lambda: _rd_results(rd.create_acls([binding], request_timeout=30))) == \
         RdKafkaError.SECURITY_DISABLED
     assert not os.path.exists(os.path.join(plain.data_dir, "acls.json"))
-    assert "zoe\tSCRAM-SHA-512" in _cli(plain.data_dir, "credentials", "list")
+    assert "zoe\tSCRAM-SHA-512" in sundial_cli(plain.data_dir, "credentials", "list")
 
 
 # -- the raw wire -----------------------------------------------------------------------------------

@@ -13,22 +13,19 @@ consumer-groups`` (one error line, exit 1).
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 
-from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.errors import ErrorCode
 
 from support.waiting import wait_for
 
-from .clients import create_topic, read_frame
-from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
+from .acl_support import acl_daemon, sundial_cli
+from .clients import RawConnection, create_topic
+from .conftest import DAEMONS_UNAVAILABLE
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.skipif(DAEMONS_UNAVAILABLE is not None, reason=DAEMONS_UNAVAILABLE or "")
@@ -37,31 +34,17 @@ PASSWORD = "alice-pw"
 GROUP_AUTHORIZATION_FAILED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
-def _cli(data_dir: str, *args: str, stdin: str | None = None) -> str:
-    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     base = tmp_path_factory.mktemp("kip848-acls")
-    ports = {"PLAINTEXT": free_port(), "SASL_PLAINTEXT": free_port()}
-    proc = SundialProcess(base / "broker", {
-        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-        "sasl.enabled.mechanisms": "PLAIN",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",
+    proc = acl_daemon(base / "broker", {"alice": PASSWORD}, {
         "group.initial.rebalance.delay.ms": "0",
         "group.consumer.heartbeat.interval.ms": "500",
         "group.consumer.min.heartbeat.interval.ms": "500",
-    }, port=ports["PLAINTEXT"])
-    _cli(proc.data_dir, "credentials", "add", "alice", stdin=PASSWORD + "\n")
-    _cli(proc.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--operation",
-         "Describe", "--topic", "acl-", "--resource-pattern-type", "prefixed")
+    })
+    sundial_cli(proc.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read",
+                "--operation", "Describe", "--topic", "acl-", "--resource-pattern-type", "prefixed")
     proc.start()
-    proc.sasl = f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
     command_config = base / "alice.properties"
     command_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                               f"sasl.username=alice\nsasl.password={PASSWORD}\n")
@@ -70,22 +53,13 @@ def node(tmp_path_factory):
     assert proc.stop() == 0, proc.log_text()[-3000:]
 
 
-class Alice:
+class Alice(RawConnection):
     """A raw SASL_PLAINTEXT connection of User:alice (SaslHandshake v1, PLAIN)."""
 
     def __init__(self, node) -> None:
-        host, port = node.sasl.rsplit(":", 1)
-        self.s = socket.create_connection((host, int(port)), timeout=15)
-        self.corr = 0
-        assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
-        assert self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0alice\0{PASSWORD}".encode()}).error_code == 0
-
-    def call(self, api_key, version, body):
-        self.corr += 1
-        self.s.sendall(encode_request(api_key, version, self.corr, "acl-test", body))
-        corr, resp = decode_response(api_key, version, read_frame(self.s))
-        assert corr == self.corr
-        return resp
+        host, port = node.sasl_bootstrap.rsplit(":", 1)
+        super().__init__(host, int(port), "acl-test", timeout_s=15)
+        assert self.authenticate_plain("alice", PASSWORD).error_code == 0
 
     def join(self, group: str, member_id: str, topic: str):
         return self.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
@@ -104,9 +78,6 @@ class Alice:
                                                              "include_authorized_operations": True}).groups
         return g
 
-    def close(self) -> None:
-        self.s.close()
-
 
 def _names() -> tuple[str, str]:
     suffix = uuid.uuid4().hex[:8]
@@ -114,7 +85,8 @@ def _names() -> tuple[str, str]:
 
 
 def _allow(node, operation: str, group: str) -> None:
-    _cli(node.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", operation, "--group", group)
+    sundial_cli(node.data_dir, "acls", "add", "--allow-principal", "User:alice", "--operation", operation,
+                "--group", group)
 
 
 def test_heartbeat_needs_read_and_describe_needs_describe_on_the_group(node):
@@ -157,7 +129,7 @@ def test_a_consumer_protocol_consumer_is_refused_then_consumes_once_allowed(node
     now = int(time.time() * 1000)
     produced = {(md.partition, md.offset) for md in produce_records(
         node.bootstrap, topic, [(i % 2, now + i, None, f"v{i}".encode(), None) for i in range(20)])}
-    conf = {"bootstrap.servers": node.sasl, "security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+    conf = {"bootstrap.servers": node.sasl_bootstrap, "security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
             "sasl.username": "alice", "sasl.password": PASSWORD, "group.id": group, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0}
 
@@ -177,7 +149,7 @@ def test_a_consumer_protocol_consumer_is_refused_then_consumes_once_allowed(node
     finally:
         refused.close()
     # The tool as alice: the same refusal, as one error line.
-    as_alice = sundial("consumer-groups", "--bootstrap-server", node.sasl, "--command-config",
+    as_alice = sundial("consumer-groups", "--bootstrap-server", node.sasl_bootstrap, "--command-config",
                        node.alice_properties, "--describe", "--group", group, check=False)
     assert_one_line_error(as_alice, f"not authorized (Describe on group '{group}')")
     assert as_alice.code == 1
@@ -197,7 +169,7 @@ def test_a_consumer_protocol_consumer_is_refused_then_consumes_once_allowed(node
         wait_for(consumed_everything, 60, "every record through the consumer protocol")
         allowed.commit(asynchronous=False)
         # READ implies DESCRIBE: the tool as alice now describes the group, with alice's member.
-        members = table(sundial("consumer-groups", "--bootstrap-server", node.sasl, "--command-config",
+        members = table(sundial("consumer-groups", "--bootstrap-server", node.sasl_bootstrap, "--command-config",
                                 node.alice_properties, "--describe", "--group", group, "--members", "--verbose"))
         assert [r["CONSUMER-ID"] for r in members] == [allowed.memberid()]
         assert members[0]["CURRENT-ASSIGNMENT"] == f"{topic}:0,1"

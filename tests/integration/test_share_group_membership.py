@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from sundial.protocol.api_keys import ApiKey  # noqa: E402
 from sundial.protocol.codec import decode_response, encode_request  # noqa: E402
 
-from .clients import connect_raw, read_frame  # noqa: E402
+from .clients import RawConnection  # noqa: E402
 from .conftest import unique_topic  # noqa: E402
 
 DEADLINE_S = 60
@@ -31,20 +31,12 @@ FAST = {"group.share.enable": "true", "group.share.heartbeat.interval.ms": "1000
         "group.share.session.timeout.ms": "6000", "group.share.min.session.timeout.ms": "6000"}
 
 
-class Wire:
+class Wire(RawConnection):
     """One raw connection speaking the share-group APIs with the project's codec."""
 
     def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = connect_raw(host, int(port))
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, body: dict):
-        self.correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation, "wire-test", body))
-        correlation, response = decode_response(api_key, version, read_frame(self.sock))
-        assert correlation == self.correlation
-        return response
+        super().__init__(host, int(port), "wire-test")
 
     def describe(self, group: str):
         response = self.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group],

@@ -32,13 +32,12 @@ import uuid
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 from sundial.records.builder import SimpleRecord, build_records
 
 from support.waiting import wait_for
 
-from .clients import connect_raw, create_topic, read_frame
+from .clients import RawConnection, create_topic
 from .conftest import DAEMONS_UNAVAILABLE, SundialProcess, free_port
 
 ck = pytest.importorskip("confluent_kafka")
@@ -51,25 +50,8 @@ def _uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-class Wire:
-    """One raw connection: hand-made requests, decoded answers."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.s = connect_raw(host, port)
-        self.corr = 0
-
-    def ask(self, api_key, version, body):
-        self.corr += 1
-        self.s.sendall(encode_request(api_key, version, self.corr, "abort-test", body))
-        return decode_response(api_key, version, read_frame(self.s))[1]
-
-    def close(self) -> None:
-        self.s.close()
-
-
-def _wire(daemon) -> Wire:
-    host, port = daemon.bootstrap.split(":")
-    return Wire(host, int(port))
+def _wire(daemon) -> RawConnection:
+    return RawConnection.to(daemon.bootstrap, "abort-test")
 
 
 def open_hanging_transaction(daemon, topic: str, partition: int, values: list[bytes], *, txn_id: str | None = None,
@@ -79,14 +61,14 @@ def open_hanging_transaction(daemon, topic: str, partition: int, values: list[by
     txn_id = txn_id or _uid("hang")
     w = _wire(daemon)
     try:
-        assert w.ask(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1}).error_code == 0
+        assert w.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1}).error_code == 0
         for _ in range(inits):
-            init = w.ask(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000})
+            init = w.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60_000})
             assert init.error_code == 0
         now = int(time.time() * 1000)
         batch = build_records(2, [SimpleRecord(now, None, v) for v in values], producer_id=init.producer_id,
                               producer_epoch=init.producer_epoch, base_sequence=0, is_transactional=True).buffer
-        resp = w.ask(ApiKey.PRODUCE, 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 30_000,
+        resp = w.call(ApiKey.PRODUCE, 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 30_000,
                                          "topic_data": [{"name": topic, "partition_data": [
                                              {"index": partition, "records": batch}]}]})
         assert resp.responses[0].partition_responses[0].error_code == 0
@@ -101,7 +83,7 @@ def offsets(daemon, topic: str, partition: int) -> tuple[int, int]:
     try:
         out = []
         for isolation in (1, 0):
-            resp = w.ask(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+            resp = w.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
                 {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
             out.append(resp.topics[0].partitions[0].offset)
         return out[0], out[1]
@@ -113,7 +95,7 @@ def write_markers(daemon, version: int, markers: list[dict]) -> dict:
     """WriteTxnMarkers → {producer id: {(topic, partition): error code}}."""
     w = _wire(daemon)
     try:
-        resp = w.ask(ApiKey.WRITE_TXN_MARKERS, version, {"markers": markers})
+        resp = w.call(ApiKey.WRITE_TXN_MARKERS, version, {"markers": markers})
     finally:
         w.close()
     return {m.producer_id: {(t.name, p.partition_index): p.error_code for t in m.topics for p in t.partitions}
@@ -194,7 +176,7 @@ def read_confluent(daemon, topic, partition, isolation, expected: int) -> list[s
 def node_id(daemon) -> int:
     w = _wire(daemon)
     try:
-        return w.ask(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
+        return w.call(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
                                            "include_topic_authorized_operations": False}).brokers[0].node_id
     finally:
         w.close()
@@ -291,7 +273,7 @@ def test_write_txn_markers_codes_on_the_wire(broker):
     create_topic(broker.bootstrap, topic, 2)
     w = _wire(broker)
     try:
-        versions = w.ask(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        versions = w.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     finally:
         w.close()
     assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys} >= {(27, 1, 2)}
