@@ -486,19 +486,31 @@ def _log_getter_results_used(module: pathlib.Path) -> list[int]:
             if _is_call_to(node, LOG_GETTERS) and id(node) not in existence_checks]
 
 
+def _found_in_handlers(find) -> dict[str, list]:
+    """``find(module)`` for every module of broker/handlers, by path, where it finds something."""
+    found = {}
+    for module in _modules("broker/handlers"):
+        hits = find(module)
+        if hits:
+            found[str(module.relative_to(ROOT))] = hits
+    return found
+
+
+def _assert_only_known(found: dict[str, list], known: set[str], known_name: str, offence: str, gone: str) -> None:
+    """Nothing ``found`` outside the ``known`` exceptions, and no exception left that is not needed."""
+    new = {name: hits for name, hits in found.items() if name not in known}
+    assert not new, f"{offence}: {new}"
+    stale = known - set(found)
+    assert not stale, f"{gone}, remove from {known_name}: {sorted(stale)}"
+
+
 def test_handlers_hold_no_partition_log():
     """A handler asks the ReplicaManager for plain answers (``delete_records``, ``list_offset``,
     ``offset_for_leader_epoch``, ``describe_producers``, ...); it may ask whether a partition exists
     (``rm.log_for(t, p) is None``) but never keeps or uses the log."""
-    holding = {}
-    for module in _modules("broker/handlers"):
-        lines = _log_getter_results_used(module)
-        if lines:
-            holding[str(module.relative_to(ROOT))] = lines
-    new = {name: lines for name, lines in holding.items() if name not in KNOWN_HANDLERS_HOLDING_A_LOG}
-    assert not new, f"handlers holding a partition log (ask the ReplicaManager): {new}"
-    stale = KNOWN_HANDLERS_HOLDING_A_LOG - set(holding)
-    assert not stale, f"no longer holding a log, remove from KNOWN_HANDLERS_HOLDING_A_LOG: {sorted(stale)}"
+    holding = _found_in_handlers(_log_getter_results_used)
+    _assert_only_known(holding, KNOWN_HANDLERS_HOLDING_A_LOG, "KNOWN_HANDLERS_HOLDING_A_LOG",
+                       "handlers holding a partition log (ask the ReplicaManager)", "no longer holding a log")
 
 
 def _record_layout_names() -> set[str]:
@@ -528,15 +540,9 @@ def test_no_handler_reads_record_bytes():
     """Record bytes are read by records/ and storage/ (behind the ReplicaManager), never by a handler."""
     layout_names = _record_layout_names()
     assert {"V2_HEADER", "ATTRIBUTES_OFFSET", "TRANSACTIONAL_FLAG_MASK"} <= layout_names
-    readers = {}
-    for module in _modules("broker/handlers"):
-        found = _reads_record_bytes(module, layout_names)
-        if found:
-            readers[str(module.relative_to(ROOT))] = found
-    new = {name: found for name, found in readers.items() if name not in KNOWN_HANDLERS_READING_BYTES}
-    assert not new, f"handlers reading record bytes (use the ReplicaManager): {new}"
-    stale = KNOWN_HANDLERS_READING_BYTES - set(readers)
-    assert not stale, f"no longer reading bytes, remove from KNOWN_HANDLERS_READING_BYTES: {sorted(stale)}"
+    readers = _found_in_handlers(lambda module: _reads_record_bytes(module, layout_names))
+    _assert_only_known(readers, KNOWN_HANDLERS_READING_BYTES, "KNOWN_HANDLERS_READING_BYTES",
+                       "handlers reading record bytes (use the ReplicaManager)", "no longer reading bytes")
 
 
 def _private(name: str) -> bool:
