@@ -157,13 +157,15 @@ class SourceOptions:
 
 # --- scalar parsers ------------------------------------------------------------------
 
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+def bool_option(opts: Mapping[str, str], key: str, default: bool, names: Mapping[str, str] | None = None) -> bool:
+    """Option ``key`` (lower-cased) as true or false; ``names`` spells it for errors (default: the source's)."""
     if key not in opts:
         return default
     raw = str(opts[key]).strip().lower()
     if raw in ("true", "false"):
         return raw == "true"
-    raise OptionError(KNOWN_OPTIONS[key], f"option '{KNOWN_OPTIONS[key]}' must be 'true' or 'false', got '{opts[key]}'")
+    name = (names or KNOWN_OPTIONS)[key]
+    raise OptionError(name, f"option '{name}' must be 'true' or 'false', got '{opts[key]}'")
 
 
 def _int(opts: Mapping[str, str], key: str, default: int | None, *, minimum: int | None = None,
@@ -408,7 +410,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     if fetcher not in ("auto", "wire", "consumer"):
         raise OptionError("sundial.fetcher", f"option 'sundial.fetcher' must be 'auto', 'wire' or 'consumer', got '{opts['sundial.fetcher']}'")
 
-    exact = _bool(opts, "sundial.exacttimewindow", False)
+    exact = bool_option(opts, "sundial.exacttimewindow", False)
     disorder = _int(opts, "sundial.exacttimewindow.maxdisorderms", None, minimum=0)
     if exact:
         has_start_ts = isinstance(starting, (GlobalTimestamp, SpecificTimestamps))
@@ -420,7 +422,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     elif disorder is not None:
         raise OptionError("sundial.exactTimeWindow.maxDisorderMs",
                           "option 'sundial.exactTimeWindow.maxDisorderMs' only applies with sundial.exactTimeWindow=true")
-    pushdown = _bool(opts, "sundial.filterpushdown", False)
+    pushdown = bool_option(opts, "sundial.filterpushdown", False)
     if pushdown and streaming:
         raise OptionError("sundial.filterPushdown", (
             "option 'sundial.filterPushdown' applies to batch reads only: Spark pushes no filters into streaming "
@@ -432,13 +434,13 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         starting=starting,
         ending=ending,
         starting_strategy=strategy,
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        fail_on_data_loss=bool_option(opts, "failondataloss", True),
         min_partitions=_int(opts, "minpartitions", None, positive=True),
         max_records_per_partition=_int(opts, "maxrecordsperpartition", None, positive=True),
         max_offsets_per_trigger=max_per_trigger,
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=delay_ms,
-        include_headers=_bool(opts, "includeheaders", False),
+        include_headers=bool_option(opts, "includeheaders", False),
         poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", DEFAULT_POLL_TIMEOUT_MS, positive=True),
         fetch_num_retries=_int(opts, "fetchoffset.numretries", DEFAULT_FETCH_NUM_RETRIES, positive=True),
         fetch_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", DEFAULT_FETCH_RETRY_INTERVAL_MS, minimum=0),
@@ -467,4 +469,4 @@ def validate_either_mode(raw: Mapping[str, str]) -> None:
 def include_headers_of(raw: Mapping[str, str]) -> bool:
     """``includeHeaders`` alone: the schema is needed before the full options are parsed."""
     opts = {str(k).lower(): v for k, v in dict(raw).items()}
-    return _bool(opts, "includeheaders", False)
+    return bool_option(opts, "includeheaders", False)

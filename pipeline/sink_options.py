@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import OptionError
-from .options import bootstrap_servers, lowered_options
+from .options import bool_option, bootstrap_servers, lowered_options
 
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "sundial-spark-"
 MAX_TRANSACTIONAL_ID_PREFIX_CHARS = 100
@@ -82,16 +82,6 @@ class SinkOptions:
     @property
     def idempotent(self) -> bool:
         return str(self.producer_settings.get("enable.idempotence", "false")).lower() == "true"
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    if key not in opts:
-        return default
-    raw = str(opts[key]).strip().lower()
-    if raw in ("true", "false"):
-        return raw == "true"
-    name = SINK_OPTIONS[key]
-    raise OptionError(name, f"option '{name}' must be 'true' or 'false', got '{opts[key]}'")
 
 
 def _producer_settings(opts: Mapping[str, str], exactly_once: bool) -> dict[str, str]:
@@ -136,7 +126,7 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool) -> SinkOption
         if not topic:
             raise OptionError("topic", "option 'topic' is empty; give a topic name or leave the option out "
                                        "and write a 'topic' column")
-    exactly_once = _bool(opts, "sundial.exactlyonce", False)
+    exactly_once = bool_option(opts, "sundial.exactlyonce", False, SINK_OPTIONS)
     prefix = str(opts.get("sundial.transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX))
     if not prefix.strip() or len(prefix) > MAX_TRANSACTIONAL_ID_PREFIX_CHARS:
         raise OptionError("sundial.transactionalIdPrefix", (
