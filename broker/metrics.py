@@ -365,12 +365,12 @@ def group_rows(coordinator) -> list[tuple]:
     rows: list[tuple] = [("groups", {"type": t, "state": state}, n) for (t, state), n in sorted(counts.items())]
     consumer = coordinator.consumer
     rows += [("rebalances", {"type": GROUP_TYPE_CLASSIC}, coordinator.completed_rebalances),
-             ("rebalances", {"type": GROUP_TYPE_CONSUMER}, consumer.rebalances),
+             ("rebalances", {"type": GROUP_TYPE_CONSUMER}, consumer.record_log.rebalances),
              ("fenced_members", {"type": GROUP_TYPE_CLASSIC}, coordinator.expired_members),
-             ("fenced_members", {"type": GROUP_TYPE_CONSUMER}, consumer.fenced_members)]
+             ("fenced_members", {"type": GROUP_TYPE_CONSUMER}, consumer.record_log.fenced_members)]
     if share is not None:
-        rows += [("rebalances", {"type": GROUP_TYPE_SHARE}, share.rebalances),
-                 ("fenced_members", {"type": GROUP_TYPE_SHARE}, share.fenced_members)]
+        rows += [("rebalances", {"type": GROUP_TYPE_SHARE}, share.record_log.rebalances),
+                 ("fenced_members", {"type": GROUP_TYPE_SHARE}, share.record_log.fenced_members)]
     return rows
 
 

@@ -27,15 +27,14 @@ snapshots). A disk that fails writes stops the partition's log anyway.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 
 import structlog
 
-import sundial.storage.errors as se
 from sundial.protocol.errors import ErrorCode
 from sundial.records.timestamps import wall_clock_ms
 
+from .group_log import GroupRecordLog
 from .modern.classic import ClassicJoinRequest, ClassicJoinResult
 from .modern.errors import GroupError
 from .modern.manager import ConsumerGroupManager
@@ -46,7 +45,6 @@ from .modern.requests import HeartbeatRequest, HeartbeatResult
 from .modern.settings import ConsumerGroupSettings
 from .modern.views import GroupDescription, ListedGroup
 from .offset_manager import GroupMetadataManager
-from .timer_loop import run_deadline_loop
 
 logger = structlog.get_logger(__name__)
 
@@ -60,21 +58,19 @@ class ConsumerGroups:
                  topics: Callable[[], Mapping], group_settings: Callable[[str], tuple[int, int]],
                  is_classic_group: Callable[[str], bool], now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.now_ms = now_ms
-        self._offsets = offsets
         self.manager = ConsumerGroupManager(settings, topics, group_settings, is_classic_group=is_classic_group)
         #: Called with (classic group image, start a rebalance) for each consumer group that turned
         #: back into a classic group (online downgrade), once its tombstones are appended: the
         #: coordinator creates the classic group and appends its metadata record after them.
         self.on_downgrade: Callable[[ClassicGroupImage, bool], None] | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        #: The records' writer and timer; its ``version`` is bumped whenever records are written, its
+        #: ``rebalances`` and ``fenced_members`` (session or rebalance timeout) are read by
+        #: ``broker.metrics.group_rows``.
+        self.record_log = GroupRecordLog(
+            "consumer_group", offsets, encode_record, now_ms, manager=self.manager,
+            epoch_key=ConsumerGroupMetadataKey, member_key=ConsumerGroupMemberMetadataKey,
+            after_append=self._announce_downgrades, on_appended=offsets.forget_consumed)
         self.replay_errors = 0
-        #: Bumped whenever records are written (membership or subscriptions may have changed).
-        self.version = 0
-        #: For the metrics endpoint: group epoch bumps written (rebalances), and members fenced by
-        #: their session or rebalance timeout (read by ``broker.metrics.group_rows``).
-        self.rebalances = 0
-        self.fenced_members = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
@@ -92,13 +88,10 @@ class ConsumerGroups:
                     skipped_records=self.replay_errors)
 
     def start_timers(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._timer_loop(), name="consumer-group-timers")
+        self.record_log.start_timers()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self.record_log.stop()
 
     # -- requests -------------------------------------------------------------------------------
     async def heartbeat(self, request: HeartbeatRequest, *, client_id: str, client_host: str,
@@ -112,7 +105,7 @@ class ConsumerGroups:
                                                  client_host=client_host, classic=classic)
         if before_append is not None:
             before_append()
-        await self._persist(records)
+        await self.record_log.persist(records)
         return result
 
     # -- classic members inside consumer groups (online migration) -------------------------------
@@ -120,7 +113,7 @@ class ConsumerGroups:
                            client_host: str) -> ClassicJoinResult:
         result, records = self.manager.classic_join(request, self.now_ms(), client_id=client_id,
                                                     client_host=client_host)
-        await self._persist(records)
+        await self.record_log.persist(records)
         return result
 
     def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
@@ -136,9 +129,7 @@ class ConsumerGroups:
         """LeaveGroup of classic members: the records are appended at once and made durable in the
         background, as the classic groups' LeaveGroup does (the member is gone either way)."""
         answers, records = self.manager.classic_leave(group_id, members, self.now_ms())
-        last = self._append(records)
-        if last is not None:
-            self._offsets.spawn(self._offsets.durable(last))
+        self.record_log.append_in_background(records)
         return answers
 
     def describe(self, group_id: str) -> GroupDescription:
@@ -172,7 +163,7 @@ class ConsumerGroups:
 
     async def delete_group(self, group_id: str) -> None:
         """Tombstones for the group's records (the caller deletes its offsets); raises GroupError."""
-        await self._persist(self.manager.delete_group(group_id))
+        await self.record_log.persist(self.manager.delete_group(group_id))
 
     def subscribed_groups(self) -> dict[str, frozenset[str]]:
         """group id → topic names its members consume (consumed-log retention counts them)."""
@@ -181,60 +172,14 @@ class ConsumerGroups:
     def topics_changed(self) -> None:
         """A topic was created, deleted or given partitions: the records are appended at once,
         their durability awaited in the background (as a fencing by the timer)."""
-        last = self._append(self.manager.topics_changed(self.now_ms()))
-        if last is not None:
-            self._offsets.spawn(self._offsets.durable(last))
+        self.record_log.append_in_background(self.manager.topics_changed(self.now_ms()))
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _append(self, records: list[CoordinatorRecord]) -> int | None:
-        """Append at once, so the log's order is the order the manager applied the changes in."""
-        if not records:
-            return None
-        self._wake.set()        # the change may have moved the next deadline
-        try:
-            last = self._offsets.store.append_coordinator_records([encode_record(r) for r in records],
-                                                                  self.now_ms())
-        except (se.StorageError, OSError, RuntimeError) as exc:
-            logger.error("consumer_group_records_store_failed", records=len(records), error=str(exc))
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
-                from None
-        finally:
-            for image, rebalance in self.manager.take_downgrades():
-                if self.on_downgrade is not None:
-                    self.on_downgrade(image, rebalance)
-        self.version += 1
-        self._offsets.forget_consumed()
-        self.rebalances += sum(1 for r in records
-                               if isinstance(r.key, ConsumerGroupMetadataKey) and r.value is not None)
-        return last
-
-    async def _persist(self, records: list[CoordinatorRecord]) -> None:
-        last = self._append(records)
-        if last is None:
-            return
-        try:
-            await self._offsets.durable(last)
-        except Exception as exc:  # fsync failure
-            logger.error("consumer_group_records_flush_failed", error=str(exc))
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
-                from None
-        self._offsets.spawn(self._offsets.maybe_snapshot())
+    def _announce_downgrades(self) -> None:
+        for image, rebalance in self.manager.take_downgrades():
+            if self.on_downgrade is not None:
+                self.on_downgrade(image, rebalance)
 
     def fire_timers(self, now_ms: int | None = None) -> list[CoordinatorRecord]:
         """Poll the manager (tests call this with their own clock); returns the records written."""
-        now = self.now_ms() if now_ms is None else now_ms
-        records = self.manager.poll(now)
-        # A poll removes members only by fencing them: one subscription tombstone each.
-        self.fenced_members += sum(1 for r in records
-                                   if isinstance(r.key, ConsumerGroupMemberMetadataKey) and r.value is None)
-        try:
-            last = self._append(records)
-        except GroupError:
-            return records  # logged by _append
-        if last is not None:
-            self._offsets.spawn(self._offsets.durable(last))
-        return records
-
-    async def _timer_loop(self) -> None:
-        await run_deadline_loop(self.fire_timers, self.manager.next_deadline_ms, self.now_ms, self._wake,
-                                "consumer_group_timer_failed")
+        return self.record_log.fire_timers(now_ms)

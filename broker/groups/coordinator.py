@@ -41,6 +41,7 @@ import sundial.storage.errors as se
 
 from .consumer_groups import GROUP_TYPE_CONSUMER, ConsumerGroups
 from .group import COMPLETING, DEAD, EMPTY, GroupSettings, Note, default_member_id
+from .group_log import deletion_answer
 from .lag import LagRow
 from .modern.classic import ClassicJoinRequest
 from .modern.errors import GroupError
@@ -538,17 +539,12 @@ class GroupCoordinator:
                              api_version: int = 9) -> list[ErrorCode]:
         """OffsetCommit: one error per entry of ``offsets``, answered once the commit is durable."""
         member_id = member_id or ""
-        if not self._valid_group_id(group_id, allow_empty=True):
-            return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
-        error = self._offsets_error(group_id)
+        error = self._commit_refusal(group_id, member_id, generation_id, group_instance_id, allow_empty=True,
+                                     api_version=api_version)
         if error:
             return [error] * len(offsets)
         now = self.now_ms()
         if self.consumer.is_consumer_group(group_id):
-            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id,
-                                                         instance_id=group_instance_id, api_version=api_version)
-            if error:
-                return [error] * len(offsets)
             return await self.offsets.store_offsets(group_id, offsets, retention_time_ms, now)
         group = self.groups.get(group_id)
         if group is None:
@@ -561,6 +557,18 @@ class GroupCoordinator:
             return [error] * len(offsets)
         return await self.offsets.store_offsets(group_id, offsets, retention_time_ms, now)
 
+    def _commit_refusal(self, group_id: str, member_id: str, generation_id: int, instance_id: str | None, *,
+                        allow_empty: bool, **validation) -> ErrorCode:
+        """What refuses a whole (transactional) offset commit before its group is looked at: an invalid
+        group id, the coordinator's state, or a consumer group's refusal of the member and epoch."""
+        if not self._valid_group_id(group_id, allow_empty=allow_empty):
+            return ErrorCode.INVALID_GROUP_ID
+        error = self._offsets_error(group_id)
+        if not error and self.consumer.is_consumer_group(group_id):
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id, instance_id=instance_id,
+                                                         **validation)
+        return error
+
     async def txn_commit_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                  group_instance_id: str | None, generation_id: int,
                                  offsets: list[CommitRequest]) -> list[ErrorCode]:
@@ -568,17 +576,12 @@ class GroupCoordinator:
         producer-only commit (no member, generation -1) is accepted whatever the group's state; the
         offsets stay pending until the transaction's marker reaches ``__consumer_offsets``."""
         member_id = member_id or ""
-        if not self._valid_group_id(group_id, allow_empty=False):
-            return [ErrorCode.INVALID_GROUP_ID] * len(offsets)
-        error = self._offsets_error(group_id)
+        error = self._commit_refusal(group_id, member_id, generation_id, group_instance_id, allow_empty=False,
+                                     transactional=True)
         if error:
             return [error] * len(offsets)
         now = self.now_ms()
         if self.consumer.is_consumer_group(group_id):
-            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id,
-                                                         instance_id=group_instance_id, transactional=True)
-            if error:
-                return [error] * len(offsets)
             return await self.offsets.store_offsets(group_id, offsets, -1, now,
                                                     producer=(producer_id, producer_epoch))
         group = self.groups.get(group_id)
@@ -737,16 +740,10 @@ class GroupCoordinator:
         return results
 
     async def _delete_consumer_group(self, group_id: str, now: int) -> ErrorCode:
-        try:
+        async def deletion() -> None:
             await self.consumer.delete_group(group_id)
             await self.offsets.durable(self.offsets.delete_group(group_id, now))
-        except GroupError as exc:
-            return exc.error_code
-        except Exception as exc:
-            logger.error("group_delete_failed", group=group_id, error=str(exc))
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        logger.info("group_deleted", group=group_id, group_type=GROUP_TYPE_CONSUMER)
-        return ErrorCode.NONE
+        return await deletion_answer(deletion(), group_id, GROUP_TYPE_CONSUMER)
 
     async def expire_offsets(self, now_ms: int | None = None) -> int:
         """One pass of Kafka's ``cleanupGroupMetadata``; returns how many offsets expired.
@@ -780,7 +777,7 @@ class GroupCoordinator:
         if not self.active:
             return ConsumedUpto(None, None)
         return self.offsets.consumed_upto(topic, partition, log_start_offset, self.groups,
-                                          (self._membership_version, self.consumer.version),
+                                          (self._membership_version, self.consumer.record_log.version),
                                           self.consumer.subscribed_groups)
 
     def lag(self, group_id: str, now_ms: int | None = None) -> list[LagRow]:

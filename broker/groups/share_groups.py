@@ -22,25 +22,23 @@ then ahead of the disk until the next restart replays what the disk holds (as fo
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
-import sundial.storage.errors as se
 from sundial.config.group import resolve_group_config
 from sundial.config.share import ShareGroupSettings, share_group_settings
 from sundial.protocol.errors import ErrorCode
 from sundial.records.timestamps import wall_clock_ms
 
+from .group_log import GroupRecordLog, deletion_answer
 from .modern.errors import GroupError
 from .share.group import ShareGroupMember
 from .share.manager import ListedShareGroup, ShareGroupDescription, ShareGroupManager, ShareHeartbeatRequest, \
     ShareHeartbeatResult
 from .share.records import ShareGroupMemberMetadataKey, ShareGroupMetadataKey, ShareRecord, encode_record
 from .offset_manager import GroupMetadataManager
-from .timer_loop import run_deadline_loop
 
 logger = structlog.get_logger(__name__)
 
@@ -57,7 +55,6 @@ class ShareGroups:
         self.now_ms = now_ms
         #: The coordinator's state: NONE, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE.
         self._availability = availability
-        self._offsets = offsets
         self._coordinator_config = config.group_coordinator
         self._share_config = config.group_coordinator.share
         self._group_configs = group_configs
@@ -66,14 +63,16 @@ class ShareGroups:
                                          timings=self._timings, is_other_group=is_other_group)
         self._departure_listeners: list[Callable[[str, str], None]] = []
         self._deletion_listeners: list[Callable[[str], None]] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        #: The records' writer and timer, with its counters (members fenced by their session timeout).
+        self.record_log = GroupRecordLog(
+            "share_group", offsets, encode_record, now_ms, manager=self.manager, epoch_key=ShareGroupMetadataKey,
+            member_key=ShareGroupMemberMetadataKey, after_append=self._announce_departures)
         self.replay_errors = 0
-        #: Bumped whenever records are written (membership or subscriptions may have changed).
-        self.version = 0
-        #: For metrics: group epoch bumps written, and members fenced by their session timeout.
-        self.rebalances = 0
-        self.fenced_members = 0
+
+    @property
+    def fenced_members(self) -> int:
+        """Members fenced by their session timeout (for metrics)."""
+        return self.record_log.fenced_members
 
     # -- settings -------------------------------------------------------------------------------
     def _group_config(self, group_id: str):
@@ -103,13 +102,10 @@ class ShareGroups:
         logger.info("share_groups_loaded", groups=len(self.manager.group_ids()), skipped_records=self.replay_errors)
 
     def start_timers(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._timer_loop(), name="share-group-timers")
+        self.record_log.start_timers()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self.record_log.stop()
 
     # -- listeners (the fetch side and the share coordinator's store) ---------------------------
     def add_departure_listener(self, fn: Callable[[str, str], None]) -> None:
@@ -127,7 +123,7 @@ class ShareGroups:
         self._check_available()
         result, records = self.manager.heartbeat(request, self.now_ms(), client_id=client_id,
                                                  client_host=client_host)
-        await self._persist(records)
+        await self.record_log.persist(records)
         return result
 
     def describe(self, group_id: str) -> ShareGroupDescription:
@@ -147,11 +143,11 @@ class ShareGroups:
         """Make ``group_id`` an empty share group unless it is one (durable on return); raises
         GroupError (GROUP_ID_NOT_FOUND) when it names a consumer or classic group."""
         self._check_available()
-        await self._persist(self.manager.create_group(group_id))
+        await self.record_log.persist(self.manager.create_group(group_id))
 
     async def delete_group(self, group_id: str) -> None:
         """Tombstones of the group's records; raises GroupError (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
-        await self._persist(self.manager.delete_group(group_id))
+        await self.record_log.persist(self.manager.delete_group(group_id))
         for fn in self._deletion_listeners:
             try:
                 fn(group_id)
@@ -160,15 +156,7 @@ class ShareGroups:
 
     async def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of one share group, its error code (logged)."""
-        try:
-            await self.delete_group(group_id)
-        except GroupError as exc:
-            return exc.error_code
-        except Exception as exc:
-            logger.error("group_delete_failed", group=group_id, error=str(exc))
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        logger.info("group_deleted", group=group_id, group_type=GROUP_TYPE_SHARE)
-        return ErrorCode.NONE
+        return await deletion_answer(self.delete_group(group_id), group_id, GROUP_TYPE_SHARE)
 
     # -- reads (the fetch side, describe, retention) ---------------------------------------------
     def member_assignment(self, group_id: str, member_id: str) -> frozenset[tuple[str, int]] | None:
@@ -207,22 +195,6 @@ class ShareGroups:
         return None if entry is None else entry[0]
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _append(self, records: list[ShareRecord]) -> int | None:
-        if not records:
-            return None
-        self._wake.set()
-        try:
-            last = self._offsets.store.append_coordinator_records([encode_record(r) for r in records], self.now_ms())
-        except (se.StorageError, OSError, RuntimeError) as exc:
-            logger.error("share_group_records_store_failed", records=len(records), error=str(exc))
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
-                from None
-        finally:
-            self._announce_departures()
-        self.version += 1
-        self.rebalances += sum(1 for r in records if isinstance(r.key, ShareGroupMetadataKey) and r.value is not None)
-        return last
-
     def _announce_departures(self) -> None:
         for group_id, member_id in self.manager.take_departures():
             for fn in self._departure_listeners:
@@ -231,32 +203,6 @@ class ShareGroups:
                 except Exception:
                     logger.exception("share_group_departure_listener_failed", group=group_id, member=member_id)
 
-    async def _persist(self, records: list[ShareRecord]) -> None:
-        last = self._append(records)
-        if last is None:
-            return
-        try:
-            await self._offsets.durable(last)
-        except Exception as exc:
-            logger.error("share_group_records_flush_failed", error=str(exc))
-            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's records could not be stored.") \
-                from None
-        self._offsets.spawn(self._offsets.maybe_snapshot())
-
     def fire_timers(self, now_ms: int | None = None) -> list[ShareRecord]:
         """Poll the manager (tests call this with their own clock); returns the records written."""
-        now = self.now_ms() if now_ms is None else now_ms
-        records = self.manager.poll(now)
-        self.fenced_members += sum(1 for r in records
-                                   if isinstance(r.key, ShareGroupMemberMetadataKey) and r.value is None)
-        try:
-            last = self._append(records)
-        except GroupError:
-            return records
-        if last is not None:
-            self._offsets.spawn(self._offsets.durable(last))
-        return records
-
-    async def _timer_loop(self) -> None:
-        await run_deadline_loop(self.fire_timers, self.manager.next_deadline_ms, self.now_ms, self._wake,
-                                "share_group_timer_failed")
+        return self.record_log.fire_timers(now_ms)

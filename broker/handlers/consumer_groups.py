@@ -18,29 +18,58 @@ so does :mod:`broker.groups.modern.regex`' caller (see docs/groups.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, is_authorized
 from ..groups.modern.errors import GroupError
 from ..groups.modern.requests import HeartbeatRequest
+from .groups import client_host
 
 
+def _heartbeat_error(code: ErrorCode, message: str | None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
-def _client_host(ctx) -> str:
-    host = ctx.client_host or ""
-    return host if host.startswith("/") else f"/{host}"
 
-
-def _assignment(assignment) -> dict | None:
+def assignment_answer(assignment) -> dict | None:
+    """A heartbeat's assignment (topic id → partitions), sorted; None when there is none to send."""
     if assignment is None:
         return None
     return {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(partitions)}
                                  for topic_id, partitions in sorted(assignment.items())]}
 
 
-def _heartbeat_error(code: ErrorCode, message: str | None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
-            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+def describe_each(ctx, group_ids: Iterable, describe: Callable[[str], object] | None, *,
+                  include_operations: bool, described: Callable[[object, int], dict],
+                  not_described: Callable[[str, ErrorCode, str | None], dict],
+                  refusal: Callable[[object], tuple[ErrorCode, str] | None] = lambda desc: None) -> list[dict]:
+    """One answer per group id: GROUP_AUTHORIZATION_FAILED without DESCRIBE on the group,
+    COORDINATOR_NOT_AVAILABLE when there is no coordinator (``describe`` None), the
+    :class:`GroupError` ``describe`` raises, ``refusal(description)`` when it gives one, else
+    ``described(description, authorized operations)``."""
+    out = []
+    for group_id in group_ids:
+        if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id or ""):
+            out.append(not_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        if describe is None:
+            out.append(not_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
+            continue
+        try:
+            desc = describe(group_id)
+        except GroupError as exc:
+            out.append(not_described(group_id, exc.error_code, exc.message))
+            continue
+        refused = refusal(desc)
+        if refused is not None:
+            out.append(not_described(group_id, *refused))
+            continue
+        operations = (authorized_operations(ctx, ResourceType.GROUP, group_id) if include_operations
+                      else OPERATIONS_NOT_REQUESTED)
+        out.append(described(desc, operations))
+    return out
 
 
 async def handle_consumer_group_heartbeat(ctx, request):
@@ -64,12 +93,12 @@ async def handle_consumer_group_heartbeat(ctx, request):
         server_assignor=request.server_assignor, topic_partitions=owned, version=ctx.api_version)
     try:
         result = await coord.consumer_heartbeat(heartbeat, client_id=ctx.client_id or "",
-                                                client_host=_client_host(ctx))
+                                                client_host=client_host(ctx))
     except GroupError as exc:
         return _heartbeat_error(exc.error_code, exc.message)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": result.member_id, "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": _assignment(result.assignment)}
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment_answer(result.assignment)}
 
 
 def _topic_partitions(parts) -> dict:
@@ -98,21 +127,7 @@ def _not_described(group_id: str, code: ErrorCode, message: str | None) -> dict:
 
 async def handle_consumer_group_describe(ctx, request):
     coord = getattr(ctx.broker, "groups", None)
-    include_ops = bool(request.include_authorized_operations)
-    out = []
-    for group_id in request.group_ids or []:
-        if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id or ""):
-            out.append(_not_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
-            continue
-        if coord is None:
-            out.append(_not_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
-            continue
-        try:
-            desc = coord.consumer_describe(group_id)
-        except GroupError as exc:
-            out.append(_not_described(group_id, exc.error_code, exc.message))
-            continue
-        operations = (authorized_operations(ctx, ResourceType.GROUP, group_id) if include_ops
-                      else OPERATIONS_NOT_REQUESTED)
-        out.append(_described(desc, operations))
+    out = describe_each(ctx, request.group_ids or [], None if coord is None else coord.consumer_describe,
+                        include_operations=bool(request.include_authorized_operations), described=_described,
+                        not_described=_not_described)
     return {"throttle_time_ms": 0, "groups": out}

@@ -59,7 +59,8 @@ def _group_ok(ctx, operation, group_id) -> bool:
     return is_authorized(ctx, operation, ResourceType.GROUP, group_id or "")
 
 
-def _client_host(ctx) -> str:
+def client_host(ctx) -> str:
+    """The client's address with Kafka's leading ``/`` (``InetAddress.toString``)."""
     host = ctx.client_host or ""
     return host if host.startswith("/") else f"/{host}"
 
@@ -126,7 +127,7 @@ async def handle_join_group(ctx, request):
     else:
         reply = await coord.join_group(
             group_id=request.group_id, member_id=member_id, group_instance_id=instance_id,
-            client_id=ctx.client_id or "", client_host=_client_host(ctx), session_timeout_ms=session_timeout_ms,
+            client_id=ctx.client_id or "", client_host=client_host(ctx), session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=request.protocol_type or "",
             protocols=[(p.name, bytes(p.metadata or b"")) for p in (request.protocols or [])],
             require_known_member_id=version >= 4 and instance_id is None,

@@ -21,17 +21,14 @@ from __future__ import annotations
 from sundial.protocol.errors import ErrorCode
 from sundial.protocol.features import SHARE_VERSION
 
-from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, authorized_operations, is_authorized
+from ..authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType, is_authorized
 from ..groups.modern.errors import GroupError
 from ..groups.share.manager import ShareHeartbeatRequest
 from .api_versions import finalized_features
+from .consumer_groups import assignment_answer, describe_each
+from .groups import client_host
 
 _DISABLED = "Share groups are not enabled (group.share.enable is false and share.version is not finalized)."
-
-
-def _client_host(ctx) -> str:
-    host = ctx.client_host or ""
-    return host if host.startswith("/") else f"/{host}"
 
 
 def share_groups_enabled(broker) -> bool:
@@ -51,13 +48,6 @@ def _heartbeat_error(code: ErrorCode, message: str | None) -> dict:
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
-def _assignment(assignment) -> dict | None:
-    if assignment is None:
-        return None
-    return {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(partitions)}
-                                 for topic_id, partitions in sorted(assignment.items())]}
-
-
 async def handle_share_group_heartbeat(ctx, request):
     coord = _shares(ctx)
     group_id = request.group_id or ""
@@ -74,12 +64,12 @@ async def handle_share_group_heartbeat(ctx, request):
         group_id=group_id, member_id=request.member_id or "", member_epoch=request.member_epoch,
         rack_id=request.rack_id, subscribed_topic_names=tuple(topics) if topics is not None else None)
     try:
-        result = await coord.heartbeat(heartbeat, client_id=ctx.client_id or "", client_host=_client_host(ctx))
+        result = await coord.heartbeat(heartbeat, client_id=ctx.client_id or "", client_host=client_host(ctx))
     except GroupError as exc:
         return _heartbeat_error(exc.error_code, exc.message)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": result.member_id, "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": _assignment(result.assignment)}
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment_answer(result.assignment)}
 
 
 def _not_described(group_id: str, code: ErrorCode, message: str | None) -> dict:
@@ -103,32 +93,19 @@ def _described(desc, operations: int) -> dict:
 
 async def handle_share_group_describe(ctx, request):
     coord = _shares(ctx)
-    include_ops = bool(request.include_authorized_operations)
-    enabled = share_groups_enabled(ctx.broker)
-    out = []
-    for group_id in request.group_ids or []:
-        group_id = group_id or ""
-        if not enabled:
-            out.append(_not_described(group_id, ErrorCode.UNSUPPORTED_VERSION, _DISABLED))
-            continue
-        if not is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            out.append(_not_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
-            continue
-        if coord is None:
-            out.append(_not_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
-            continue
-        try:
-            desc = coord.describe(group_id)
-        except GroupError as exc:
-            out.append(_not_described(group_id, exc.error_code, exc.message))
-            continue
+    group_ids = [group_id or "" for group_id in request.group_ids or []]
+    if not share_groups_enabled(ctx.broker):
+        return {"throttle_time_ms": 0,
+                "groups": [_not_described(g, ErrorCode.UNSUPPORTED_VERSION, _DISABLED) for g in group_ids]}
+
+    def topics_refusal(desc) -> tuple[ErrorCode, str] | None:
         names = {name for m in desc.members for _, name, _ in m.assignment}
-        if not all(is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
-            out.append(_not_described(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      "The described group uses topics that the client is not authorized to "
-                                      "describe."))
-            continue
-        operations = (authorized_operations(ctx, ResourceType.GROUP, group_id) if include_ops
-                      else OPERATIONS_NOT_REQUESTED)
-        out.append(_described(desc, operations))
+        if all(is_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
+            return None
+        return (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "The described group uses topics that the client is not authorized to describe.")
+
+    out = describe_each(ctx, group_ids, None if coord is None else coord.describe,
+                        include_operations=bool(request.include_authorized_operations), described=_described,
+                        not_described=_not_described, refusal=topics_refusal)
     return {"throttle_time_ms": 0, "groups": out}
