@@ -133,6 +133,14 @@ def segment_bases(d):
     return sorted(int(n[:20]) for n in os.listdir(d) if n.endswith(".log"))
 
 
+def segment_logs(d):
+    """``(base offset, .log bytes, parsed entries)`` of every segment in ``d``, in offset order."""
+    for base in segment_bases(d):
+        with open(os.path.join(d, f"{base:020d}.log"), "rb") as fh:
+            raw = fh.read()
+        yield base, raw, list(parse_log(raw))
+
+
 def test_segment_file_names_are_20_digit_base_offsets(written):
     d, _, _ = written
     names = os.listdir(d)
@@ -145,9 +153,7 @@ def test_segment_file_names_are_20_digit_base_offsets(written):
 def test_log_files_parse_with_independent_reader_and_kafka_python(written):
     d, appended, stamps = written
     seen = []
-    for base in segment_bases(d):
-        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
-        entries = list(parse_log(raw))
+    for base, raw, entries in segment_logs(d):
         assert entries[0]["base_offset"] == base
         for e in entries:
             seen.extend((o, ts) for o, ts, _ in e["records"])
@@ -164,9 +170,7 @@ def test_log_files_parse_with_independent_reader_and_kafka_python(written):
 def test_offset_index_follows_kafka_rules(written):
     """Entries name the last offset of an append and point at its start; first append never indexed."""
     d, appended, _ = written
-    for base in segment_bases(d):
-        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
-        entries = list(parse_log(raw))
+    for base, _raw, entries in segment_logs(d):
         index = read_offset_index(os.path.join(d, f"{base:020d}.index"), base)
         # replay §4.1 over the appends of this segment (one batch per append here)
         expected, since = [], 0
@@ -181,9 +185,7 @@ def test_offset_index_follows_kafka_rules(written):
 
 def test_time_index_follows_kafka_rules(written):
     d, _, _ = written
-    for base in segment_bases(d):
-        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
-        entries = list(parse_log(raw))
+    for base, _raw, entries in segment_logs(d):
         index = read_time_index(os.path.join(d, f"{base:020d}.timeindex"), base)
         expected, since = [], 0
         max_ts, max_off = -1, base
@@ -258,9 +260,7 @@ def test_cleaned_segments_parse_with_independent_reader_and_kafka_python(tmp_pat
     d = log.dir
     log.close()
     survivors = []
-    for base in segment_bases(d):
-        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
-        entries = list(parse_log(raw)) if raw else []
+    for base, raw, entries in segment_logs(d):
         kp = []
         records = MemoryRecords(raw) if raw else None
         while records is not None and records.has_next():
@@ -317,9 +317,8 @@ def test_control_batches_and_txnindex_parse_with_independent_reader(tmp_path):
     bases = segment_bases(d)
     assert len(bases) > 1
     entries = []
-    for base in bases:
-        raw = open(os.path.join(d, f"{base:020d}.log"), "rb").read()
-        entries.extend(parse_log(raw))
+    for _base, raw, segment_entries in segment_logs(d):
+        entries.extend(segment_entries)
         kp = []
         records = MemoryRecords(raw)
         while records.has_next():
