@@ -4,6 +4,7 @@ fakes of the broker's parts, and oracles computed the plain way."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from sundial.records import iter_records
 from sundial.storage.log_manager import LogManager
@@ -85,3 +86,16 @@ def started_manager(dirs, **explicit):
     mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 0, **explicit})
     mgr.startup()
     return mgr
+
+
+@dataclass
+class HandlerContext:
+    """What a request handler reads of its ``RequestContext``, with a test client's values."""
+
+    broker: object
+    api_version: int
+    client_id: str = "client-1"
+    client_host: str = "127.0.0.1"
+    principal: str = "User:ANONYMOUS"
+    listener_name: str = "PLAINTEXT"
+    correlation_id: int = 1

@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 import pytest
+from support.unit_helpers import HandlerContext
 
 from sundial.broker.groups.consumer_protocol import encode_subscription
 from sundial.broker.groups.coordinator import GroupCoordinator
@@ -46,19 +47,6 @@ class FakeBroker:
         return Endpoint(7, "broker.example", 9999)
 
 
-@dataclass
-class Ctx:
-    broker: FakeBroker
-    api_version: int
-    client_id: str = "client-1"
-    client_host: str = "127.0.0.1"
-    listener_name: str = "PLAINTEXT"
-    correlation_id: int = 1
-
-    def authorized(self, operation, resource_type, name) -> bool:
-        return True  # no authorizer configured: everything is allowed
-
-
 async def new_broker():
     ids = itertools.count(1)
     coord = GroupCoordinator(BrokerConfig({"group.initial.rebalance.delay.ms": "0",
@@ -74,7 +62,7 @@ async def call(broker, api_key, version, request: dict):
     body = memoryview(frame)[4:]
     header = parse_request_header(body)
     decoded = decode_request(header, body)
-    response = await DISPATCH.handlers[api_key](Ctx(broker, version), decoded)
+    response = await DISPATCH.handlers[api_key](HandlerContext(broker, version), decoded)
     wire = b"".join(bytes(b) for b in encode_response(header, response))
     correlation_id, obj = decode_response(api_key, version, wire)
     assert correlation_id == 42

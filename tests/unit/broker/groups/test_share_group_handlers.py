@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+from support.unit_helpers import HandlerContext
 
 from sundial.broker.authorizer import AclOperation, ResourceType
 from sundial.broker.dispatch import Dispatcher
@@ -48,18 +49,6 @@ class FakeBroker:
     dispatcher: FakeDispatcher | None = None
 
 
-@dataclass
-class Ctx:
-    broker: FakeBroker
-    api_version: int
-    client_id: str = "client-1"
-    client_host: str = "127.0.0.1"
-    principal: str = "User:ANONYMOUS"
-    listener_name: str = "PLAINTEXT"
-    correlation_id: int = 1
-    extra: dict = field(default_factory=dict)
-
-
 async def new_broker(denied=None):
     coord = GroupCoordinator(BrokerConfig({}), None, store=OffsetStore(MemoryOffsetsLog()), run_timers=False,
                              topic_view=lambda: TOPICS)
@@ -71,7 +60,7 @@ async def call(broker, api_key, request: dict, version=1):
     frame = encode_request(api_key, version, 42, "client-1", request)
     body = memoryview(frame)[4:]
     header = parse_request_header(body)
-    response = await DISPATCH.handlers[api_key](Ctx(broker, version), decode_request(header, body))
+    response = await DISPATCH.handlers[api_key](HandlerContext(broker, version), decode_request(header, body))
     wire = b"".join(bytes(b) for b in encode_response(header, response))
     correlation_id, obj = decode_response(api_key, version, wire)
     assert correlation_id == 42
