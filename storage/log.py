@@ -224,9 +224,9 @@ class PartitionLog:
         return self._segments.active
 
     @property
-    def segments(self) -> list[LogSegment]:
-        """The segments, oldest first (do not mutate)."""
-        return self._segments.as_list()
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first, as they are now (a tuple later changes do not touch)."""
+        return self._segments.snapshot()
 
     @property
     def size_bytes(self) -> int:

@@ -165,7 +165,7 @@ class TimestampSearch:
         """Segments that may hold a record with timestamp >= target_ms, oldest first: the first
         whose largest record timestamp reaches it (a bisect), then every later one that does."""
         pm = self.search_cache().prefix_max_ts
-        segments = self._segments.as_list()
+        segments = self._segments.snapshot()
         for i in range(bisect.bisect_left(pm, target_ms), len(segments)):   # no copy of the tail
             seg = segments[i]
             if seg.max_timestamp_so_far >= target_ms:

@@ -90,7 +90,7 @@ class SegmentFactory:
 class LogSegments:
     """The segments of one log, their base offsets and the version (see module doc)."""
 
-    __slots__ = ("_segments", "_bases", "_version", "_rewritten_at", "_truncated_at")
+    __slots__ = ("_segments", "_bases", "_version", "_rewritten_at", "_truncated_at", "_snapshot")
 
     def __init__(self, segments: list[LogSegment]) -> None:
         if not segments:
@@ -100,6 +100,7 @@ class LogSegments:
         self._version = 0
         self._rewritten_at = 0     # version of the last change that rewrote offsets still in the log
         self._truncated_at = 0     # version of the last truncation or reset
+        self._snapshot: tuple[LogSegment, ...] | None = None   # what snapshot() hands out, until a change
         for seg in segments:
             seg.is_active = False
         segments[-1].is_active = True
@@ -129,6 +130,7 @@ class LogSegments:
 
     def _changed(self, *, rewrites: bool = False, truncates: bool = False) -> None:
         self._version += 1
+        self._snapshot = None
         if rewrites:
             self._rewritten_at = self._version
         if truncates:
@@ -148,9 +150,13 @@ class LogSegments:
     def active(self) -> LogSegment:
         return self._segments[-1]
 
-    def as_list(self) -> list[LogSegment]:
-        """The segments, oldest first (the list itself: do not mutate)."""
-        return self._segments
+    def snapshot(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first, as they are now: an immutable tuple that later changes
+        of the list do not touch (built once per version)."""
+        snap = self._snapshot
+        if snap is None:
+            snap = self._snapshot = tuple(self._segments)
+        return snap
 
     def index_for(self, offset: int) -> int:
         """Index of the segment whose range holds ``offset`` (floor by base offset; 0 if below all)."""
