@@ -72,6 +72,22 @@ def _protocols(values: tuple[str, ...]) -> None:
             raise ValueError(f"{v!r} is not one of {', '.join(GROUP_TYPES)}")
 
 
+@dataclass(frozen=True, slots=True)
+class MemberTiming:
+    """Session timeout and heartbeat interval of a family's members and the bounds a group may set them
+    within (``group.<family>.[min.|max.]session.timeout.ms`` and ``...heartbeat.interval.ms``), typed;
+    the defaults are Kafka's, the same in every family."""
+
+    session_timeout_ms: int = 45_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 5_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
+
+
+_TIMING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(MemberTiming)}
+
 _DEFS: list[ConfigDef] = []
 
 
@@ -80,6 +96,17 @@ def _def(d: ConfigDef) -> ConfigDef:
         d = compatibility_only(d, STREAMS_NOT_SERVED)
     _DEFS.append(d)
     return d
+
+
+def _member_timing_defs(family: str, session_doc: str, heartbeat_doc: str) -> None:
+    """The session timeout and heartbeat interval of a group family's members, each with the smallest and
+    largest value a group may set (Kafka's defaults, the same in every family: :class:`MemberTiming`)."""
+    for name, doc in (("session.timeout.ms", session_doc), ("heartbeat.interval.ms", heartbeat_doc)):
+        field = name.replace(".", "_")
+        _def(ConfigDef(f"group.{family}.{name}", I, _TIMING_DEFAULTS[field], doc, at_least(1)))
+        for bound, word in (("min", "Smallest"), ("max", "Largest")):
+            _def(ConfigDef(f"group.{family}.{bound}.{name}", I, _TIMING_DEFAULTS[f"{bound}_{field}"],
+                           f"{word} {family}.{name} a group may set.", at_least(1)))
 
 
 #: Why the ``group.streams.*`` keys (and the group-level ``streams.*`` keys) have no effect.
@@ -94,20 +121,11 @@ _def(ConfigDef("group.coordinator.rebalance.protocols", LIST, ("classic", "consu
                "streams groups whatever this says.", _protocols))
 
 # --- consumer groups (KIP-848) ----------------------------------------------------------------
-_def(ConfigDef("group.consumer.session.timeout.ms", I, 45_000,
-               "Session timeout of consumer-protocol members: one not heard from for this long is fenced. "
-               "Default of the group-level consumer.session.timeout.ms.", at_least(1)))
-_def(ConfigDef("group.consumer.min.session.timeout.ms", I, 45_000,
-               "Smallest consumer.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.consumer.max.session.timeout.ms", I, 60_000,
-               "Largest consumer.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.consumer.heartbeat.interval.ms", I, 5_000,
-               "Heartbeat interval given to consumer-protocol members. Default of the group-level "
-               "consumer.heartbeat.interval.ms.", at_least(1)))
-_def(ConfigDef("group.consumer.min.heartbeat.interval.ms", I, 5_000,
-               "Smallest consumer.heartbeat.interval.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.consumer.max.heartbeat.interval.ms", I, 15_000,
-               "Largest consumer.heartbeat.interval.ms a group may set.", at_least(1)))
+_member_timing_defs("consumer",
+                    "Session timeout of consumer-protocol members: one not heard from for this long is fenced. "
+                    "Default of the group-level consumer.session.timeout.ms.",
+                    "Heartbeat interval given to consumer-protocol members. Default of the group-level "
+                    "consumer.heartbeat.interval.ms.")
 _def(ConfigDef("group.consumer.max.size", I, INT_MAX,
                "Most members a consumer-protocol group accepts (classic groups: group.max.size).", at_least(1)))
 _def(ConfigDef("group.consumer.assignors", LIST, CONSUMER_GROUP_BUILTIN_ASSIGNORS,
@@ -125,20 +143,10 @@ _def(ConfigDef("group.consumer.regex.refresh.interval.ms", I, 600_000,
 _def(ConfigDef("group.share.enable", ConfigType.BOOLEAN, False,
                "Kafka's internal switch for share groups (Kafka serves them when this is true or the "
                "finalized feature share.version is at least 1)."))
-_def(ConfigDef("group.share.session.timeout.ms", I, 45_000,
-               "Session timeout of share-group members. Default of the group-level share.session.timeout.ms.",
-               at_least(1)))
-_def(ConfigDef("group.share.min.session.timeout.ms", I, 45_000,
-               "Smallest share.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.share.max.session.timeout.ms", I, 60_000,
-               "Largest share.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.share.heartbeat.interval.ms", I, 5_000,
-               "Heartbeat interval given to share-group members. Default of the group-level "
-               "share.heartbeat.interval.ms.", at_least(1)))
-_def(ConfigDef("group.share.min.heartbeat.interval.ms", I, 5_000,
-               "Smallest share.heartbeat.interval.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.share.max.heartbeat.interval.ms", I, 15_000,
-               "Largest share.heartbeat.interval.ms a group may set.", at_least(1)))
+_member_timing_defs("share",
+                    "Session timeout of share-group members. Default of the group-level share.session.timeout.ms.",
+                    "Heartbeat interval given to share-group members. Default of the group-level "
+                    "share.heartbeat.interval.ms.")
 _def(ConfigDef("group.share.max.size", I, 200, "Most members a share group accepts.", between(1, 1000)))
 _def(compatibility_only(ConfigDef(
     "group.share.assignors", LIST, SHARE_GROUP_BUILTIN_ASSIGNORS, "The share-group assignor: exactly one, simple.",
@@ -164,20 +172,9 @@ _def(compatibility_only(ConfigDef(
     "a completed share fetch leaves Sundial's purgatory at once, so there is nothing to purge"))
 
 # --- streams groups (KIP-1071): bounds and defaults of the group-level streams.* keys ----------
-_def(ConfigDef("group.streams.session.timeout.ms", I, 45_000,
-               "Default of the group-level streams.session.timeout.ms (Sundial serves no streams groups).",
-               at_least(1)))
-_def(ConfigDef("group.streams.min.session.timeout.ms", I, 45_000,
-               "Smallest streams.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.streams.max.session.timeout.ms", I, 60_000,
-               "Largest streams.session.timeout.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.streams.heartbeat.interval.ms", I, 5_000,
-               "Default of the group-level streams.heartbeat.interval.ms (Sundial serves no streams groups).",
-               at_least(1)))
-_def(ConfigDef("group.streams.min.heartbeat.interval.ms", I, 5_000,
-               "Smallest streams.heartbeat.interval.ms a group may set.", at_least(1)))
-_def(ConfigDef("group.streams.max.heartbeat.interval.ms", I, 15_000,
-               "Largest streams.heartbeat.interval.ms a group may set.", at_least(1)))
+_member_timing_defs("streams",
+                    "Default of the group-level streams.session.timeout.ms (Sundial serves no streams groups).",
+                    "Default of the group-level streams.heartbeat.interval.ms (Sundial serves no streams groups).")
 _def(ConfigDef("group.streams.max.size", I, INT_MAX, "Most members of a streams group (none are served).",
                at_least(1)))
 _def(ConfigDef("group.streams.num.standby.replicas", I, 0,
@@ -192,15 +189,9 @@ GROUP_COORDINATOR_CONFIGS: tuple[ConfigDef, ...] = tuple(_DEFS)
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupConfig:
+class ConsumerGroupConfig(MemberTiming):
     """The ``group.consumer.*`` keys, typed."""
 
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 45_000
-    max_session_timeout_ms: int = 60_000
-    heartbeat_interval_ms: int = 5_000
-    min_heartbeat_interval_ms: int = 5_000
-    max_heartbeat_interval_ms: int = 15_000
     max_size: int = INT_MAX
     assignors: tuple[str, ...] = CONSUMER_GROUP_BUILTIN_ASSIGNORS
     migration_policy: str = "bidirectional"
@@ -223,16 +214,10 @@ class ConsumerGroupConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareGroupConfig:
+class ShareGroupConfig(MemberTiming):
     """The ``group.share.*`` keys and ``share.fetch.purgatory.purge.interval.requests``, typed."""
 
     enable: bool = False
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 45_000
-    max_session_timeout_ms: int = 60_000
-    heartbeat_interval_ms: int = 5_000
-    min_heartbeat_interval_ms: int = 5_000
-    max_heartbeat_interval_ms: int = 15_000
     max_size: int = 200
     assignors: tuple[str, ...] = SHARE_GROUP_BUILTIN_ASSIGNORS
     record_lock_duration_ms: int = 30_000
@@ -245,15 +230,9 @@ class ShareGroupConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamsGroupConfig:
+class StreamsGroupConfig(MemberTiming):
     """The ``group.streams.*`` keys, typed (bounds and defaults of the group-level ``streams.*`` keys)."""
 
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 45_000
-    max_session_timeout_ms: int = 60_000
-    heartbeat_interval_ms: int = 5_000
-    min_heartbeat_interval_ms: int = 5_000
-    max_heartbeat_interval_ms: int = 15_000
     max_size: int = INT_MAX
     num_standby_replicas: int = 0
     max_standby_replicas: int = 2
