@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from kafka.record.memory_records import MemoryRecords
+
 from sundial.records import iter_records
 from sundial.storage.log_manager import LogManager
 
@@ -99,3 +101,22 @@ class HandlerContext:
     principal: str = "User:ANONYMOUS"
     listener_name: str = "PLAINTEXT"
     correlation_id: int = 1
+
+
+def kafka_python_records(data) -> list[tuple]:
+    """``(offset, timestamp, key, value)`` of every record in ``data`` as kafka-python's reader sees it."""
+    out = []
+    records = MemoryRecords(bytes(data))
+    while records.has_next():
+        out += [(r.offset, r.timestamp, r.key, r.value) for r in records.next_batch()]
+    return out
+
+
+class ManualClock:
+    """A ``now_ms`` a test moves by hand (``clock.now += ...``)."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now

@@ -6,9 +6,9 @@ import struct
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
 from support import kafka_bytes_ref as ref
+from support.unit_helpers import kafka_python_records
 from sundial.records import codecs
 from sundial import records as R
 from sundial.records.builder import SimpleRecord, build_batch, build_records, encode_varint
@@ -19,14 +19,6 @@ RECS = [SimpleRecord(1000, b"k0", b"v0", (("a", b"1"),)),
         SimpleRecord(1200, b"k2", None, (("b", None), ("c", b""))),
         SimpleRecord(-1, b"k3", b"", ())]
 LEGACY = [r._replace(headers=()) for r in RECS]
-
-
-def kafka_python_records(data):
-    out = []
-    records = MemoryRecords(bytes(data))
-    while records.has_next():
-        out += [(r.offset, r.timestamp, r.key, r.value) for r in records.next_batch()]
-    return out
 
 
 def test_varint_encoding_matches_reference():

@@ -1,9 +1,9 @@
 """storage/convert.py: down-conversion for Fetch v0-v3 clients (reference §9.3)."""
 
 import pytest
-from kafka.record.memory_records import MemoryRecords
 
 from support import kafka_bytes_ref as ref
+from support.unit_helpers import kafka_python_records
 from sundial.records import codecs
 from sundial import records as R
 from sundial.records.builder import SimpleRecord, build_batch
@@ -11,14 +11,6 @@ from sundial.storage.convert import down_convert
 from sundial.storage.errors import UnsupportedCompressionTypeError
 
 RECS = [SimpleRecord(1000 + 7 * i, b"k%d" % i, b"v" * i, (("h", b"x"),)) for i in range(6)]
-
-
-def kafka_python(data):
-    out = []
-    records = MemoryRecords(bytes(data))
-    while records.has_next():
-        out += [(r.offset, r.timestamp, r.key, r.value) for r in records.next_batch()]
-    return out
 
 
 def entries(data):
@@ -32,7 +24,7 @@ def test_uncompressed_v2_to_v1_keeps_offsets_and_drops_records_below_fetch_offse
     expected = [(100 + i, r.timestamp, 0, r.key, r.value, ()) for i, r in enumerate(RECS + RECS[:2])][3:]
     assert got == expected
     assert all(e.magic == 1 and not e.is_compressed and e.crc_valid() for e in entries(out))
-    assert kafka_python(out) == [(o, t, k, v) for o, t, _, k, v, _ in expected]
+    assert kafka_python_records(out) == [(o, t, k, v) for o, t, _, k, v, _ in expected]
 
 
 def test_to_v0_has_no_timestamps():
@@ -54,7 +46,7 @@ def test_compressed_batch_keeps_codec_and_every_record(codec, to_magic):
     got = [(r.offset, r.key, r.value) for r in R.iter_records(out)]
     assert got == [(50 + i, r.key, r.value) for i, r in enumerate(RECS)]
     if codec == 1:
-        assert [x[0] for x in kafka_python(out)] == list(range(50, 56))
+        assert [x[0] for x in kafka_python_records(out)] == list(range(50, 56))
     if codec == codecs.LZ4 and to_magic == 0:
         # KAFKA-1493: magic-0 lz4 frames carry the broken header checksum
         frame = ref.parse_legacy_entries(out)[0][5]
