@@ -7,6 +7,7 @@ import asyncio
 import itertools
 
 import pytest
+from support.unit_helpers import ManualClock
 
 from sundial.broker.groups.consumer_protocol import encode_subscription
 from sundial.broker.groups.coordinator import CommitRequest, GroupCoordinator
@@ -19,20 +20,12 @@ pytestmark = pytest.mark.asyncio
 TOPICS = {"t1": 4, "t2": 2, "other": 1}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def make(log=None, clock=None, snapshot_min=10_000, **overrides):
     settings = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
                 "offsets.retention.minutes": "60", **overrides}
     config = BrokerConfig(settings)
     log = log or MemoryOffsetsLog()
-    clock = clock or Clock()
+    clock = clock or ManualClock()
     ids = itertools.count(1)
     coord = GroupCoordinator(config, None, now_ms=clock, store=OffsetStore(log, snapshot_min_records=snapshot_min),
                              run_timers=False, topic_partitions=TOPICS.get,
@@ -343,7 +336,7 @@ async def test_offset_delete_on_a_consumer_protocol_group():
     from sundial.broker.groups.modern.requests import HeartbeatRequest
 
     view = {name: (uuid.UUID(int=i + 1), n) for i, (name, n) in enumerate(sorted(TOPICS.items()))}
-    clock = Clock()
+    clock = ManualClock()
     coord = GroupCoordinator(BrokerConfig({"group.initial.rebalance.delay.ms": "0"}), None, now_ms=clock,
                              store=OffsetStore(MemoryOffsetsLog()), run_timers=False, topic_partitions=TOPICS.get,
                              topic_view=lambda: view)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.unit_helpers import ManualClock
 
 from sundial.broker.groups.coordinator import GroupCoordinator
 from sundial.broker.groups.modern.errors import GroupError
@@ -21,14 +22,6 @@ from sundial.protocol.errors import ErrorCode as E
 pytestmark = pytest.mark.asyncio
 
 TOPICS = {"q": (uuid.uuid5(uuid.NAMESPACE_DNS, "q"), 2), "r": (uuid.uuid5(uuid.NAMESPACE_DNS, "r"), 1)}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class GroupConfigs:
@@ -51,7 +44,7 @@ class GroupConfigs:
 
 async def started(log=None, clock=None, configs=None, snapshot_min=10_000, **overrides):
     config = BrokerConfig({"group.initial.rebalance.delay.ms": "0", **overrides})
-    clock = clock or Clock()
+    clock = clock or ManualClock()
     log = log or MemoryOffsetsLog()
     configs = configs or GroupConfigs(config.group_coordinator)
     coord = GroupCoordinator(config, None, now_ms=clock, store=OffsetStore(log, snapshot_min_records=snapshot_min),

@@ -19,6 +19,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.unit_helpers import ManualClock
 from support.wire_bytes import uvarint
 
 from sundial.broker.groups.offsets import MemoryOffsetsLog
@@ -214,14 +215,6 @@ def test_combiner_kafka_cases():
 
 # --- the store: write, replay, snapshots, pruning -------------------------------------------------
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 class Model:
     """Each share-partition's state applied in memory."""
 
@@ -271,7 +264,7 @@ op_st = st.one_of(
 @given(ops=st.lists(op_st, max_size=40), per_snapshot=st.integers(0, 4))
 def test_replayed_state_equals_the_changes_applied_in_memory(ops, per_snapshot):
     async def run():
-        clock = Clock()
+        clock = ManualClock(1_000)
         log = MemoryOffsetsLog()
         store = new_store(log, clock, per_snapshot)
         model = Model()
@@ -308,7 +301,7 @@ def test_replayed_state_equals_the_changes_applied_in_memory(ops, per_snapshot):
 
 def test_snapshot_every_n_updates_and_pruning():
     async def run():
-        clock = Clock()
+        clock = ManualClock(1_000)
         log = MemoryOffsetsLog()
         store = new_store(log, clock, per_snapshot=3)
         await store.initialize("g", "t", 0, 0)
@@ -326,7 +319,7 @@ def test_snapshot_every_n_updates_and_pruning():
 
 def test_cold_partitions_are_snapshotted_and_deleted_topics_dropped():
     async def run():
-        clock = Clock()
+        clock = ManualClock(1_000)
         log = MemoryOffsetsLog()
         ids = FixedTopicIds(dict(IDS.ids))
         store = ShareStateStore(log, ids, now_ms=clock,
@@ -354,7 +347,7 @@ def test_cold_partitions_are_snapshotted_and_deleted_topics_dropped():
 
 def test_write_failures_raise():
     async def run():
-        clock = Clock()
+        clock = ManualClock(1_000)
         log = MemoryOffsetsLog()
         store = new_store(log, clock, 500)
         with pytest.raises(ShareStateWriteError):
@@ -377,7 +370,7 @@ def test_on_real_storage(tmp_path):
     from sundial.config import BrokerConfig
     from sundial.storage import LogManager
 
-    clock = Clock()
+    clock = ManualClock(1_000)
 
     async def run():
         config = BrokerConfig({})
@@ -404,7 +397,7 @@ def test_on_real_storage(tmp_path):
 
 def test_deleting_a_group_deletes_its_state():
     async def run():
-        clock = Clock()
+        clock = ManualClock(1_000)
         log = MemoryOffsetsLog()
         store = new_store(log, clock, 500)
         await store.initialize("g", "t", 0, 1)
