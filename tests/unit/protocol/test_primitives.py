@@ -28,70 +28,68 @@ from sundial.protocol.primitives import (
 FAST = settings(max_examples=200, deadline=None)
 
 
+def written(write, *args) -> bytes:
+    """What the primitive ``write`` appends to an empty buffer for ``args``."""
+    out = bytearray()
+    write(out, *args)
+    return bytes(out)
+
+
 @FAST
 @given(st.integers(0, 2**32 - 1))
 def test_uvarint_matches_kafka_python(n):
-    out = bytearray()
-    write_uvarint(out, n)
-    assert bytes(out) == uvarint_bytes(n)
+    out = written(write_uvarint, n)
+    assert out == uvarint_bytes(n)
     if n < 2**31:
-        assert bytes(out) == UnsignedVarInt32.encode(n)
-    assert Reader(bytes(out)).uvarint() == n
+        assert out == UnsignedVarInt32.encode(n)
+    assert Reader(out).uvarint() == n
 
 
 @FAST
 @given(st.integers(-(2**31), 2**31 - 1))
 def test_zigzag_varint_matches_kafka_python(n):
-    out = bytearray()
-    write_varint(out, n)
-    assert bytes(out) == VarInt32.encode(n)
-    assert Reader(bytes(out)).varint() == n
+    out = written(write_varint, n)
+    assert out == VarInt32.encode(n)
+    assert Reader(out).varint() == n
 
 
 @FAST
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_zigzag_varlong_matches_kafka_python(n):
-    out = bytearray()
-    write_varlong(out, n)
-    assert bytes(out) == VarInt64.encode(n)
-    assert Reader(bytes(out)).varlong() == n
+    out = written(write_varlong, n)
+    assert out == VarInt64.encode(n)
+    assert Reader(out).varlong() == n
 
 
 @FAST
 @given(st.one_of(st.none(), st.text(max_size=40)), st.booleans())
 def test_strings_match_kafka_python(s, compact):
-    out = bytearray()
-    write_string(out, s, compact)
-    assert bytes(out) == KpString("utf-8").encode(s, compact=compact)
-    assert Reader(bytes(out)).nullable_string(compact) == s
+    out = written(write_string, s, compact)
+    assert out == KpString("utf-8").encode(s, compact=compact)
+    assert Reader(out).nullable_string(compact) == s
 
 
 @FAST
 @given(st.one_of(st.none(), st.binary(max_size=40)), st.booleans())
 def test_bytes_match_kafka_python(b, compact):
-    out = bytearray()
-    write_bytes(out, b, compact)
-    assert bytes(out) == KpBytes.encode(b, compact=compact)
-    view = Reader(bytes(out)).bytes_view(compact)
+    out = written(write_bytes, b, compact)
+    assert out == KpBytes.encode(b, compact=compact)
+    view = Reader(out).bytes_view(compact)
     assert (None if view is None else bytes(view)) == b
 
 
 def test_array_lengths():
     for compact in (False, True):
         for n in (None, 0, 3):
-            out = bytearray()
-            write_array_len(out, n, compact)
-            assert Reader(bytes(out) + b"\x00" * 3).array_count(compact) == (-1 if n is None else n)
+            out = written(write_array_len, n, compact)
+            assert Reader(out + b"\x00" * 3).array_count(compact) == (-1 if n is None else n)
 
 
 def test_tagged_fields_round_trip():
-    out = bytearray()
-    write_tagged_fields(out, {5: b"\x01\x02", 0: b""})
-    assert bytes(out) == b"\x02\x00\x00\x05\x02\x01\x02"
-    assert {k: bytes(v) for k, v in Reader(bytes(out)).tagged_fields().items()} == {0: b"", 5: b"\x01\x02"}
-    empty = bytearray()
-    write_tagged_fields(empty, None)
-    assert bytes(empty) == b"\x00" and Reader(b"\x00").tagged_fields() is None
+    out = written(write_tagged_fields, {5: b"\x01\x02", 0: b""})
+    assert out == b"\x02\x00\x00\x05\x02\x01\x02"
+    assert {k: bytes(v) for k, v in Reader(out).tagged_fields().items()} == {0: b"", 5: b"\x01\x02"}
+    assert written(write_tagged_fields, None) == b"\x00" and Reader(b"\x00").tagged_fields() is None
 
 
 @pytest.mark.parametrize(("data", "call"), [
