@@ -58,7 +58,7 @@ import structlog
 
 from sundial.config.topic import TopicConfig
 from sundial.records.control import build_end_txn_marker, read_end_txn_marker
-from sundial.records.framing import iter_batches
+from sundial.records.framing import iter_batches, iter_records
 from sundial.records.layout import INT32_MAX
 
 from . import files
@@ -473,6 +473,20 @@ class PartitionLog:
         """Timestamp of the record at ``offset`` (None outside [LSO, LEO) or without one)."""
         self._check_open()
         return self._search.record_timestamp_at(offset, self.log_start_offset, self._leo)
+
+    def oldest_record_timestamp(self) -> int | None:
+        """Timestamp of the oldest retained record: the first data record at or after the log start
+        offset, which compaction may have moved past it (None when there is none, or it has no
+        timestamp)."""
+        self._check_open()
+        start = self.log_start_offset
+        for view, data in self.batches_from(start, 64 * 1024):
+            if view.is_control:
+                continue
+            for record in iter_records(data):
+                if record.offset >= start:
+                    return record.timestamp if record.timestamp >= 0 else None
+        return None
 
     # -- transactions (storage.log_transactions) ----------------------------------------------------------
     def _ensure_producer_state(self, now_ms: int | None) -> None:
