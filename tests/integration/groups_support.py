@@ -150,18 +150,34 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
-    try:
-        ends = c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return {tp.partition: off for tp, off in ends.items()}
-    finally:
-        c.close()
+    return _listed_offsets(bootstrap, topic, partitions, KafkaConsumer.end_offsets)
 
 
 def beginning_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    return _listed_offsets(bootstrap, topic, partitions, KafkaConsumer.beginning_offsets)
+
+
+def _listed_offsets(bootstrap: str, topic: str, partitions: int, lookup) -> dict[int, int]:
+    """{partition: offset} as ``lookup`` (a KafkaConsumer method over TopicPartitions) answers it."""
     c = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000)
     try:
-        starts = c.beginning_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return {tp.partition: off for tp, off in starts.items()}
+        found = lookup(c, [TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: off for tp, off in found.items()}
     finally:
         c.close()
+
+
+def first_delivered(c: KafkaConsumer, partitions: int, timeout_s: float = 30.0) -> dict[int, int]:
+    """Poll the subscribed ``c`` until a record of every one of ``partitions`` partitions came (or
+    ``timeout_s`` passed): {partition: offset of its first record delivered}. Closes ``c`` without
+    committing."""
+    first: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(first) < partitions and time.monotonic() < deadline:
+            for tp, recs in c.poll(timeout_ms=300).items():
+                if recs and tp.partition not in first:
+                    first[tp.partition] = recs[0].offset
+    finally:
+        c.close(autocommit=False)
+    return first

@@ -11,8 +11,6 @@ kafka-python (OffsetFetch) and compared with the log end offsets at the end.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 import subprocess
 
@@ -20,7 +18,7 @@ import pytest
 
 from support.waiting import wait_for
 
-from .clients import create_topic
+from .clients import create_topic, require_kafkajs, run_js
 from .conftest import unique_topic
 from .groups_support import FAST_GROUPS, committed_offsets, end_offsets, produce
 
@@ -28,7 +26,6 @@ PARTITIONS = 3
 FIRST = 90
 FIRST_TAKE = 40
 SECOND = 30
-JS_DIR = os.path.join(os.path.dirname(__file__), "js")
 
 
 def _flow(broker_factory, consume):
@@ -151,23 +148,11 @@ def test_kcat_group_commit_and_resume(broker_factory):
 
 @pytest.fixture(scope="module")
 def kafkajs_installed():
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
-    if not os.path.isdir(os.path.join(JS_DIR, "node_modules", "kafkajs")):
-        if shutil.which("npm") is None:
-            pytest.skip("kafkajs is not installed and npm is missing")
-        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
-                                timeout=300)
-        if result.returncode != 0:
-            pytest.skip(f"npm install failed: {result.stderr.decode(errors='replace')[-500:]}")
-    return JS_DIR
+    return require_kafkajs()
 
 
 def _kafkajs_consume(bootstrap, topic, group, count):
-    out = subprocess.run(["node", os.path.join(JS_DIR, "group_consume.js"), bootstrap, topic, group, str(count)],
-                         capture_output=True, timeout=90)
-    lines = [json.loads(x) for x in out.stdout.decode().splitlines() if x.startswith("{")]
-    assert out.returncode == 0 and lines and lines[-1].get("done"), out.stderr.decode(errors="replace")[-2000:]
+    lines = run_js("group_consume.js", bootstrap, topic, group, str(count), timeout_s=90)
     return [(x["partition"], x["offset"], x["value"].encode()) for x in lines if "offset" in x]
 
 

@@ -21,7 +21,7 @@ from support.waiting import wait_for
 
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import FAST_GROUPS
+from .groups_support import FAST_GROUPS, first_delivered
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.integration
@@ -56,17 +56,7 @@ def group_consumer(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
 
 def first_positions(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """Join the group and return the offset of the first record delivered per partition."""
-    c = group_consumer(bootstrap, group, topic)
-    first: dict[int, int] = {}
-    try:
-        deadline = time.monotonic() + 30
-        while len(first) < PARTITIONS and time.monotonic() < deadline:
-            for tp, recs in c.poll(timeout_ms=300).items():
-                if recs and tp.partition not in first:
-                    first[tp.partition] = recs[0].offset
-    finally:
-        c.close(autocommit=False)
-    return first
+    return first_delivered(group_consumer(bootstrap, group, topic), PARTITIONS)
 
 
 @pytest.fixture
