@@ -32,6 +32,8 @@ from kafka import KafkaConsumer, TopicPartition
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
+from support.kafka_bytes_ref import zigzag_varint as varint
+
 from . import connection_fuzz
 from .clients import connect_raw, create_topic, producer, read_frame
 from .conftest import SundialProcess, free_port
@@ -155,17 +157,6 @@ def wait_for_events(proc, since: int, wanted: set[str], timeout_s: float = 30) -
 
 
 # -- record batch construction (written out independently of records.builder) -------------------------------
-def varint(n: int) -> bytes:
-    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF  # zigzag, 64-bit
-    out = bytearray()
-    while True:
-        if z < 0x80:
-            out.append(z)
-            return bytes(out)
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-
-
 def record(ts_delta=0, off_delta=0, key=b"k", value=b"v", raw_length: bytes | None = None) -> bytes:
     body = b"\x00" + varint(ts_delta) + varint(off_delta)
     body += varint(-1) if key is None else varint(len(key)) + key
