@@ -121,6 +121,13 @@ def check_valid(members, topics, result):
     assert set(owners) == expected
 
 
+def valid_assignment(assignor, members, topics, **kwargs):
+    """``assignor``'s assignment of ``topics`` to ``members``, after :func:`check_valid` of it."""
+    result = assignor.assign(members, topics, **kwargs)
+    check_valid(members, topics, result)
+    return result
+
+
 def sizes(result):
     return {m: sum(len(p) for p in a.values()) for m, a in result.items()}
 
@@ -190,8 +197,7 @@ def random_balanced_homogeneous(members, topics, rnd):
 def test_valid_and_order_independent(name, group, seed):
     members, topics = group
     assignor = ASSIGNORS[name]
-    result = assignor.assign(members, topics)
-    check_valid(members, topics, result)
+    result = valid_assignment(assignor, members, topics)
     assert assignor.assign(shuffled(members, seed), dict(reversed(list(topics.items())))) == result
 
 
@@ -230,12 +236,10 @@ def test_large_group(name):
         topics = {uuid.UUID(int=rnd.getrandbits(128)): TopicSpec(partition_count) for _ in range(topic_count)}
         subscribed = frozenset(topics)
         members = {f"member-{i}": MemberSpec(subscribed, None, {}) for i in range(member_count)}
-        first = ASSIGNORS[name].assign(members, topics)
-        check_valid(members, topics, first)
+        first = valid_assignment(ASSIGNORS[name], members, topics)
         remaining = with_assigned(members, first)
         del remaining["member-17"]
-        second = ASSIGNORS[name].assign(remaining, topics)
-        check_valid(remaining, topics, second)
+        second = valid_assignment(ASSIGNORS[name], remaining, topics)
         if name == "uniform":
             for member_id in remaining:
                 for topic_id, partitions in first[member_id].items():
@@ -250,8 +254,7 @@ def test_large_group(name):
 @given(group=groups(homogeneous=True))
 def test_uniform_homogeneous_balance(group):
     members, topics = group
-    result = UNIFORM.assign(members, topics)
-    check_valid(members, topics, result)
+    result = valid_assignment(UNIFORM, members, topics)
     counts = sizes(result).values()
     assert max(counts) - min(counts) <= 1
     assert result == build_uniform_homogeneous(members, topics)
@@ -261,8 +264,7 @@ def test_uniform_homogeneous_balance(group):
 @given(group=groups(homogeneous=False))
 def test_uniform_heterogeneous_balance(group):
     members, topics = group
-    result = UNIFORM.assign(members, topics)
-    check_valid(members, topics, result)
+    result = valid_assignment(UNIFORM, members, topics)
     no_improving_move(members, topics, result)
     assert result == build_uniform_heterogeneous(members, topics)
 
@@ -284,8 +286,7 @@ def test_uniform_member_leaves_others_keep_everything(group, seed):
     current = random_balanced_homogeneous(members, topics, rnd)
     leaving = rnd.choice(sorted(members))
     remaining = with_assigned({m: s for m, s in members.items() if m != leaving}, current)
-    result = UNIFORM.assign(remaining, topics)
-    check_valid(remaining, topics, result)
+    result = valid_assignment(UNIFORM, remaining, topics)
     for member_id in remaining:
         for topic_id, partitions in current[member_id].items():
             assert partitions <= result[member_id].get(topic_id, frozenset())
@@ -299,8 +300,7 @@ def test_uniform_member_joins_others_keep_their_quota(group, seed):
     subscribed = next(iter(members.values())).subscribed_topic_ids
     joined = dict(with_assigned(members, current))
     joined["new-member"] = MemberSpec(subscribed, None, {})
-    result = UNIFORM.assign(joined, topics)
-    check_valid(joined, topics, result)
+    result = valid_assignment(UNIFORM, joined, topics)
     total = sum(topics[t].partitions for t in subscribed if t in topics)
     quota = total // len(joined)
     for member_id, assignment in current.items():
@@ -316,8 +316,7 @@ def test_uniform_heterogeneous_with_identical_ids_still_valid(group):
     members, topics = group
     same = next(iter(members.values())).subscribed_topic_ids
     members = {m: MemberSpec(same, None, s.assigned) for m, s in members.items()}
-    result = UNIFORM.assign(members, topics, homogeneous=False)
-    check_valid(members, topics, result)
+    result = valid_assignment(UNIFORM, members, topics, homogeneous=False)
     no_improving_move(members, topics, result)
     counts = sizes(result).values()
     assert max(counts) - min(counts) <= 1
@@ -331,8 +330,7 @@ def test_uniform_heterogeneous_with_identical_ids_still_valid(group):
 @given(group=groups())
 def test_range_counts_order_and_co_partitioning(group):
     members, topics = group
-    result = RANGE.assign(members, topics)
-    check_valid(members, topics, result)
+    result = valid_assignment(RANGE, members, topics)
     order = range_order(members)
     for topic_id, spec in topics.items():
         subscribers = [m for m in order if topic_id in members[m].subscribed_topic_ids]
@@ -406,8 +404,7 @@ class GroupChanges(RuleBasedStateMachine):
 
     def reassign(self):
         members = self.members()
-        self.target = self.assignor.assign(members, self.topics)
-        check_valid(members, self.topics, self.target)
+        self.target = valid_assignment(self.assignor, members, self.topics)
         if self.assignor is UNIFORM and is_homogeneous(members) and members:
             counts = sizes(self.target).values()
             assert max(counts) - min(counts) <= 1
