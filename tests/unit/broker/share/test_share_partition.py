@@ -201,10 +201,16 @@ def test_acknowledge_when_offset_not_acquired():  # testAcknowledgeWhenOffsetNot
     assert refused(sp, (6, 8, REJECT)) == ErrorCode.INVALID_RECORD_STATE
 
 
-def test_refused_acknowledgement_rolls_back_every_batch():  # testAcknowledgeRollbackWithFullBatchError
+def acquired_in_three_batches() -> SharePartition:
+    """A partition with offsets 5-19 acquired in three fetched batches of five (5-9, 10-14, 15-19)."""
     sp = new_partition()
     for start in (5, 10, 15):
         acquire(sp, batch(start, 5))
+    return sp
+
+
+def test_refused_acknowledgement_rolls_back_every_batch():  # testAcknowledgeRollbackWithFullBatchError
+    sp = acquired_in_three_batches()
     code = refused(sp, (5, 9, RELEASE), (10, 14, ACCEPT), (15, 19, ACCEPT), (15, 19, ACCEPT))
     assert code == ErrorCode.INVALID_RECORD_STATE
     assert {s for s, _, _ in states(sp, 5, 19).values()} == {ACQUIRED}
@@ -212,9 +218,7 @@ def test_refused_acknowledgement_rolls_back_every_batch():  # testAcknowledgeRol
 
 
 def test_refused_subset_acknowledgement_rolls_back():  # testAcknowledgeRollbackWithSubsetError
-    sp = new_partition()
-    for start in (5, 10, 15):
-        acquire(sp, batch(start, 5))
+    sp = acquired_in_three_batches()
     code = refused(sp, (5, 9, RELEASE), (10, 14, ACCEPT), (15, 19, ACCEPT), (16, 19, ACCEPT))
     assert code == ErrorCode.INVALID_RECORD_STATE
     assert {s for s, _, _ in states(sp, 5, 19).values()} == {ACQUIRED}
