@@ -142,17 +142,27 @@ def _request_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0
             "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
 
 
-async def handle_share_fetch(ctx, request):
-    manager = ctx.broker.share_partitions
-    version = ctx.api_version
+def _admit(ctx, request, manager) -> tuple[dict | None, str, str, int, bool]:
+    """What ShareFetch and ShareAcknowledge check first (READ on the group, a member id): (the
+    refusal or None, group id, member id, acquisition lock duration, whether it renews locks)."""
     group_id = request.group_id or ""
     member_id = request.member_id or ""
     if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _request_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return _request_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id, member_id, 0, False
     lock_ms = _lock_duration_ms(manager, group_id)
     if not member_id:
-        return _request_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
-    renew = version >= 2 and bool(getattr(request, "is_renew_ack", False))
+        return _request_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms), group_id, member_id, \
+            lock_ms, False
+    renew = ctx.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    return None, group_id, member_id, lock_ms, renew
+
+
+async def handle_share_fetch(ctx, request):
+    manager = ctx.broker.share_partitions
+    version = ctx.api_version
+    refusal, group_id, member_id, lock_ms, renew = _admit(ctx, request, manager)
+    if refusal is not None:
+        return refusal
     if renew and (request.max_wait_ms or request.min_bytes or request.max_bytes or request.max_records):
         return _request_error(ErrorCode.INVALID_REQUEST, "A renewing ShareFetch must not fetch", lock_ms)
     epoch = request.share_session_epoch
@@ -244,15 +254,9 @@ async def handle_share_fetch(ctx, request):
 
 async def handle_share_acknowledge(ctx, request):
     manager = ctx.broker.share_partitions
-    version = ctx.api_version
-    group_id = request.group_id or ""
-    member_id = request.member_id or ""
-    if not is_authorized(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _request_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    lock_ms = _lock_duration_ms(manager, group_id)
-    if not member_id:
-        return _request_error(ErrorCode.INVALID_REQUEST, "The member id is empty", lock_ms)
-    renew = version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    refusal, group_id, member_id, lock_ms, renew = _admit(ctx, request, manager)
+    if refusal is not None:
+        return refusal
     epoch = request.share_session_epoch
     sessions: ShareSessionCache = manager.sessions
     try:

@@ -34,6 +34,7 @@ fetch reads the new state. Answers go out once the state is durable.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import structlog
 
@@ -187,26 +188,37 @@ def _alter_partition(partition: int, code: ErrorCode = ErrorCode.NONE, message: 
     return {"partition_index": partition, "error_code": code, "error_message": message}
 
 
-def _refusal(ctx, group_id, operation, *, must_exist: bool) -> tuple | None:
-    """(code, message) when an Alter or Delete of share-group offsets is refused before it looks
-    at its topics, in Kafka's order: feature off, group ACL, no coordinator, empty id, the group."""
+def _admit(ctx, group_id, operation, *, must_exist: bool) -> tuple[dict | None, object]:
+    """(the answer when an Alter or Delete of share-group offsets is refused before it looks at its
+    topics, else None; the share state store). Refusals in Kafka's order: feature off, group ACL, no
+    coordinator, empty id, the group."""
     if not share_groups_enabled(ctx.broker):
-        return ErrorCode.UNSUPPORTED_VERSION, DISABLED
+        return _group_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED), None
     if not is_authorized(ctx, operation, ResourceType.GROUP, group_id or ""):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
-    if _store(ctx) is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return _group_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), None
+    store = _store(ctx)
+    if store is None:
+        return _group_error(ErrorCode.COORDINATOR_NOT_AVAILABLE), None
     if not group_id:
-        return ErrorCode.INVALID_GROUP_ID, None
-    return _group_problem(ctx, group_id, must_exist=must_exist)
+        return _group_error(ErrorCode.INVALID_GROUP_ID), store
+    problem = _group_problem(ctx, group_id, must_exist=must_exist)
+    return (None if problem is None else _group_error(*problem)), store
+
+
+def _topic_problem(ctx, name: str, lookup: Callable[[object, str], object]) -> tuple[ErrorCode, object]:
+    """(TOPIC_AUTHORIZATION_FAILED without READ on the topic, else UNKNOWN_TOPIC_OR_PARTITION when
+    ``lookup(ctx, name)`` finds nothing, else NONE; what it found)."""
+    if not is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+    found = lookup(ctx, name)
+    return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if found is None else ErrorCode.NONE), found
 
 
 async def handle_alter_share_group_offsets(ctx, request):
     group_id = request.group_id
-    refusal = _refusal(ctx, group_id, AclOperation.READ, must_exist=False)
+    refusal, store = _admit(ctx, group_id, AclOperation.READ, must_exist=False)
     if refusal is not None:
-        return _group_error(*refusal)
-    store = _store(ctx)
+        return refusal
     share = _share_groups(ctx)
     if share is not None and not share.is_share_group(group_id):
         try:  # offsets set before the first member: the group is created empty (Kafka 4.2)
@@ -217,14 +229,8 @@ async def handle_alter_share_group_offsets(ctx, request):
     for topic in request.topics or []:
         name = topic.topic_name
         parts = [p.partition_index for p in topic.partitions or []]
-        if not is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, name):
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            responses.append({"topic_name": name, "topic_id": ZERO_UUID,
-                              "partitions": [_alter_partition(p, code, _MESSAGES[code]) for p in parts]})
-            continue
-        count = _partition_count(ctx, name)
-        if count is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code, count = _topic_problem(ctx, name, _partition_count)
+        if code:
             responses.append({"topic_name": name, "topic_id": ZERO_UUID,
                               "partitions": [_alter_partition(p, code, _MESSAGES[code]) for p in parts]})
             continue
@@ -260,20 +266,14 @@ def _delete_topic(name: str, topic_id, code: ErrorCode = ErrorCode.NONE, message
 
 async def handle_delete_share_group_offsets(ctx, request):
     group_id = request.group_id
-    refusal = _refusal(ctx, group_id, AclOperation.DELETE, must_exist=True)
+    refusal, store = _admit(ctx, group_id, AclOperation.DELETE, must_exist=True)
     if refusal is not None:
-        return _group_error(*refusal)
-    store = _store(ctx)
+        return refusal
     responses = []
     for topic in request.topics or []:
         name = topic.topic_name
-        if not is_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, name):
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            responses.append(_delete_topic(name, None, code, _MESSAGES[code]))
-            continue
-        topic_id = _topic_id(ctx, name)
-        if topic_id is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code, topic_id = _topic_problem(ctx, name, _topic_id)
+        if code:
             responses.append(_delete_topic(name, None, code, _MESSAGES[code]))
             continue
         partitions = [s.partition for s in store.summaries(group_id) if s.topic_id == topic_id]
