@@ -2,6 +2,7 @@
 the swap (Kafka ``LocalLog.replaceSegments`` / ``LogLoader``), so the log is exactly what it was before
 the interrupted group or exactly what it is after it — never a mix, never a lost record."""
 
+import contextlib
 import os
 import shutil
 
@@ -33,16 +34,21 @@ def build(path):
     return records
 
 
-def reopen(path):
-    """The log after a kill -9: an unclean start that recovers from offset 0."""
+@contextlib.contextmanager
+def reopened(path):
+    """The log after a kill -9: an unclean start that recovers from offset 0; its handles are
+    closed when the block ends."""
     cfg = topic_config(cleanup_policy=("compact",), segment_bytes=600, file_delete_delay_ms=0,
                        min_cleanable_dirty_ratio=0.0)
-    return PartitionLog.open(str(path), cfg, topic="t", partition=0, clean=False, recovery_point=0)
+    log = PartitionLog.open(str(path), cfg, topic="t", partition=0, clean=False, recovery_point=0)
+    try:
+        yield log
+    finally:
+        log.close_handles()
 
 
 def run_pass(path, tmp_path, states=None):
-    log = reopen(path)
-    try:
+    with reopened(path) as log:
         def swap(cleaned):
             ok = log.replace_segments(cleaned, NOW_MS)
             if states is not None:
@@ -50,8 +56,6 @@ def run_pass(path, tmp_path, states=None):
             return ok
 
         return clean_pass(log, LogCleanerManager([str(tmp_path)]), SkimpyOffsetMap(1 << 14), NOW_MS, swap=swap)
-    finally:
-        log.close_handles()
 
 
 @pytest.fixture
@@ -97,15 +101,12 @@ def test_every_rename_of_the_swap_is_a_safe_crash_point(pristine, tmp_path, monk
             run_pass(work, tmp_path / f"crash{k}")
         monkeypatch.setattr(os, "rename", real_rename)
         swapped = sum(1 for src, dst in calls[:k] if src.endswith(".log.cleaned") and dst.endswith(".log.swap"))
-        log = reopen(work)
-        try:
+        with reopened(work) as log:
             assert read_all(log) == states[swapped], f"crash before rename {k} ({calls[k] if k < len(calls) else '-'})"
             assert all(seg.check_indexes() == [] for seg in log.segments)
             assert log.log_end_offset == records[-1].offset + 1 and log.log_start_offset == 0
             left = [n for n in os.listdir(work) if n.endswith((".cleaned", ".swap", ".deleted"))]
             assert not left, left
-        finally:
-            log.close_handles()
 
 
 def test_a_crash_while_writing_the_cleaned_segment_loses_nothing(pristine, tmp_path, monkeypatch):
@@ -124,12 +125,9 @@ def test_a_crash_while_writing_the_cleaned_segment_loses_nothing(pristine, tmp_p
         run_pass(work, tmp_path / "w")
     assert any(n.endswith(".log.cleaned") for n in os.listdir(work))
     monkeypatch.undo()
-    log = reopen(work)
-    try:
+    with reopened(work) as log:
         assert read_all(log) == records
         assert not [n for n in os.listdir(work) if n.endswith(".cleaned")]
-    finally:
-        log.close_handles()
 
 
 def test_recovery_then_a_full_pass_gives_the_model(pristine, tmp_path, monkeypatch):
@@ -150,19 +148,13 @@ def test_recovery_then_a_full_pass_gives_the_model(pristine, tmp_path, monkeypat
         run_pass(work, tmp_path / "w")
     monkeypatch.undo()
     p = run_pass(work, tmp_path / "w2")
-    log = reopen(work)
-    try:
+    with reopened(work) as log:
         assert read_all(log) == model_after_clean(records, p.end_offset)
-    finally:
-        log.close_handles()
 
 
 def records_in(path):
-    log = reopen(path)
-    try:
+    with reopened(path) as log:
         return read_all(log)
-    finally:
-        log.close_handles()
 
 
 class _nothing:
