@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import struct
 
+from ..primitives import read_count, read_string, skip_tags, write_array_len, write_string
+
 _SIZE = struct.Struct(">i")
 
 #: Record payloads at least this big are not copied into the prefix buffer.
@@ -26,6 +28,45 @@ def field(obj, name: str, default):
     if type(obj) is dict:
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+def read_topics(buf, pos: int, flex: bool, partition_min_bytes: int, read_partition, make_topic) -> tuple[tuple, int]:
+    """The topics array of a data-plane request: each topic's name and its partitions array, every
+    partition read by ``read_partition(buf, pos) -> (partition, pos)`` (at least ``partition_min_bytes``
+    each); flexible versions end each partition and topic with a tag section. Returns (topics, pos)
+    with each topic ``make_topic(name, partitions)``."""
+    topics = []
+    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
+    for _ in range(n_topics):
+        name, pos = read_string(buf, pos, flex)
+        parts = []
+        n_parts, pos = read_count(buf, pos, flex, partition_min_bytes)
+        for _ in range(n_parts):
+            part, pos = read_partition(buf, pos)
+            if flex:
+                pos = skip_tags(buf, pos)
+            parts.append(part)
+        if flex:
+            pos = skip_tags(buf, pos)
+        topics.append(make_topic(name, tuple(parts)))
+    return tuple(topics), pos
+
+
+def write_topics(out: bytearray, topics, flex: bool, name: str, partitions: str, write_partition) -> None:
+    """The topics array of a data-plane message: each topic's ``name`` field and its ``partitions``
+    array, every partition written by ``write_partition(out, partition)``; flexible versions end each
+    partition and topic with an empty tag section."""
+    write_array_len(out, len(topics), flex)
+    for t in topics:
+        write_string(out, field(t, name, ""), flex)
+        parts = field(t, partitions, ())
+        write_array_len(out, len(parts), flex)
+        for p in parts:
+            write_partition(out, p)
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
 
 
 def payload_size(payload) -> int:
@@ -49,6 +90,17 @@ class BufferList:
         self.parts: list = []
         self.extra = 0  # bytes held by payload parts
         self.flushed = 0  # bytes of prefix buffers already moved to ``parts``
+
+    def records(self, records, compact: bool) -> bytearray:
+        """A nullable records field: its length, then the payload (see :meth:`payload`). Returns the
+        bytearray to go on writing in (a new one when the payload became its own element)."""
+        if records is None:
+            write_array_len(self.cur, None, compact)
+        else:
+            size = payload_size(records)
+            write_array_len(self.cur, size, compact)
+            self.payload(records, size)
+        return self.cur
 
     def payload(self, data, size: int) -> None:
         """Append a record payload: inline when small bytes, else as its own element."""

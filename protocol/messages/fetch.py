@@ -72,7 +72,7 @@ from ..primitives import (
     write_string,
     write_uvarint,
 )
-from .common import BufferList, field, payload_size
+from .common import BufferList, field, read_topics, write_topics
 
 FIRST_FLEXIBLE = 12
 
@@ -157,28 +157,18 @@ def decode_request(api_version: int, frame, offset: int) -> FetchRequest:
     part_struct = _PARTITION[v]
     part_size = part_struct.size
     unpack_part = part_struct.unpack_from
-    topics = []
-    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
-    for _ in range(n_topics):
-        topic, pos = read_string(buf, pos, flex)
-        parts = []
-        n_parts, pos = read_count(buf, pos, flex, part_size + 1 if flex else part_size)
-        for _ in range(n_parts):
-            f = unpack_part(buf, pos)
-            pos += part_size
-            if v >= 12:  # partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, max
-                parts.append(FetchPartition(f[0], f[1], f[2], f[3], f[4], f[5]))
-            elif v >= 9:  # partition, current_leader_epoch, fetch_offset, log_start_offset, max
-                parts.append(FetchPartition(f[0], f[1], f[2], -1, f[3], f[4]))
-            elif v >= 5:  # partition, fetch_offset, log_start_offset, max
-                parts.append(FetchPartition(f[0], -1, f[1], -1, f[2], f[3]))
-            else:  # partition, fetch_offset, max
-                parts.append(FetchPartition(f[0], -1, f[1], -1, -1, f[2]))
-            if flex:
-                pos = skip_tags(buf, pos)
-        if flex:
-            pos = skip_tags(buf, pos)
-        topics.append(FetchTopic(topic, tuple(parts)))
+
+    def read_partition(buf, pos):
+        f = unpack_part(buf, pos)
+        if v >= 12:  # partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, max
+            return FetchPartition(f[0], f[1], f[2], f[3], f[4], f[5]), pos + part_size
+        if v >= 9:  # partition, current_leader_epoch, fetch_offset, log_start_offset, max
+            return FetchPartition(f[0], f[1], f[2], -1, f[3], f[4]), pos + part_size
+        if v >= 5:  # partition, fetch_offset, log_start_offset, max
+            return FetchPartition(f[0], -1, f[1], -1, f[2], f[3]), pos + part_size
+        return FetchPartition(f[0], -1, f[1], -1, -1, f[2]), pos + part_size  # partition, fetch_offset, max
+
+    topics, pos = read_topics(buf, pos, flex, part_size + 1 if flex else part_size, read_partition, FetchTopic)
     forgotten = []
     if v >= 7:
         n_forgotten, pos = read_count(buf, pos, flex, 3 if flex else 6)
@@ -201,7 +191,7 @@ def decode_request(api_version: int, frame, offset: int) -> FetchRequest:
             if tags and 0 in tags:
                 cluster_id = Reader(tags[0]).nullable_string(True)
     return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id,
-                        session_epoch, tuple(topics), tuple(forgotten), rack_id, cluster_id)
+                        session_epoch, topics, tuple(forgotten), rack_id, cluster_id)
 
 
 def encode_request(api_version: int, request) -> bytes:
@@ -216,26 +206,19 @@ def encode_request(api_version: int, request) -> bytes:
         out += struct.pack(">b", field(request, "isolation_level", 0))
     if v >= 7:
         out += _II.pack(field(request, "session_id", 0), field(request, "session_epoch", -1))
-    topics = field(request, "topics", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "topic", ""), flex)
-        parts = field(t, "partitions", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _I.pack(field(p, "partition", 0))
-            if v >= 9:
-                out += _I.pack(field(p, "current_leader_epoch", -1))
-            out += _Q.pack(field(p, "fetch_offset", 0))
-            if v >= 12:
-                out += _I.pack(field(p, "last_fetched_epoch", -1))
-            if v >= 5:
-                out += _Q.pack(field(p, "log_start_offset", -1))
-            out += _I.pack(field(p, "partition_max_bytes", 0))
-            if flex:
-                out.append(0)
-        if flex:
-            out.append(0)
+
+    def write_partition(out, p):
+        out += _I.pack(field(p, "partition", 0))
+        if v >= 9:
+            out += _I.pack(field(p, "current_leader_epoch", -1))
+        out += _Q.pack(field(p, "fetch_offset", 0))
+        if v >= 12:
+            out += _I.pack(field(p, "last_fetched_epoch", -1))
+        if v >= 5:
+            out += _Q.pack(field(p, "log_start_offset", -1))
+        out += _I.pack(field(p, "partition_max_bytes", 0))
+
+    write_topics(out, field(request, "topics", ()), flex, "topic", "partitions", write_partition)
     if v >= 7:
         forgotten = field(request, "forgotten_topics_data", ()) or ()
         write_array_len(out, len(forgotten), flex)
@@ -318,15 +301,7 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
                             out.append(0)
             if v >= 11:
                 out += _I.pack(field(p, "preferred_read_replica", -1))
-            records = field(p, "records", b"")
-            if records is None:
-                write_array_len(out, None, flex)
-            else:
-                size = payload_size(records)
-                write_array_len(out, size, flex)
-                if size:
-                    buf.payload(records, size)
-                    out = buf.cur
+            out = buf.records(field(p, "records", b""), flex)
             if flex:
                 tags = None
                 for tag, name, layout, names in _TAG_STRUCTS:

@@ -37,8 +37,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..primitives import INT32, as_byte_view, read_count, read_string, skip_tags, write_array_len, write_string
-from .common import field
+from ..primitives import INT32, as_byte_view, skip_tags
+from .common import field, read_topics, write_topics
 
 FIRST_FLEXIBLE = 6
 
@@ -99,31 +99,21 @@ def decode_request(api_version: int, frame, offset: int) -> ListOffsetsRequest:
     else:
         part_struct = _IQ
     part_size = part_struct.size
-    part_min = part_size + 1 if flex else part_size
     unpack_part = part_struct.unpack_from
-    topics = []
-    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
-    for _ in range(n_topics):
-        name, pos = read_string(buf, pos, flex)
-        parts = []
-        n_parts, pos = read_count(buf, pos, flex, part_min)
-        for _ in range(n_parts):
-            values = unpack_part(buf, pos)
-            pos += part_size
-            if v == 0:
-                parts.append(ListOffsetsPartition(values[0], -1, values[1], values[2]))
-            elif v >= 4:
-                parts.append(ListOffsetsPartition(values[0], values[1], values[2], 1))
-            else:
-                parts.append(ListOffsetsPartition(values[0], -1, values[1], 1))
-            if flex:
-                pos = skip_tags(buf, pos)
-        if flex:
-            pos = skip_tags(buf, pos)
-        topics.append(ListOffsetsTopic(name, tuple(parts)))
+
+    def read_partition(buf, pos):
+        values = unpack_part(buf, pos)
+        if v == 0:
+            return ListOffsetsPartition(values[0], -1, values[1], values[2]), pos + part_size
+        if v >= 4:
+            return ListOffsetsPartition(values[0], values[1], values[2], 1), pos + part_size
+        return ListOffsetsPartition(values[0], -1, values[1], 1), pos + part_size
+
+    topics, pos = read_topics(buf, pos, flex, part_size + 1 if flex else part_size, read_partition,
+                              ListOffsetsTopic)
     if flex:
         skip_tags(buf, pos)
-    return ListOffsetsRequest(replica_id, isolation_level, tuple(topics))
+    return ListOffsetsRequest(replica_id, isolation_level, topics)
 
 
 def encode_request(api_version: int, request) -> bytes:
@@ -132,23 +122,16 @@ def encode_request(api_version: int, request) -> bytes:
     out = bytearray(_I.pack(field(request, "replica_id", -1)))
     if api_version >= 2:
         out += _B.pack(field(request, "isolation_level", 0))
-    topics = field(request, "topics", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "name", ""), flex)
-        parts = field(t, "partitions", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _I.pack(field(p, "partition_index", 0))
-            if api_version >= 4:
-                out += _I.pack(field(p, "current_leader_epoch", -1))
-            out += _Q.pack(field(p, "timestamp", 0))
-            if api_version == 0:
-                out += _I.pack(field(p, "max_num_offsets", 1))
-            if flex:
-                out.append(0)
-        if flex:
-            out.append(0)
+
+    def write_partition(out, p):
+        out += _I.pack(field(p, "partition_index", 0))
+        if api_version >= 4:
+            out += _I.pack(field(p, "current_leader_epoch", -1))
+        out += _Q.pack(field(p, "timestamp", 0))
+        if api_version == 0:
+            out += _I.pack(field(p, "max_num_offsets", 1))
+
+    write_topics(out, field(request, "topics", ()), flex, "name", "partitions", write_partition)
     if flex:
         out.append(0)
     return bytes(out)
@@ -160,29 +143,20 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
     out += header_bytes
     if api_version >= 2:
         out += _I.pack(field(response, "throttle_time_ms", 0))
-    topics = field(response, "topics", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "name", ""), flex)
-        parts = field(t, "partitions", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _IH.pack(field(p, "partition_index", 0), field(p, "error_code", 0))
-            if api_version == 0:
-                offsets = field(p, "old_style_offsets", ()) or ()
-                out += _I.pack(len(offsets))
-                for o in offsets:
-                    out += _Q.pack(o)
-            else:
-                if api_version >= 4:
-                    out += _QQI.pack(field(p, "timestamp", -1), field(p, "offset", -1),
-                                     field(p, "leader_epoch", -1))
-                else:
-                    out += _QQ.pack(field(p, "timestamp", -1), field(p, "offset", -1))
-            if flex:
-                out.append(0)
-        if flex:
-            out.append(0)
+
+    def write_partition(out, p):
+        out += _IH.pack(field(p, "partition_index", 0), field(p, "error_code", 0))
+        if api_version == 0:
+            offsets = field(p, "old_style_offsets", ()) or ()
+            out += _I.pack(len(offsets))
+            for o in offsets:
+                out += _Q.pack(o)
+        elif api_version >= 4:
+            out += _QQI.pack(field(p, "timestamp", -1), field(p, "offset", -1), field(p, "leader_epoch", -1))
+        else:
+            out += _QQ.pack(field(p, "timestamp", -1), field(p, "offset", -1))
+
+    write_topics(out, field(response, "topics", ()), flex, "name", "partitions", write_partition)
     if flex:
         out.append(0)
     _I.pack_into(out, 0, len(out) - 4)

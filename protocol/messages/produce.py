@@ -44,15 +44,13 @@ from ..primitives import (
     INT32,
     as_byte_view,
     read_bytes_view,
-    read_count,
     read_nullable_string,
-    read_string,
     skip_tags,
     write_array_len,
     write_string,
     write_tagged_fields,
 )
-from .common import field
+from .common import field, read_topics, write_topics
 
 FIRST_FLEXIBLE = 9
 
@@ -96,24 +94,16 @@ def decode_request(api_version: int, frame, offset: int) -> ProduceRequest:
         transactional_id, pos = read_nullable_string(buf, pos, flex)
     acks, timeout_ms = _HI.unpack_from(buf, pos)
     pos += 6
-    topics = []
-    n_topics, pos = read_count(buf, pos, flex, 3 if flex else 6)
-    for _ in range(n_topics):
-        name, pos = read_string(buf, pos, flex)
-        parts = []
-        n_parts, pos = read_count(buf, pos, flex, 6 if flex else 8)
-        for _ in range(n_parts):
-            index = _unpack_i32(buf, pos)[0]
-            records, pos = read_bytes_view(buf, pos + 4, flex)
-            if flex:
-                pos = skip_tags(buf, pos)
-            parts.append(ProducePartitionData(index, records))
-        if flex:
-            pos = skip_tags(buf, pos)
-        topics.append(ProduceTopicData(name, tuple(parts)))
+
+    def read_partition(buf, pos):
+        index = _unpack_i32(buf, pos)[0]
+        records, pos = read_bytes_view(buf, pos + 4, flex)
+        return ProducePartitionData(index, records), pos
+
+    topics, pos = read_topics(buf, pos, flex, 6 if flex else 8, read_partition, ProduceTopicData)
     if flex:
         skip_tags(buf, pos)
-    return ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics)
 
 
 def encode_request(api_version: int, request) -> bytes:
@@ -123,24 +113,17 @@ def encode_request(api_version: int, request) -> bytes:
     if api_version >= 3:
         write_string(out, field(request, "transactional_id", None), flex)
     out += _HI.pack(field(request, "acks", 0), field(request, "timeout_ms", 0))
-    topics = field(request, "topic_data", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "name", ""), flex)
-        parts = field(t, "partition_data", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _I.pack(field(p, "index", 0))
-            records = field(p, "records", b"")
-            if records is None:
-                write_array_len(out, None, flex)
-            else:
-                write_array_len(out, len(records), flex)
-                out += records
-            if flex:
-                out.append(0)
-        if flex:
-            out.append(0)
+
+    def write_partition(out, p):
+        out += _I.pack(field(p, "index", 0))
+        records = field(p, "records", b"")
+        if records is None:
+            write_array_len(out, None, flex)
+        else:
+            write_array_len(out, len(records), flex)
+            out += records
+
+    write_topics(out, field(request, "topic_data", ()), flex, "name", "partition_data", write_partition)
     if flex:
         out.append(0)
     return bytes(out)
@@ -150,36 +133,29 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
     flex = api_version >= FIRST_FLEXIBLE
     out = bytearray(b"\x00\x00\x00\x00")
     out += header_bytes
-    topics = field(response, "responses", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "name", ""), flex)
-        parts = field(t, "partition_responses", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _IHQ.pack(field(p, "index", 0), field(p, "error_code", 0), field(p, "base_offset", 0))
-            if api_version >= 2:
-                out += _Q.pack(field(p, "log_append_time_ms", -1))
-            if api_version >= 5:
-                out += _Q.pack(field(p, "log_start_offset", -1))
-            if api_version >= 8:
-                errors = field(p, "record_errors", ()) or ()
-                write_array_len(out, len(errors), flex)
-                for e in errors:
-                    if isinstance(e, tuple):
-                        batch_index, message = e
-                    else:
-                        batch_index = field(e, "batch_index", 0)
-                        message = field(e, "batch_index_error_message", None)
-                    out += _I.pack(batch_index)
-                    write_string(out, message, flex)
-                    if flex:
-                        out.append(0)
-                write_string(out, field(p, "error_message", None), flex)
-            if flex:
-                out.append(0)
-        if flex:
-            out.append(0)
+
+    def write_partition(out, p):
+        out += _IHQ.pack(field(p, "index", 0), field(p, "error_code", 0), field(p, "base_offset", 0))
+        if api_version >= 2:
+            out += _Q.pack(field(p, "log_append_time_ms", -1))
+        if api_version >= 5:
+            out += _Q.pack(field(p, "log_start_offset", -1))
+        if api_version >= 8:
+            errors = field(p, "record_errors", ()) or ()
+            write_array_len(out, len(errors), flex)
+            for e in errors:
+                if isinstance(e, tuple):
+                    batch_index, message = e
+                else:
+                    batch_index = field(e, "batch_index", 0)
+                    message = field(e, "batch_index_error_message", None)
+                out += _I.pack(batch_index)
+                write_string(out, message, flex)
+                if flex:
+                    out.append(0)
+            write_string(out, field(p, "error_message", None), flex)
+
+    write_topics(out, field(response, "responses", ()), flex, "name", "partition_responses", write_partition)
     if api_version >= 1:
         out += _I.pack(field(response, "throttle_time_ms", 0))
     if flex:

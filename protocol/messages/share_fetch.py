@@ -61,7 +61,7 @@ import uuid
 from .. import schema_codec
 from ..api_keys import ApiKey
 from ..primitives import write_array_len, write_string
-from .common import BufferList, field, payload_size
+from .common import BufferList, field
 
 _IHH = struct.Struct(">ih")
 _H = struct.Struct(">h")
@@ -131,15 +131,7 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
             else:
                 out += _II.pack(field(leader, "leader_id", 0), field(leader, "leader_epoch", 0))
             out.append(0)  # current_leader's tagged fields
-            records = field(p, "records", b"")
-            if records is None:
-                out.append(0)
-            else:
-                size = payload_size(records)
-                write_array_len(out, size, True)
-                if size:
-                    buf.payload(records, size)
-                    out = buf.cur
+            out = buf.records(field(p, "records", b""), True)
             _acquired(out, field(p, "acquired_records", ()) or ())
             out.append(0)  # partition tagged fields
         out.append(0)  # topic tagged fields
