@@ -50,6 +50,15 @@ def alter(client, entity: dict, set_: dict | None = None, remove: tuple = (), va
     return entry.error_code, entry.error_message
 
 
+def set_quotas(bootstrap: str, entity: dict, quotas: dict) -> None:
+    """``quotas`` set on ``entity`` through a new admin client; the broker's answer asserted a success."""
+    client = admin(bootstrap)
+    try:
+        assert alter(client, entity, quotas) == (0, None)
+    finally:
+        client.close()
+
+
 def describe(client, components=(), strict=False):
     request = DescribeClientQuotasRequest(components=[Component(entity_type=t, match_type=m, match=n)
                                                       for t, m, n in components], strict=strict)
@@ -152,11 +161,7 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker_factory):
     topic = unique_topic("quota")
     create_topic(node.bootstrap, topic)
     quota = 200_000
-    client = admin(node.bootstrap)
-    try:
-        assert alter(client, {"client-id": "throttled-producer"}, {"producer_byte_rate": quota}) == (0, None)
-    finally:
-        client.close()
+    set_quotas(node.bootstrap, {"client-id": "throttled-producer"}, {"producer_byte_rate": quota})
     value = b"x" * 10_000
     acked = [0]
     room = threading.Semaphore(32)      # at most 32 records unacknowledged: sent is what the broker let through
@@ -176,18 +181,10 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker_factory):
                 prod.send(topic, value).add_callback(on_ack).add_errback(on_error)
         prod.flush(timeout=60)
         elapsed = time.monotonic() - started
-        throttle_max = max((v for name, v in _client_metrics(prod).items() if "throttle-time-max" in name),
-                           default=0.0)
+        throttle_max = _throttle_time_max(prod)
     finally:
         prod.close()
-    achieved = acked[0] / elapsed
-    assert acked[0] > 0
-    assert achieved <= 2 * quota, f"achieved {achieved:.0f} B/s against a quota of {quota} B/s"
-    assert throttle_max > 0
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-    lines = [line for line in text.splitlines()
-             if line.startswith("sundial_quota_throttled_requests_total{") and 'quota_type="produce"' in line]
-    assert lines and 'client_id="throttled-producer"' in lines[0] and float(lines[0].rsplit(" ", 1)[1]) > 0
+    assert_throttled(metrics_port, "produce", "throttled-producer", quota, acked[0], elapsed, throttle_max)
 
 
 def test_a_consumer_over_its_byte_rate_is_throttled(broker_factory):
@@ -208,11 +205,7 @@ def test_a_consumer_over_its_byte_rate_is_throttled(broker_factory):
     finally:
         prod.close()
     quota = 100_000
-    client = admin(node.bootstrap)
-    try:
-        assert alter(client, {"client-id": "throttled-consumer"}, {"consumer_byte_rate": quota}) == (0, None)
-    finally:
-        client.close()
+    set_quotas(node.bootstrap, {"client-id": "throttled-consumer"}, {"consumer_byte_rate": quota})
     cons = consumer(node.bootstrap, client_id="throttled-consumer")
     received = 0
     try:
@@ -222,18 +215,29 @@ def test_a_consumer_over_its_byte_rate_is_throttled(broker_factory):
             for records in cons.poll(timeout_ms=500).values():
                 received += sum(len(r.value) for r in records)
         elapsed = time.monotonic() - started
-        throttle_max = max((v for name, v in _client_metrics(cons).items() if "throttle-time-max" in name),
-                           default=0.0)
+        throttle_max = _throttle_time_max(cons)
     finally:
         cons.close()
-    achieved = received / elapsed
-    assert received > 0
-    assert achieved <= 2 * quota, f"received {achieved:.0f} B/s against a quota of {quota} B/s"
+    assert_throttled(metrics_port, "fetch", "throttled-consumer", quota, received, elapsed, throttle_max)
+
+
+def assert_throttled(metrics_port: int, quota_type: str, client_id: str, quota: int, taken_bytes: int,
+                     elapsed_s: float, throttle_max: float) -> None:
+    """A client that moved ``taken_bytes`` in ``elapsed_s`` stayed within twice its ``quota`` (bytes a
+    second) and saw a throttle time, and the broker's throttle counter of ``quota_type`` counts it."""
+    achieved = taken_bytes / elapsed_s
+    assert taken_bytes > 0
+    assert achieved <= 2 * quota, f"{client_id} moved {achieved:.0f} B/s against a quota of {quota} B/s"
     assert throttle_max > 0
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     lines = [line for line in text.splitlines()
-             if line.startswith("sundial_quota_throttled_requests_total{") and 'quota_type="fetch"' in line]
-    assert lines and 'client_id="throttled-consumer"' in lines[0] and float(lines[0].rsplit(" ", 1)[1]) > 0
+             if line.startswith("sundial_quota_throttled_requests_total{") and f'quota_type="{quota_type}"' in line]
+    assert lines and f'client_id="{client_id}"' in lines[0] and float(lines[0].rsplit(" ", 1)[1]) > 0
+
+
+def _throttle_time_max(client) -> float:
+    """The largest throttle time a kafka-python client saw (0 if none)."""
+    return max((v for name, v in _client_metrics(client).items() if "throttle-time-max" in name), default=0.0)
 
 
 def _client_metrics(client) -> dict:

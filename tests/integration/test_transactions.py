@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from .clients import create_topic
+from .clients import create_topic, require_kafkajs, run_js
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -34,6 +34,27 @@ def _producer(bootstrap, txn_id, **extra):
             "transaction.timeout.ms": 60_000}
     conf.update(extra)
     return ck.Producer(conf)
+
+
+def _in_transaction(bootstrap, txn_id, **extra):
+    """A transactional producer (see ``_producer``), initialised, with a transaction begun."""
+    p = _producer(bootstrap, txn_id, **extra)
+    p.init_transactions(30)
+    p.begin_transaction()
+    return p
+
+
+def _source_and_sink(bootstrap: str, sink_partitions: int) -> tuple[str, str]:
+    """A new source topic of 2 partitions holding in-0 .. in-19 (even ones in partition 0, odd ones in 1)
+    and a new empty sink topic: their names."""
+    source, sink = f"src-{uuid.uuid4().hex[:8]}", f"dst-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, sink_partitions)
+    plain = ck.Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        plain.produce(source, value=f"in-{i}".encode(), partition=i % 2)
+    plain.flush(30)
+    return source, sink
 
 
 def _read(bootstrap, topics_parts, isolation, expected, *, timeout_s=DEADLINE_S, group=None):
@@ -126,13 +147,7 @@ def test_confluent_commit_and_abort_across_partitions_and_topics(broker):
 
 
 def test_confluent_consume_transform_produce_with_offsets(broker):
-    src, dst = f"src-{uuid.uuid4().hex[:8]}", f"dst-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, src, 2)
-    create_topic(broker.bootstrap, dst, 2)
-    plain = ck.Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(20):
-        plain.produce(src, value=f"in-{i}".encode(), partition=i % 2)
-    plain.flush(30)
+    src, dst = _source_and_sink(broker.bootstrap, 2)
     group = _tid("ctp")
     consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
                             "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
@@ -193,14 +208,17 @@ def test_confluent_second_producer_fences_the_first(broker):
     assert [v for _, _, v in rc] == ["fresh-1"]
 
 
-def test_stalled_transaction_is_aborted_after_its_timeout(broker_factory):
-    d = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
-    d.start()
+@pytest.fixture
+def sweeping_daemon(broker_factory):
+    """A started daemon of the test's own that looks for timed-out transactions every 200 ms."""
+    return broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}).start()
+
+
+def test_stalled_transaction_is_aborted_after_its_timeout(sweeping_daemon):
+    d = sweeping_daemon
     topic = f"stall-{uuid.uuid4().hex[:8]}"
     create_topic(d.bootstrap, topic, 1)
-    p = _producer(d.bootstrap, _tid(), **{"transaction.timeout.ms": 1500})
-    p.init_transactions(30)
-    p.begin_transaction()
+    p = _in_transaction(d.bootstrap, _tid(), **{"transaction.timeout.ms": 1500})
     _produce(p, topic, 0, ["stalled-1", "stalled-2"])
     # The coordinator aborts: an ABORT marker lands after the two records.
     deadline = time.monotonic() + DEADLINE_S
@@ -215,14 +233,11 @@ def test_stalled_transaction_is_aborted_after_its_timeout(broker_factory):
 
 
 @pytest.mark.parametrize("stage", ["open", "committed"])
-def test_kill_9_mid_transaction_and_after_commit(broker_factory, stage):
-    d = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
-    d.start()
+def test_kill_9_mid_transaction_and_after_commit(sweeping_daemon, stage):
+    d = sweeping_daemon
     topic = f"kill-{uuid.uuid4().hex[:8]}"
     create_topic(d.bootstrap, topic, 2)
-    p = _producer(d.bootstrap, _tid(), **{"transaction.timeout.ms": 3000})
-    p.init_transactions(30)
-    p.begin_transaction()
+    p = _in_transaction(d.bootstrap, _tid(), **{"transaction.timeout.ms": 3000})
     _produce(p, topic, 0, ["k-0", "k-1"])
     _produce(p, topic, 1, ["k-2"])
     group = _tid("killgrp")
@@ -330,27 +345,10 @@ def test_aiokafka_transactional_producer(broker):
 
 
 def test_kafkajs_transactional_producer(broker):
-    import json
-    import os
-    import shutil
-    import subprocess
-
-    js_dir = os.path.join(os.path.dirname(__file__), "js")
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
-    if not os.path.isdir(os.path.join(js_dir, "node_modules", "kafkajs")):
-        if shutil.which("npm") is None:
-            pytest.skip("kafkajs is not installed and npm is missing")
-        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=js_dir, capture_output=True,
-                                timeout=300)
-        if result.returncode != 0:
-            pytest.skip(f"npm install failed: {result.stderr.decode(errors='replace')[-500:]}")
+    require_kafkajs()
     topic = f"js-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 2)
-    out = subprocess.run(["node", os.path.join(js_dir, "txn_produce.js"), broker.bootstrap, topic, _tid("js"), "2",
-                          "6", "4"], capture_output=True, timeout=120)
-    lines = [json.loads(x) for x in out.stdout.decode().splitlines() if x.startswith("{")]
-    assert out.returncode == 0 and lines and lines[-1].get("done"), out.stderr.decode(errors="replace")[-2000:]
+    run_js("txn_produce.js", broker.bootstrap, topic, _tid("js"), "2", "6", "4", timeout_s=120)
     rc = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed", 6)
     assert sorted(v for _, _, v in rc) == sorted(f"jc-{i}" for i in range(6))
     ru = _read(broker.bootstrap, [(topic, 0), (topic, 1)], "read_uncommitted", 10)
@@ -364,9 +362,7 @@ def test_transactions_tool_lists_and_describes(broker):
     topic = f"tool-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 2)
     txn_id = _tid("tool")
-    p = _producer(broker.bootstrap, txn_id)
-    p.init_transactions(30)
-    p.begin_transaction()
+    p = _in_transaction(broker.bootstrap, txn_id)
     _produce(p, topic, 1, ["open-1"])
 
     def tool(*args):
@@ -402,9 +398,7 @@ def test_pending_transactional_offsets_are_unstable_until_commit(broker):
     src = f"stable-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, src, 1)
     group = _tid("stable")
-    p = _producer(broker.bootstrap, _tid())
-    p.init_transactions(30)
-    p.begin_transaction()
+    p = _in_transaction(broker.bootstrap, _tid())
     meta = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     p.send_offsets_to_transaction([ck.TopicPartition(src, 0, 7)], meta.consumer_group_metadata(), 30)
     meta.close()
@@ -480,13 +474,7 @@ def test_consume_transform_produce_with_a_consumer_protocol_group(broker_factory
     offsets commit with the transaction."""
     d = broker_factory(**{"group.consumer.heartbeat.interval.ms": "500",
                           "group.consumer.min.heartbeat.interval.ms": "500"}).start()
-    source, sink = f"src-{uuid.uuid4().hex[:8]}", f"dst-{uuid.uuid4().hex[:8]}"
-    create_topic(d.bootstrap, source, 2)
-    create_topic(d.bootstrap, sink, 1)
-    plain = ck.Producer({"bootstrap.servers": d.bootstrap})
-    for i in range(20):
-        plain.produce(source, value=f"in-{i}".encode(), partition=i % 2)
-    plain.flush(30)
+    source, sink = _source_and_sink(d.bootstrap, 1)
     group = _tid("eos848")
     consumer = ck.Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "group.protocol": "consumer",
                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
