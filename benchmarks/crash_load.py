@@ -80,11 +80,27 @@ class Ledger:
             self.failed[value] = why
 
 
-class ConfluentProducer(Load):
+class ProducerLoad(Load):
+    """A producer of ``TOPIC`` at ``rate`` records a second whose acknowledgements go to the ledger.
+    Record n is ``PREFIX:n``, keyed ``k<n % 13>``, on partition n % PARTITIONS, with a CreateTime up to
+    two minutes in the past."""
+
+    PREFIX = ""
+
     def __init__(self, bootstrap: str, ledger: Ledger, rng: random.Random, rate: float) -> None:
-        super().__init__("ck-producer")
+        super().__init__(f"{self.PREFIX}-producer")
         self.bootstrap, self.ledger, self.rng, self.rate = bootstrap, ledger, rng, rate
         self.seq = 0
+
+    def next_record(self) -> tuple[bytes, bytes, int, int]:
+        """(value, key, partition, timestamp ms) of the next record."""
+        self.seq += 1
+        ts = int(time.time() * 1000) - self.rng.randint(0, 120_000)
+        return b"%s:%d" % (self.PREFIX.encode(), self.seq), b"k%d" % (self.seq % 13), self.seq % PARTITIONS, ts
+
+
+class ConfluentProducer(ProducerLoad):
+    PREFIX = "ck"
 
     def setup(self) -> None:
         from confluent_kafka import Producer
@@ -94,10 +110,7 @@ class ConfluentProducer(Load):
                            "reconnect.backoff.max.ms": 500, "log_level": 0})
 
     def step(self) -> None:
-        self.seq += 1
-        value = b"ck:%d" % self.seq
-        ts = int(time.time() * 1000) - self.rng.randint(0, 120_000)
-        part = self.seq % PARTITIONS
+        value, key, part, ts = self.next_record()
 
         def done(err, msg, value=value, ts=ts):
             if err is None:
@@ -107,8 +120,7 @@ class ConfluentProducer(Load):
 
         while True:
             try:
-                self.p.produce(TOPIC, value=value, key=b"k%d" % (self.seq % 13), partition=part, timestamp=ts,
-                               on_delivery=done)
+                self.p.produce(TOPIC, value=value, key=key, partition=part, timestamp=ts, on_delivery=done)
                 break
             except BufferError:  # librdkafka's queue is full: wait for deliveries, unless paused
                 if not self.run_flag.is_set():
@@ -129,11 +141,8 @@ class ConfluentProducer(Load):
             p.flush(30)
 
 
-class KafkaPythonProducer(Load):
-    def __init__(self, bootstrap: str, ledger: Ledger, rng: random.Random, rate: float) -> None:
-        super().__init__("kp-producer")
-        self.bootstrap, self.ledger, self.rng, self.rate = bootstrap, ledger, rng, rate
-        self.seq = 0
+class KafkaPythonProducer(ProducerLoad):
+    PREFIX = "kp"
 
     def setup(self) -> None:
         from kafka import KafkaProducer
@@ -143,11 +152,8 @@ class KafkaPythonProducer(Load):
                                reconnect_backoff_ms=50, reconnect_backoff_max_ms=500, retry_backoff_ms=100)
 
     def step(self) -> None:
-        self.seq += 1
-        value = b"kp:%d" % self.seq
-        ts = int(time.time() * 1000) - self.rng.randint(0, 120_000)
-        fut = self.p.send(TOPIC, value=value, key=b"k%d" % (self.seq % 13), partition=self.seq % PARTITIONS,
-                          timestamp_ms=ts)
+        value, key, part, ts = self.next_record()
+        fut = self.p.send(TOPIC, value=value, key=key, partition=part, timestamp_ms=ts)
         fut.add_callback(lambda md, value=value, ts=ts: self.ledger.ack(value, md.partition, md.offset, ts))
         fut.add_errback(lambda exc, value=value: self.ledger.fail(value, repr(exc)))
         self.ledger.sent += 1

@@ -186,6 +186,18 @@ def start_kfake(path: str, configs: dict, log_path: str, timeout_s: float = 30.0
     raise SystemExit(f"kfake did not start within {timeout_s:.0f} s")
 
 
+def start_broker(s: Settings, broker: str, log_name: str) -> tuple[subprocess.Popen, str, str]:
+    """Start ``broker`` ("sundial" or "kfake") for one run, on a new data directory under ``s.data_root``
+    and with its log ``log_name`` in ``s.log_dir``: (process, bootstrap, the data directory to remove)."""
+    data_dir = tempfile.mkdtemp(prefix="sundial-group-bench-", dir=s.data_root)
+    log_path = os.path.join(s.log_dir, log_name)
+    if broker == "sundial":
+        proc, bootstrap = start_sundial(data_dir, s.sundial_overrides(), log_path=log_path)
+    else:
+        proc, bootstrap = start_kfake(s.kfake, s.kfake_configs(), log_path)
+    return proc, bootstrap, data_dir
+
+
 class CpuSampler(threading.Thread):
     """The broker's CPU seconds every 50 ms, so that any window's CPU can be read afterwards."""
 
@@ -528,12 +540,7 @@ def run_once(broker: str, protocol: str, n: int, tag: str, s: Settings, ctx, rng
     """Fresh broker, topic, producer and N members; form, steady, join, leave. Returns the
     figures per phase ({"form": {...}, "steady": {...}, "join": {...}, "leave": {...}}); a phase
     that failed is missing (and the failure printed)."""
-    data_dir = tempfile.mkdtemp(prefix="sundial-group-bench-", dir=s.data_root)
-    log_path = os.path.join(s.log_dir, f"{tag}-{broker}.log")
-    if broker == "sundial":
-        proc, bootstrap = start_sundial(data_dir, s.sundial_overrides(), log_path=log_path)
-    else:
-        proc, bootstrap = start_kfake(s.kfake, s.kfake_configs(), log_path)
+    proc, bootstrap, data_dir = start_broker(s, broker, f"{tag}-{broker}.log")
     cpu = CpuSampler(proc.pid)
     cpu.start()
     events = ctx.Queue()
@@ -788,12 +795,7 @@ def bench_heartbeats(args, s: Settings) -> None:
     results = Results()
     for rep in range(args.reps):
         for broker in in_turn(brokers, rep):
-            data_dir = tempfile.mkdtemp(prefix="sundial-group-bench-", dir=s.data_root)
-            log_path = os.path.join(s.log_dir, f"heartbeat-r{rep + 1}-{broker}.log")
-            if broker == "sundial":
-                proc, bootstrap = start_sundial(data_dir, s.sundial_overrides(), log_path=log_path)
-            else:
-                proc, bootstrap = start_kfake(s.kfake, s.kfake_configs(), log_path)
+            proc, bootstrap, data_dir = start_broker(s, broker, f"heartbeat-r{rep + 1}-{broker}.log")
             try:
                 lat = asyncio.run(_heartbeat_round(bootstrap, args.hb_members, args.hb_join_gap_ms / 1000, 3.0))
             finally:

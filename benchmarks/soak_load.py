@@ -378,7 +378,37 @@ class AioProducer(ProducerBase):
             await asyncio.wait_for(p.stop(), 60)
 
 
-class KafkaPythonMember(Worker):
+class GroupMember(Worker):
+    """A member of the group ``spec``: what it is given goes to the ledger, and is committed
+    synchronously (``commit``, one per client) at most every ``COMMIT_EVERY_S`` and once more when
+    the member stops."""
+
+    def __init__(self, name: str, ctx, spec: GroupSpec) -> None:
+        super().__init__(name, ctx)
+        self.spec = spec
+        self.gbook = ctx.ledger.groups[spec.name]
+        self.pending: dict = {}  # the client's partition key: the next offset to commit
+        self.last_commit = time.monotonic()
+
+    def commit(self, c, pending: dict) -> None:
+        """Commit ``pending`` through the client ``c`` and clear it; count the outcome."""
+        raise NotImplementedError
+
+    def delivered(self, key, ledger_tp: tuple[str, int], offsets: list[int]) -> None:
+        self.ctx.ledger.deliver(self.spec.name, ledger_tp, offsets)
+        self.pending[key] = offsets[-1] + 1
+
+    def commit_if_due(self, c) -> None:
+        if self.pending and time.monotonic() - self.last_commit >= COMMIT_EVERY_S:
+            self.commit(c, self.pending)
+            self.last_commit = time.monotonic()
+
+    def commit_rest(self, c) -> None:
+        if self.pending:
+            self.commit(c, self.pending)
+
+
+class KafkaPythonMember(GroupMember):
     """A kafka-python group member committing synchronously at most every ``COMMIT_EVERY_S``.
 
     kafka-python 3.0.12 can lose a SyncGroup answer that arrives just after ``poll`` timed
@@ -389,11 +419,6 @@ class KafkaPythonMember(Worker):
     """
 
     STUCK_S = 30.0
-
-    def __init__(self, name: str, ctx, spec: GroupSpec) -> None:
-        super().__init__(name, ctx)
-        self.spec = spec
-        self.gbook = ctx.ledger.groups[spec.name]
 
     def make(self):
         from kafka import ConsumerRebalanceListener, KafkaConsumer
@@ -429,8 +454,7 @@ class KafkaPythonMember(Worker):
     def body(self) -> None:
         c = self.make()
         unassigned_s = 0.0
-        pending: dict = {}
-        last_commit = time.monotonic()
+        self.last_commit = time.monotonic()
         try:
             while not self.stopping.is_set():
                 t0 = time.monotonic()
@@ -446,30 +470,21 @@ class KafkaPythonMember(Worker):
                         c.close(autocommit=False)
                         self.gbook.client_restarts += 1
                         unassigned_s = 0.0
-                        pending.clear()
+                        self.pending.clear()
                         c = self.make()
                     continue
                 unassigned_s = 0.0
                 for tp, recs in batches.items():
                     if recs:
-                        self.ctx.ledger.deliver(self.spec.name, (tp.topic, tp.partition), [r.offset for r in recs])
-                        pending[tp] = recs[-1].offset + 1
-                if pending and time.monotonic() - last_commit >= COMMIT_EVERY_S:
-                    self.commit(c, pending)
-                    last_commit = time.monotonic()
-            if pending:
-                self.commit(c, pending)
+                        self.delivered(tp, (tp.topic, tp.partition), [r.offset for r in recs])
+                self.commit_if_due(c)
+            self.commit_rest(c)
         finally:
             c.close(autocommit=False)
 
 
-class ConfluentMember(Worker):
+class ConfluentMember(GroupMember):
     """A confluent-kafka group member committing synchronously at most every ``COMMIT_EVERY_S``."""
-
-    def __init__(self, name: str, ctx, spec: GroupSpec) -> None:
-        super().__init__(name, ctx)
-        self.spec = spec
-        self.gbook = ctx.ledger.groups[spec.name]
 
     def commit(self, c, pending: dict) -> None:
         from confluent_kafka import KafkaException, TopicPartition
@@ -493,8 +508,7 @@ class ConfluentMember(Worker):
             self.gbook.assignments += 1
 
         c.subscribe(list(self.spec.topics), on_assign=on_assign)
-        pending: dict = {}
-        last_commit = time.monotonic()
+        self.last_commit = time.monotonic()
         try:
             while not self.stopping.is_set():
                 msgs = c.consume(num_messages=500, timeout=0.5)
@@ -505,13 +519,9 @@ class ConfluentMember(Worker):
                     else:
                         self.gbook.poll_errors += 1
                 for tp, offsets in by_tp.items():
-                    self.ctx.ledger.deliver(self.spec.name, tp, offsets)
-                    pending[tp] = offsets[-1] + 1
-                if pending and time.monotonic() - last_commit >= COMMIT_EVERY_S:
-                    self.commit(c, pending)
-                    last_commit = time.monotonic()
-            if pending:
-                self.commit(c, pending)
+                    self.delivered(tp, tp, offsets)
+                self.commit_if_due(c)
+            self.commit_rest(c)
         finally:
             c.close()
 

@@ -144,21 +144,30 @@ class _Threads:
 _TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
-class _Steal:
-    """Per-CPU steal time (/proc/stat): the time the hypervisor ran something else while this
-    virtual CPU had work, which no thread's schedstat shows."""
+class _ProcFile:
+    """A /proc file opened once and read again from its start on each ``snap()`` (up to ``size``
+    bytes; empty where it could not be opened or read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str, size: int) -> None:
+        self.size = size
         try:
-            self.fd = os.open("/proc/stat", os.O_RDONLY)
+            self.fd = os.open(path, os.O_RDONLY)
         except OSError:
             self.fd = -1
 
     def snap(self) -> bytes:
         try:
-            return os.pread(self.fd, 4096, 0) if self.fd >= 0 else b""
+            return os.pread(self.fd, self.size, 0) if self.fd >= 0 else b""
         except OSError:
             return b""
+
+
+class _Steal(_ProcFile):
+    """Per-CPU steal time (/proc/stat): the time the hypervisor ran something else while this
+    virtual CPU had work, which no thread's schedstat shows."""
+
+    def __init__(self) -> None:
+        super().__init__("/proc/stat", 4096)
 
     @staticmethod
     def per_cpu_ms(raw: bytes) -> dict[int, float]:
@@ -171,20 +180,11 @@ class _Steal:
         return out
 
 
-class _LoopStat:
+class _LoopStat(_ProcFile):
     """The loop thread's /proc stat line: major page faults so far and the CPU it last ran on."""
 
     def __init__(self, tid: int) -> None:
-        try:
-            self.fd = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
-        except OSError:
-            self.fd = -1
-
-    def snap(self) -> bytes:
-        try:
-            return os.pread(self.fd, 1024, 0) if self.fd >= 0 else b""
-        except OSError:
-            return b""
+        super().__init__(f"/proc/self/task/{tid}/stat", 1024)
 
     @staticmethod
     def fields(raw: bytes) -> list[bytes]:
