@@ -308,18 +308,13 @@ def _require(ok: bool, key: str, other: str, relation: str) -> None:
 def _check_bounds(family: str, g) -> None:
     """The min/default/max and heartbeat-below-session requirements of one protocol family."""
     p = f"group.{family}."
-    _require(g.max_heartbeat_interval_ms >= g.min_heartbeat_interval_ms,
-             p + "max.heartbeat.interval.ms", p + "min.heartbeat.interval.ms", ">=")
-    _require(g.heartbeat_interval_ms >= g.min_heartbeat_interval_ms,
-             p + "heartbeat.interval.ms", p + "min.heartbeat.interval.ms", ">=")
-    _require(g.heartbeat_interval_ms <= g.max_heartbeat_interval_ms,
-             p + "heartbeat.interval.ms", p + "max.heartbeat.interval.ms", "<=")
-    _require(g.max_session_timeout_ms >= g.min_session_timeout_ms,
-             p + "max.session.timeout.ms", p + "min.session.timeout.ms", ">=")
-    _require(g.session_timeout_ms >= g.min_session_timeout_ms,
-             p + "session.timeout.ms", p + "min.session.timeout.ms", ">=")
-    _require(g.session_timeout_ms <= g.max_session_timeout_ms,
-             p + "session.timeout.ms", p + "max.session.timeout.ms", "<=")
+    for name in ("heartbeat.interval.ms", "session.timeout.ms"):
+        attr = name.replace(".", "_")
+        value, low, high = getattr(g, attr), getattr(g, "min_" + attr), getattr(g, "max_" + attr)
+        key, min_key, max_key = p + name, f"{p}min.{name}", f"{p}max.{name}"
+        _require(high >= low, max_key, min_key, ">=")
+        _require(value >= low, key, min_key, ">=")
+        _require(value <= high, key, max_key, "<=")
     _require(g.heartbeat_interval_ms < g.session_timeout_ms,
              p + "heartbeat.interval.ms", p + "session.timeout.ms", "<")
 
