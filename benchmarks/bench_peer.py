@@ -42,6 +42,23 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--peer-pid", type=int, help="pid of that peer, for CPU accounting")
 
 
+def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--quick`` (smaller counts), ``--repeat`` (see :func:`parse_comparison_arguments`) and the brokers'."""
+    parser.add_argument("--quick", action="store_true", help="smaller counts")
+    parser.add_argument("--repeat", type=int, help="repetitions, interleaving Sundial and the peer "
+                                                   "(default 3, 1 with --quick)")
+    add_broker_arguments(parser)
+
+
+def parse_comparison_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The parsed command line of a parser given :func:`add_comparison_arguments`: ``repeat`` 3 unless
+    given, 1 with ``--quick``."""
+    args = parser.parse_args()
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    return args
+
+
 def print_command() -> None:
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
     print_load()

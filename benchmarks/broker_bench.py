@@ -46,8 +46,9 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition as CkTopicPartition
 
 from bench_daemon import cpu_seconds
-from bench_peer import (Broker, Metric, Results, add_broker_arguments, brokers_from_args, create_topic,
-                        delete_topic, in_turn, print_command, print_table, produce_waiting)
+from bench_peer import (Broker, Metric, Results, add_comparison_arguments, brokers_from_args, create_topic,
+                        delete_topic, in_turn, parse_comparison_arguments, print_command, print_table,
+                        produce_waiting)
 
 
 def size_label(size: int) -> str:
@@ -250,14 +251,9 @@ OFT = [Metric("p50_ms", "p50 ms", lower_is_better=True, digits=3),
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller counts")
     parser.add_argument("--only", default="", help="comma-separated subset of the groups: ck, ck100, kp, oft")
-    parser.add_argument("--repeat", type=int, help="repetitions, interleaving Sundial and the peer "
-                                                   "(default 3, 1 with --quick)")
-    add_broker_arguments(parser)
-    args = parser.parse_args()
-    if args.repeat is None:
-        args.repeat = 1 if args.quick else 3
+    add_comparison_arguments(parser)
+    args = parse_comparison_arguments(parser)
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     unknown = only - {"ck", "ck100", "kp", "oft"}
     if unknown:
