@@ -22,13 +22,13 @@ from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPart
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
-from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
 from support.waiting import wait_for
 
 from . import conftest
-from .clients import connect_raw, read_frame
+from .clients import RawConnection
+from .groups_support import merged
 
 #: Broker settings that keep consumer-protocol tests fast: members heartbeat every 300 ms (Kafka's
 #: default is 5 s, and a reassignment takes a heartbeat or two), sessions may be as short as 1 s;
@@ -332,13 +332,6 @@ class Member(threading.Thread):
         assert self.error is None, f"{self.name} failed: {self.error!r}"
 
 
-def merged(counters) -> Counter:
-    total: Counter = Counter()
-    for c in counters:
-        total.update(c)
-    return total
-
-
 def assert_no_loss(truth: dict[RECORD, bytes], members, extra_deliveries=(), extra_committed=()) -> Counter:
     """Every produced record was delivered with its value, nothing else was, and no record was
     delivered again after a successful commit covered it; returns the merged deliveries."""
@@ -442,34 +435,20 @@ def all_partitions(partitions: dict[str, int]) -> set[TP]:
 
 
 # -- the raw wire ---------------------------------------------------------------------------------
-class Raw:
+class Raw(RawConnection):
     """One connection that sends requests with Sundial's own encoder and decodes the answers."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = connect_raw(host, port)
-        self.correlation_id = 0
-
-    def ask(self, api_key: ApiKey, version: int, body: dict):
-        self.correlation_id += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "raw-client", body))
-        corr, response = decode_response(api_key, version, read_frame(self.sock))
-        assert corr == self.correlation_id
-        return response
-
     def heartbeat(self, group: str, member_id: str, epoch: int, topics=None, owned=None, assignor=None):
-        return self.ask(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        return self.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
             "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": None,
             "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
             "subscribed_topic_names": topics, "subscribed_topic_regex": None, "server_assignor": assignor,
             "topic_partitions": owned})
 
     def describe_group(self, group: str):
-        (described,) = self.ask(ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+        (described,) = self.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
                                 {"group_ids": [group], "include_authorized_operations": False}).groups
         return described
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def raw(broker) -> Raw:

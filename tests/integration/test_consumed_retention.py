@@ -186,6 +186,19 @@ def test_b_no_group_deletes_nothing_before_retention_ms(retention_broker):
     _wait_segment_bases(broker.data_dir, topic, [60])
 
 
+def _assert_held_by(broker, topic: str, bases, group: str, done_group: str, tick) -> None:
+    """``done_group`` commits the end of ``topic`` (it has consumed everything) while ``group``'s member
+    stays (``tick`` polls it) and never commits: retention passes delete nothing and log that ``group``
+    holds the log at offset 0."""
+    _commit(broker.bootstrap, done_group, topic, 60)
+    _passes(broker, tick=tick)
+    assert _earliest(broker.bootstrap, topic) == 0
+    assert _segment_bases(broker.data_dir, topic) == bases
+    held = [e for e in broker.log_lines()
+            if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
+    assert held and held[-1].get("group") == group and held[-1].get("committed_offset") == 0
+
+
 def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
     broker = retention_broker
     topic, bases = _topic(broker, [30 * MINUTE] * 60)
@@ -194,13 +207,8 @@ def test_c_subscribed_group_without_commit_holds_everything(retention_broker):
                            heartbeat_interval_ms=1000)
     try:
         wait_for(lambda: member.poll(timeout_ms=1000) is not None and member.assignment(), 60, "an assignment")
-        _commit(broker.bootstrap, "done", topic, 60)  # another group has consumed everything
-        _passes(broker, tick=lambda: member.poll(timeout_ms=100))  # the member stays; it never commits
-        assert _earliest(broker.bootstrap, topic) == 0
-        assert _segment_bases(broker.data_dir, topic) == bases
-        held = [e for e in broker.log_lines()
-                if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
-        assert held and held[-1].get("group") == "subscribed-no-commit" and held[-1].get("committed_offset") == 0
+        _assert_held_by(broker, topic, bases, "subscribed-no-commit", "done",
+                        tick=lambda: member.poll(timeout_ms=100))
     finally:
         member.close()  # LeaveGroup: the group is empty and never committed, so it no longer counts
     wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")
@@ -219,13 +227,7 @@ def test_c2_a_consumer_protocol_group_without_commit_holds_everything(broker_fac
     try:
         member.subscribe([topic])
         wait_for(lambda: member.poll(0.5) is None and bool(member.assignment()), 60, "an assignment")
-        _commit(broker.bootstrap, "done-848", topic, 60)  # another group has consumed everything
-        _passes(broker, tick=lambda: member.poll(0.1))    # the member stays; it never commits
-        assert _earliest(broker.bootstrap, topic) == 0
-        assert _segment_bases(broker.data_dir, topic) == bases
-        held = [e for e in broker.log_lines()
-                if e.get("event") == "consumed_retention_held" and e.get("topic") == topic]
-        assert held and held[-1].get("group") == "kip848-no-commit" and held[-1].get("committed_offset") == 0
+        _assert_held_by(broker, topic, bases, "kip848-no-commit", "done-848", tick=lambda: member.poll(0.1))
     finally:
         member.close()  # a leave heartbeat (epoch -1): the group is empty and never committed
     wait_for(lambda: _earliest(broker.bootstrap, topic) == 60, 60, "consumed retention after the leave")

@@ -376,13 +376,13 @@ def test_admin_describes_and_lists_groups_by_type(fast_broker):
         # DescribeGroups (the classic API) answers a consumer group with GROUP_ID_NOT_FOUND from v6 on
         wire = raw(fast_broker)
         try:
-            by_id = {g.group_id: g for g in wire.ask(ApiKey.DESCRIBE_GROUPS, 6, {
+            by_id = {g.group_id: g for g in wire.call(ApiKey.DESCRIBE_GROUPS, 6, {
                 "groups": [modern, classic], "include_authorized_operations": False}).groups}
             assert by_id[modern].error_code == 69     # GROUP_ID_NOT_FOUND
             assert by_id[modern].error_message == f"Group {modern} is not a classic group."
             assert (by_id[classic].error_code, by_id[classic].group_state, by_id[classic].protocol_type) == \
                 (0, "Stable", "consumer")
-            (v5,) = wire.ask(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [modern],
+            (v5,) = wire.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [modern],
                                                          "include_authorized_operations": False}).groups
             assert (v5.error_code, v5.group_state) == (0, "Dead")
         finally:
@@ -401,7 +401,7 @@ STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, UNSU
 
 
 def _commit(wire, group, member_id, epoch, topic, offsets: dict[int, int], version: int = 9) -> list[int]:
-    response = wire.ask(ApiKey.OFFSET_COMMIT, version, {
+    response = wire.call(ApiKey.OFFSET_COMMIT, version, {
         "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member_id,
         "group_instance_id": None,
         "topics": [{"name": topic, "partitions": [
@@ -411,7 +411,7 @@ def _commit(wire, group, member_id, epoch, topic, offsets: dict[int, int], versi
 
 
 def _fetch(wire, group, topic, partitions) -> dict[int, int]:
-    (g,) = wire.ask(ApiKey.OFFSET_FETCH, 8, {
+    (g,) = wire.call(ApiKey.OFFSET_FETCH, 8, {
         "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]}],
         "require_stable": False}).groups
     assert g.error_code == 0
@@ -420,7 +420,7 @@ def _fetch(wire, group, topic, partitions) -> dict[int, int]:
 
 def _member_fetch(wire, group, member_id, epoch, topic, partitions) -> tuple[int, dict[int, int]]:
     """OffsetFetch v9 as a consumer-protocol member sends it (its member id and epoch)."""
-    (g,) = wire.ask(ApiKey.OFFSET_FETCH, 9, {
+    (g,) = wire.call(ApiKey.OFFSET_FETCH, 9, {
         "groups": [{"group_id": group, "member_id": member_id, "member_epoch": epoch,
                     "topics": [{"name": topic, "partition_indexes": partitions}]}],
         "require_stable": True}).groups
@@ -458,16 +458,16 @@ def test_a_stale_member_epoch_is_refused_and_only_an_empty_group_is_deleted(brok
         assert _member_fetch(wire, group, member_id, old_epoch, first, [0, 1])[0] == STALE_MEMBER_EPOCH
         assert _member_fetch(wire, group, "someone-else", epoch, first, [0, 1])[0] == UNKNOWN_MEMBER_ID
 
-        (deleted,) = wire.ask(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]}).results
+        (deleted,) = wire.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]}).results
         assert (deleted.group_id, deleted.error_code) == (group, NON_EMPTY_GROUP)
         left = wire.heartbeat(group, member_id, -1)
         assert (left.error_code, left.member_epoch) == (0, -1)
         assert wire.describe_group(group).group_state == "Empty"
-        (deleted,) = wire.ask(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]}).results
+        (deleted,) = wire.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]}).results
         assert (deleted.group_id, deleted.error_code) == (group, 0)
         assert _fetch(wire, group, first, [0, 1]) == {0: -1, 1: -1}
         assert wire.describe_group(group).error_code == GROUP_ID_NOT_FOUND
-        listed = wire.ask(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
+        listed = wire.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
         assert group not in {g.group_id for g in listed}
     finally:
         wire.close()
