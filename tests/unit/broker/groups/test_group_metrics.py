@@ -21,7 +21,8 @@ from sundial.broker.groups.modern.requests import HeartbeatRequest
 from sundial.broker.groups.offsets import MemoryOffsetsLog, OffsetStore
 from sundial.broker.metrics import GROUP_TYPE_STATES, BrokerMetrics, group_rows
 from sundial.config import BrokerConfig
-from test_group_coordinator import TOPICS, Clock, commit, stable_group
+from support.unit_helpers import ManualClock
+from test_group_coordinator import TOPICS, commit, stable_group
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,11 +30,11 @@ T1 = uuid.uuid5(uuid.NAMESPACE_DNS, "t1")
 CONSUMER_SESSION_MS = 6000
 
 
-async def started_coordinator() -> tuple[GroupCoordinator, Clock]:
+async def started_coordinator() -> tuple[GroupCoordinator, ManualClock]:
     config = BrokerConfig({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
                            "group.consumer.session.timeout.ms": str(CONSUMER_SESSION_MS),
                            "group.consumer.min.session.timeout.ms": str(CONSUMER_SESSION_MS)})
-    clock = Clock()
+    clock = ManualClock()
     coord = GroupCoordinator(config, None, now_ms=clock, store=OffsetStore(MemoryOffsetsLog()), run_timers=False,
                              topic_partitions=TOPICS.get, topic_view=lambda: {"t1": (T1, TOPICS["t1"])})
     await coord.start()
