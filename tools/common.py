@@ -53,6 +53,7 @@ import structlog
 from sundial.records.timestamps import wall_clock_ms
 
 from .preflight import PreflightError, preflight, seconds_text
+from .timeparse import DATETIME_HELP, DURATION_HELP
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -267,6 +268,58 @@ def add_run_mode_arguments(parser, *, dry_run_help: str, execute_help: str) -> N
     run_mode = parser.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true", help=dry_run_help)
     run_mode.add_argument("--execute", action="store_true", help=execute_help)
+
+
+#: The command line the group tools share (kafka-consumer-groups.sh, kafka-share-groups.sh's), in order:
+#: (mutually exclusive group or None, flag, argparse settings). A tool has the flags it gives help for.
+_GROUP_TOOL_ARGUMENTS = (
+    ("mode", "--list", {"action": "store_true"}),
+    ("mode", "--describe", {"action": "store_true"}),
+    ("mode", "--reset-offsets", {"action": "store_true"}),
+    ("mode", "--delete", {"action": "store_true"}),
+    ("mode", "--delete-offsets", {"action": "store_true"}),
+    (None, "--group", {"action": "append", "default": [], "metavar": "GROUP"}),
+    (None, "--all-groups", {"action": "store_true"}),
+    ("view", "--offsets", {"action": "store_true"}),
+    ("view", "--members", {"action": "store_true"}),
+    ("view", "--state", {"nargs": "?", "const": "", "default": None, "metavar": "STATES"}),
+    (None, "--type", {"nargs": "?", "const": "", "default": None, "metavar": "TYPES"}),
+    (None, "--verbose", {"action": "store_true"}),
+    (None, "--topic", {"action": "append", "default": [], "metavar": "TOPIC[:PARTITIONS]"}),
+    (None, "--all-topics", {"action": "store_true"}),
+    ("scenario", "--to-earliest", {"action": "store_true"}),
+    ("scenario", "--to-latest", {"action": "store_true"}),
+    ("scenario", "--to-offset", {"type": int, "metavar": "OFFSET"}),
+    ("scenario", "--to-datetime", {"metavar": "TIME"}),
+    ("scenario", "--by-duration", {"metavar": "DURATION"}),
+    ("scenario", "--shift-by", {"type": int, "metavar": "N"}),
+    ("scenario", "--to-current", {"action": "store_true"}),
+)
+
+#: Help of the reset scenarios both group tools have.
+GROUP_RESET_HELP = {
+    "--to-earliest": "reset to the log start offset",
+    "--to-latest": "reset to the log end offset",
+    "--to-datetime": f"reset to the first record at or after TIME ({DATETIME_HELP})",
+    "--by-duration": f"reset to the first record at or after now − DURATION ({DURATION_HELP})",
+    "--dry-run": "only print the new offsets (the default)",
+}
+
+
+def add_group_tool_arguments(parser, help_for: dict[str, str]) -> None:
+    """The arguments of a group tool: the broker, those of :data:`_GROUP_TOOL_ARGUMENTS` that
+    ``help_for`` (flag -> help) names (one of --list, --describe ... required), --dry-run or
+    --execute, and the client settings."""
+    add_bootstrap_argument(parser)
+    exclusive: dict[str, object] = {}
+    for group, flag, settings in _GROUP_TOOL_ARGUMENTS:
+        if flag not in help_for:
+            continue
+        if group is not None and group not in exclusive:
+            exclusive[group] = parser.add_mutually_exclusive_group(required=group == "mode")
+        (parser if group is None else exclusive[group]).add_argument(flag, help=help_for[flag], **settings)
+    add_run_mode_arguments(parser, dry_run_help=help_for["--dry-run"], execute_help=help_for["--execute"])
+    add_client_arguments(parser)
 
 
 def add_two_cluster_client_arguments(parser) -> None:

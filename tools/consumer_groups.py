@@ -52,10 +52,9 @@ from collections import defaultdict
 from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    add_run_mode_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, \
-    tool_command
-from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
+from .common import GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, close_quietly, \
+    describe_error, format_table, now_ms, parse_names, parse_partitions, tool_command
+from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
     describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
 
@@ -89,45 +88,30 @@ def add_parser(subparsers) -> None:
                     "--describe adds TIME-LAG-MS (now minus the timestamp of the oldest unconsumed record). "
                     "--reset-offsets is a dry run unless --execute is given.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_bootstrap_argument(p)
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--list", action="store_true", help="list the groups")
-    mode.add_argument("--describe", action="store_true", help="describe groups (offsets and lag by default)")
-    mode.add_argument("--reset-offsets", action="store_true", help="reset a group's committed offsets")
-    mode.add_argument("--delete", action="store_true", help="delete groups (they must have no members)")
-    mode.add_argument("--delete-offsets", action="store_true",
-                      help="delete a group's committed offsets of the given --topic partitions")
-    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="group id (repeatable)")
-    p.add_argument("--all-groups", action="store_true", help="every group (with --describe, --delete)")
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="describe: offsets and lag (the default)")
-    view.add_argument("--members", action="store_true", help="describe: members and their partition counts")
-    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                      help="describe: coordinator, assignment strategy, state, member count; with --list: "
-                           "show each group's state, only these states if given (comma-separated)")
-    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
-                   help="with --list: show each group's type (classic, consumer), only these types if given "
-                        "(comma-separated)")
-    p.add_argument("--verbose", action="store_true",
-                   help="describe --members: epochs, current and target assignment of each member; "
-                        "describe --state: group epoch and target assignment epoch")
-    p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:PARTITIONS]",
-                   help="reset/delete offsets of this topic, or of some partitions: orders:0,2 (repeatable)")
-    p.add_argument("--all-topics", action="store_true",
-                   help="reset offsets of every topic the group has committed offsets for")
-    scenario = p.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
-    scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
-    scenario.add_argument("--to-offset", type=int, metavar="OFFSET", help="reset to OFFSET (clamped to the log)")
-    scenario.add_argument("--to-datetime", metavar="TIME",
-                          help=f"reset to the first record at or after TIME ({DATETIME_HELP})")
-    scenario.add_argument("--by-duration", metavar="DURATION",
-                          help=f"reset to the first record at or after now − DURATION ({DURATION_HELP})")
-    scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N (may be < 0)")
-    scenario.add_argument("--to-current", action="store_true", help="keep the committed offsets")
-    add_run_mode_arguments(p, dry_run_help="only print the new offsets (the default)",
-                           execute_help="commit the new offsets")
-    add_client_arguments(p)
+    add_group_tool_arguments(p, {
+        **GROUP_RESET_HELP,
+        "--list": "list the groups",
+        "--describe": "describe groups (offsets and lag by default)",
+        "--reset-offsets": "reset a group's committed offsets",
+        "--delete": "delete groups (they must have no members)",
+        "--delete-offsets": "delete a group's committed offsets of the given --topic partitions",
+        "--group": "group id (repeatable)",
+        "--all-groups": "every group (with --describe, --delete)",
+        "--offsets": "describe: offsets and lag (the default)",
+        "--members": "describe: members and their partition counts",
+        "--state": "describe: coordinator, assignment strategy, state, member count; with --list: "
+                   "show each group's state, only these states if given (comma-separated)",
+        "--type": "with --list: show each group's type (classic, consumer), only these types if given "
+                  "(comma-separated)",
+        "--verbose": "describe --members: epochs, current and target assignment of each member; "
+                     "describe --state: group epoch and target assignment epoch",
+        "--topic": "reset/delete offsets of this topic, or of some partitions: orders:0,2 (repeatable)",
+        "--all-topics": "reset offsets of every topic the group has committed offsets for",
+        "--to-offset": "reset to OFFSET (clamped to the log)",
+        "--shift-by": "move the committed offsets by N (may be < 0)",
+        "--to-current": "keep the committed offsets",
+        "--execute": "commit the new offsets",
+    })
     p.set_defaults(func=run)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -229,38 +230,63 @@ def _zero_from(raw: bytes, start: int, end: int) -> bool:
 # -- .index ------------------------------------------------------------------------------------------
 
 
-def read_offset_index(path: str) -> tuple[int, list[tuple[int, int]], int]:
-    """(base offset, entries (offset, position) up to the first unused slot, file length)."""
+def _read_slots(path: str, layout: struct.Struct, relative_at: int) -> tuple[int, list[tuple], int]:
+    """(base offset, the entries as stored up to the first unused slot, file length). A slot past the
+    first whose relative offset (field ``relative_at``) is 0 and from which the file is all zeros was
+    pre-allocated and never written (Kafka's tool stops there too)."""
     base = base_offset_of(path)
     raw = read_file(path)
-    usable = len(raw) - len(raw) % _OFFSET_ENTRY.size
+    usable = len(raw) - len(raw) % layout.size
     entries = []
-    for i, (rel, pos) in enumerate(_OFFSET_ENTRY.iter_unpack(raw[:usable])):
-        if i > 0 and rel == 0 and _zero_from(raw, i * _OFFSET_ENTRY.size, usable):
-            break                              # pre-allocated, never written (Kafka's tool stops here too)
-        entries.append((base + rel, pos))
+    for i, entry in enumerate(layout.iter_unpack(raw[:usable])):
+        if i > 0 and entry[relative_at] == 0 and _zero_from(raw, i * layout.size, usable):
+            break
+        entries.append(entry)
     return base, entries, len(raw)
 
 
-def dump_offset_index(path: str, opts: Options, findings: Findings, out: TextIO) -> None:
-    base, entries, length = read_offset_index(path)
+def _dump_start(path: str, what: str, layout: struct.Struct, length: int, entries: list, sanity_check,
+                opts: Options, findings: Findings, out: TextIO) -> bool:
+    """What the dumps of both index kinds begin with: ``--index-sanity-check`` alone (``sanity_check()``:
+    the problem or None), a length that is not a whole number of entries, an index with no entry.
+    False when the dump ends there."""
     if opts.sanity_only:
-        problem = sanity_check_offset_index(path, base, length, entries)
+        problem = sanity_check()
         if problem:
             findings.other.append(problem)
         else:
             print(f"{path} passed sanity check.", file=out)
-        return
-    if length % _OFFSET_ENTRY.size:
-        findings.other.append(f"Index file {path} is corrupt: its length {length} is not a multiple of "
-                              f"{_OFFSET_ENTRY.size}")
+        return False
+    if length % layout.size:
+        findings.other.append(f"{what} file {path} is corrupt: its length {length} is not a multiple of "
+                              f"{layout.size}")
     if not entries:
         print(f"{path} is empty.", file=out)
-        return
-    log_path = sibling_file(path, "log")
-    walk = walk_log(log_path, {p for _, p in entries}, {o for o, _ in entries}, progress_mode=opts.progress)
+        return False
+    return True
+
+
+def _walk_index_log(path: str, positions: set[int], offsets: set[int], findings: Findings, opts: Options,
+                    **kwargs) -> LogWalk:
+    """The walk of the log an index at ``path`` belongs to; a problem reading it is a finding."""
+    walk = walk_log(sibling_file(path, "log"), positions, offsets, progress_mode=opts.progress, **kwargs)
     if walk.problem:
         findings.other.append(walk.problem[0].upper() + walk.problem[1:])
+    return walk
+
+
+def read_offset_index(path: str) -> tuple[int, list[tuple[int, int]], int]:
+    """(base offset, entries (offset, position) up to the first unused slot, file length)."""
+    base, slots, length = _read_slots(path, _OFFSET_ENTRY, 0)
+    return base, [(base + rel, pos) for rel, pos in slots], length
+
+
+def dump_offset_index(path: str, opts: Options, findings: Findings, out: TextIO) -> None:
+    base, entries, length = read_offset_index(path)
+    if not _dump_start(path, "Index", _OFFSET_ENTRY, length, entries,
+                       lambda: sanity_check_offset_index(path, base, length, entries), opts, findings, out):
+        return
+    walk = _walk_index_log(path, {p for _, p in entries}, {o for o, _ in entries}, findings, opts)
     if entries == [(base, 0)] and length >= _OFFSET_ENTRY.size and _zero_from(read_file(path), 0, length):
         # A file of zeros is the pre-allocated index of an active segment with no entry written yet,
         # unless the first batch ends at the base offset (then (base, 0) is its real first entry).
@@ -310,37 +336,17 @@ def sanity_check_offset_index(path: str, base: int, length: int, entries: list[t
 
 def read_time_index(path: str) -> tuple[int, list[tuple[int, int]], int]:
     """(base offset, entries (timestamp, offset) up to the first unused slot, file length)."""
-    base = base_offset_of(path)
-    raw = read_file(path)
-    usable = len(raw) - len(raw) % _TIME_ENTRY.size
-    entries = []
-    for i, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(raw[:usable])):
-        if i > 0 and rel == 0 and _zero_from(raw, i * _TIME_ENTRY.size, usable):
-            break
-        entries.append((ts, base + rel))
-    return base, entries, len(raw)
+    base, slots, length = _read_slots(path, _TIME_ENTRY, 1)
+    return base, [(ts, base + rel) for ts, rel in slots], length
 
 
 def dump_time_index(path: str, opts: Options, findings: Findings, out: TextIO) -> None:
     base, entries, length = read_time_index(path)
-    if opts.sanity_only:
-        problem = sanity_check_time_index(path, base, length, entries)
-        if problem:
-            findings.other.append(problem)
-        else:
-            print(f"{path} passed sanity check.", file=out)
+    if not _dump_start(path, "Time index", _TIME_ENTRY, length, entries,
+                       lambda: sanity_check_time_index(path, base, length, entries), opts, findings, out):
         return
-    if length % _TIME_ENTRY.size:
-        findings.other.append(f"Time index file {path} is corrupt: its length {length} is not a multiple of "
-                              f"{_TIME_ENTRY.size}")
-    if not entries:
-        print(f"{path} is empty.", file=out)
-        return
-    log_path = sibling_file(path, "log")
     offsets = {o for _, o in entries}
-    walk = walk_log(log_path, set(), offsets, record_max_for=offsets, progress_mode=opts.progress)
-    if walk.problem:
-        findings.other.append(walk.problem[0].upper() + walk.problem[1:])
+    walk = _walk_index_log(path, set(), offsets, findings, opts, record_max_for=offsets)
     if entries == [(0, base)] and _zero_from(read_file(path), 0, length):
         # A file of zeros is the pre-allocated time index of an active segment with no entry yet,
         # unless a batch ending at the base offset has the largest timestamp 0 (a real first entry).

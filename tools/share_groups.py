@@ -39,10 +39,9 @@ from sundial.protocol.errors import ErrorCode
 from sundial.protocol.schema_codec import (AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
                                            DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 
-from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    add_run_mode_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, \
-    tool_command
-from .timeparse import DATETIME_HELP, DURATION_HELP, TimeFormatError, parse_datetime_ms, parse_duration_ms
+from .common import EXIT_USAGE, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
+    close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, tool_command
+from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import list_offsets, topic_partition_counts
 
 EPILOG = """examples:
@@ -69,40 +68,26 @@ def add_parser(subparsers) -> None:
         description="Share groups (KIP-932, Kafka's queues) on any broker that serves them, with "
                     "kafka-share-groups.sh's options. --reset-offsets is a dry run unless --execute is given.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_bootstrap_argument(p)
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--list", action="store_true", help="list the share groups")
-    mode.add_argument("--describe", action="store_true", help="describe share groups (start offsets by default)")
-    mode.add_argument("--reset-offsets", action="store_true", help="set a share group's start offsets")
-    mode.add_argument("--delete", action="store_true", help="delete share groups (they must have no members)")
-    mode.add_argument("--delete-offsets", action="store_true",
-                      help="delete a share group's state on the --topic topics")
-    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="share group id (repeatable)")
-    p.add_argument("--all-groups", action="store_true", help="every share group (with --describe, --delete)")
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="describe: start offsets and lag (the default)")
-    view.add_argument("--members", action="store_true", help="describe: members and their assignments")
-    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                      help="describe: coordinator, state, member count; with --list: show each group's state, "
-                           "only these states if given (comma-separated: Stable, Empty, Dead)")
-    p.add_argument("--verbose", action="store_true",
-                   help="describe --offsets: leader epochs; --members: member epochs; --state: group and "
-                        "assignment epochs")
-    p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:PARTITIONS]",
-                   help="reset offsets of this topic or of some partitions (orders:0,2), or delete the offsets "
-                        "of this topic (repeatable)")
-    p.add_argument("--all-topics", action="store_true",
-                   help="reset offsets of every topic the group has start offsets on")
-    scenario = p.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
-    scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
-    scenario.add_argument("--to-datetime", metavar="TIME",
-                          help=f"reset to the first record at or after TIME ({DATETIME_HELP})")
-    scenario.add_argument("--by-duration", metavar="DURATION",
-                          help=f"reset to the first record at or after now − DURATION ({DURATION_HELP})")
-    add_run_mode_arguments(p, dry_run_help="only print the new offsets (the default)",
-                           execute_help="set the new offsets")
-    add_client_arguments(p)
+    add_group_tool_arguments(p, {
+        **GROUP_RESET_HELP,
+        "--list": "list the share groups",
+        "--describe": "describe share groups (start offsets by default)",
+        "--reset-offsets": "set a share group's start offsets",
+        "--delete": "delete share groups (they must have no members)",
+        "--delete-offsets": "delete a share group's state on the --topic topics",
+        "--group": "share group id (repeatable)",
+        "--all-groups": "every share group (with --describe, --delete)",
+        "--offsets": "describe: start offsets and lag (the default)",
+        "--members": "describe: members and their assignments",
+        "--state": "describe: coordinator, state, member count; with --list: show each group's state, "
+                   "only these states if given (comma-separated: Stable, Empty, Dead)",
+        "--verbose": "describe --offsets: leader epochs; --members: member epochs; --state: group and "
+                     "assignment epochs",
+        "--topic": "reset offsets of this topic or of some partitions (orders:0,2), or delete the offsets "
+                   "of this topic (repeatable)",
+        "--all-topics": "reset offsets of every topic the group has start offsets on",
+        "--execute": "set the new offsets",
+    })
     p.set_defaults(func=run)
 
 
