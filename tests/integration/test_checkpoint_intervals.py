@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import os
 
-from kafka import TopicPartition
-
 from support.waiting import wait_for
 
-from .clients import admin, create_topic, producer
-from .conftest import unique_topic
+from .clients import topic_with_deleted_records
 
 
 def _entries(path: str) -> dict[tuple[str, int], int]:
@@ -30,18 +27,7 @@ def _entries(path: str) -> dict[tuple[str, int], int]:
 def test_log_start_offsets_are_checkpointed_on_their_own_interval(broker_factory):
     d = broker_factory(**{"log.flush.offset.checkpoint.interval.ms": "0",
                           "log.flush.start.offset.checkpoint.interval.ms": "200"}).start()
-    topic = unique_topic("ckpt")
-    create_topic(d.bootstrap, topic)
-    p = producer(d.bootstrap, acks=1)
-    for _ in range(10):
-        p.send(topic, value=b"x", partition=0)
-    p.flush()
-    p.close()
-    a = admin(d.bootstrap)
-    try:
-        a.delete_records({TopicPartition(topic, 0): 6})
-    finally:
-        a.close()
+    topic = topic_with_deleted_records(d.bootstrap, "ckpt", 10, 6)
     start_file = os.path.join(d.data_dir, "log-start-offset-checkpoint")
     wait_for(lambda: _entries(start_file).get((topic, 0)) == 6, 60, "the log start offset checkpoint")
     # the recovery-point task is off: that file holds nothing of this topic until the shutdown

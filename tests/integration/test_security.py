@@ -23,7 +23,6 @@ import socket
 import ssl
 import struct
 import subprocess
-import sys
 import time
 import uuid
 
@@ -43,7 +42,8 @@ from sundial.protocol.api_keys import ApiKey
 from support.pki import make_pki, openssl_available
 from support.waiting import wait_for
 
-from .clients import read_frame
+from .acl_support import sundial_cli
+from .clients import RawConnection, read_frame
 from .conftest import SundialProcess, free_port
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
@@ -52,13 +52,6 @@ PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 ALICE_DN = "User:CN=alice,OU=eng,O=Sundial Test"
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 HAVE_KCAT = shutil.which("kcat") is not None
-
-
-def _cli(data_dir: str, *args: str, stdin: str | None = None) -> str:
-    out = subprocess.run([sys.executable, "-m", "sundial", *args, "--data-dir", data_dir], input=stdin,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +72,10 @@ def secure(tmp_path_factory):
         "sundial.authentication.failure.log.interval.ms": "0",
     }, port=ports["PLAINTEXT"])
     for user in ("admin", "alice", "bob"):
-        _cli(proc.data_dir, "credentials", "add", user, stdin=PASSWORDS[user] + "\n")
+        sundial_cli(proc.data_dir, "credentials", "add", user, stdin=PASSWORDS[user] + "\n")
     for principal in ("User:alice", ALICE_DN):
-        _cli(proc.data_dir, "acls", "add", "--allow-principal", principal, "--operation", "All",
-             "--topic", "sec-", "--group", "sec-", "--resource-pattern-type", "prefixed")
+        sundial_cli(proc.data_dir, "acls", "add", "--allow-principal", principal, "--operation", "All",
+                    "--topic", "sec-", "--group", "sec-", "--resource-pattern-type", "prefixed")
     proc.start()
     proc.ports = ports
     proc.pki = pki
@@ -301,33 +294,16 @@ def test_ssl_listener_refuses_clients_without_a_trusted_certificate(secure):
 
 
 # -- the raw wire: exact error codes, nothing stored ------------------------------------------------------
-class Wire:
+class Wire(RawConnection):
     """A raw SASL_PLAINTEXT connection authenticated with PLAIN through SaslHandshake v1."""
 
     def __init__(self, secure, user: str, password: str | None = None) -> None:
-        self.s = socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=15)
-        self.corr = 0
-        hs = self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-        assert hs.error_code == 0 and "PLAIN" in hs.mechanisms
-        token = f"\0{user}\0{PASSWORDS[user] if password is None else password}".encode()
-        self.auth = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-
-    def call(self, api_key, version, body):
-        self.corr += 1
-        self.s.sendall(encode_request(api_key, version, self.corr, "wire-test", body))
-        corr, resp = decode_response(api_key, version, read_frame(self.s))
-        assert corr == self.corr
-        return resp
+        super().__init__("127.0.0.1", secure.ports["SASL_PLAINTEXT"], "wire-test", timeout_s=15)
+        self.auth = self.authenticate_plain(user, PASSWORDS[user] if password is None else password)
 
     def closed(self) -> bool:
-        self.s.settimeout(10)
-        try:
-            return self.s.recv(1) == b""
-        except ConnectionError:
-            return True
-
-    def close(self):
-        self.s.close()
+        self.sock.settimeout(10)
+        return super().closed()
 
 
 def _batch(n=3) -> bytes:
@@ -411,13 +387,20 @@ def test_unauthorized_principal_gets_kafkas_error_codes_and_no_data(secure):
     assert {e["operation"] for e in denied} >= {"WRITE", "READ", "DESCRIBE", "CREATE"}
 
 
+def assert_produce_refused(cfg: dict, topic: str) -> None:
+    """kafka-python's producer with ``cfg`` is refused a write to ``topic`` (TOPIC_AUTHORIZATION_FAILED)."""
+    p = KafkaProducer(acks=1, max_block_ms=30000, **cfg)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            p.send(topic, b"x").get(timeout=30)
+    finally:
+        p.close()
+
+
 def test_clients_see_authorization_errors(secure):
     topic = new_topic(secure)
     cfg = kp_config(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256", user="bob")
-    p = KafkaProducer(acks=1, max_block_ms=30000, **cfg)
-    with pytest.raises(TopicAuthorizationFailedError):
-        p.send(topic, b"x").get(timeout=30)
-    p.close()
+    assert_produce_refused(cfg, topic)
     c = KafkaConsumer(group_id="sec-bob", **cfg)
     c.subscribe([topic])
     deadline = time.monotonic() + 60
@@ -506,15 +489,13 @@ def test_handshake_v0_raw_tokens(secure, mechanism):
 
 
 def test_users_and_rules_added_while_running_apply_at_once(secure):
-    _cli(secure.data_dir, "credentials", "add", "carol", "--password", "carol-pw", "--mechanism", "SCRAM-SHA-512")
+    sundial_cli(secure.data_dir, "credentials", "add", "carol", "--password", "carol-pw", "--mechanism",
+                "SCRAM-SHA-512")
     PASSWORDS["carol"] = "carol-pw"
     topic = new_topic(secure)
     cfg = kp_config(secure, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="carol")
-    p = KafkaProducer(acks=1, max_block_ms=30000, **cfg)
-    with pytest.raises(TopicAuthorizationFailedError):
-        p.send(topic, b"x").get(timeout=30)
-    p.close()
-    _cli(secure.data_dir, "acls", "add", "--allow-principal", "User:carol", "--producer", "--topic", topic)
+    assert_produce_refused(cfg, topic)
+    sundial_cli(secure.data_dir, "acls", "add", "--allow-principal", "User:carol", "--producer", "--topic", topic)
 
     def produce_once():  # rules are re-read at most once a second, on use: try until they apply
         p = KafkaProducer(acks=1, max_block_ms=30000, **cfg)
@@ -527,6 +508,6 @@ def test_users_and_rules_added_while_running_apply_at_once(secure):
 
     md = wait_for(produce_once, 60, "the new rule to apply", interval_s=0.2)
     assert md.offset == 0  # refused sends stored nothing
-    _cli(secure.data_dir, "credentials", "delete", "carol")
+    sundial_cli(secure.data_dir, "credentials", "delete", "carol")
     # credentials are re-read at most once a second too: an attempt just after may still pass
     wait_for(lambda: _kp_refused(secure, cfg, "carol", may_succeed=True), 60, "carol to be refused")

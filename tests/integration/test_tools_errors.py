@@ -171,26 +171,21 @@ class _FakeBroker:
             conn.close()
 
 
-def test_no_answer_times_out():
-    fake = _FakeBroker(None)
-    try:
-        result = sundial("topics", "list", "--bootstrap-server", f"127.0.0.1:{fake.port}", "--timeout-ms", "1000",
-                         check=False, timeout_s=60)
-    finally:
-        fake.close()
-    assert_one_line_error(result, f"sundial topics: error: timed out after 1 s (no answer to ApiVersions from "
-                                  f"127.0.0.1:{fake.port})")
-    assert result.code == 1
-
-
-def test_unsupported_version():
+@pytest.mark.parametrize("reply, command, options, error", [
+    # no answer at all
+    (None, ["topics", "list"], ["--timeout-ms", "1000"],
+     "sundial topics: error: timed out after 1 s (no answer to ApiVersions from {address})"),
     # ApiVersions v0 answer: error_code 35 (UNSUPPORTED_VERSION), no API ranges.
-    fake = _FakeBroker(struct.pack(">hi", 35, 0))
+    (struct.pack(">hi", 35, 0), ["get-offsets"], ["--topic", "t"],
+     "sundial get-offsets: error: unsupported version (ApiVersions: the broker at {address} answered "
+     "UNSUPPORTED_VERSION (35))"),
+], ids=["no-answer-times-out", "unsupported-version"])
+def test_a_broker_that_answers_wrong_is_one_error_line(reply, command, options, error):
+    fake = _FakeBroker(reply)
+    address = f"127.0.0.1:{fake.port}"
     try:
-        result = sundial("get-offsets", "--bootstrap-server", f"127.0.0.1:{fake.port}", "--topic", "t",
-                         check=False, timeout_s=60)
+        result = sundial(*command, "--bootstrap-server", address, *options, check=False, timeout_s=60)
     finally:
         fake.close()
-    assert_one_line_error(result, f"sundial get-offsets: error: unsupported version (ApiVersions: the broker at "
-                                  f"127.0.0.1:{fake.port} answered UNSUPPORTED_VERSION (35))")
+    assert_one_line_error(result, error.format(address=address))
     assert result.code == 1

@@ -18,7 +18,7 @@ from kafka.errors import (
 from sundial.protocol import decode_response, encode_request
 from sundial.protocol.api_keys import ApiKey
 
-from .clients import admin, connect_raw, consume_all, create_topic, producer, read_frame
+from .clients import admin, connect_raw, consume_all, create_topic, read_frame, topic_with_deleted_records
 from .conftest import unique_topic
 
 
@@ -244,16 +244,7 @@ def _configs_of(res) -> dict:
 
 
 def test_delete_records_moves_the_log_start_offset(broker):
-    topic = unique_topic("delrec")
-    create_topic(broker.bootstrap, topic)
-    p = producer(broker.bootstrap, acks=1)
-    for i in range(10):
-        p.send(topic, value=b"x", partition=0)
-    p.flush()
-    p.close()
-    a = admin(broker.bootstrap)
-    a.delete_records({TopicPartition(topic, 0): 6})
-    a.close()
+    topic = topic_with_deleted_records(broker.bootstrap, "delrec", 10, 6)
     c = KafkaConsumer(bootstrap_servers=broker.bootstrap)
     tp = TopicPartition(topic, 0)
     assert c.beginning_offsets([tp])[tp] == 6
