@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import struct
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+from sundial.protocol.primitives import INT8, INT16, INT32, INT64
 
 
 class SchemaError(ValueError):
@@ -24,11 +21,11 @@ class SchemaError(ValueError):
 def encode_string(value: str | None) -> bytes:
     """A classic (int16-length) string; None is null."""
     if value is None:
-        return _I16.pack(-1)
+        return INT16.pack(-1)
     raw = value.encode("utf-8")
     if len(raw) > 32767:
         raise SchemaError("string longer than 32767 bytes")
-    return _I16.pack(len(raw)) + raw
+    return INT16.pack(len(raw)) + raw
 
 
 class MessageReader:
@@ -49,16 +46,16 @@ class MessageReader:
         return out
 
     def i8(self) -> int:
-        return _I8.unpack(self._take(1))[0]
+        return INT8.unpack(self._take(1))[0]
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return INT16.unpack(self._take(2))[0]
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return INT32.unpack(self._take(4))[0]
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return INT64.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
         shift = value = 0

@@ -222,7 +222,8 @@ class BrokerMetrics:
         Each row: topic, partition, log_start_offset, log_end_offset, segment_count, size_bytes,
         max_timestamp_ms, oldest_timestamp_ms (:class:`PartitionRows` makes them).
         """
-        self.registry.register(_PartitionCollector(snapshot))
+        self.registry.register(RowCollector(dict_rows(snapshot, ("topic", "partition"), _partition_families),
+                                                _partition_families))
 
     def install_group_lag_collector(self, snapshot: Callable[[], list[dict]]) -> None:
         """Register consumer-group lag gauges read at scrape time from ``snapshot()`` rows.
@@ -230,18 +231,19 @@ class BrokerMetrics:
         Each row: group, topic, partition, committed_offset, offset_lag, time_lag_ms
         (``None`` when unknown: no series for that row).
         """
-        self.registry.register(_GroupLagCollector(snapshot))
+        self.registry.register(RowCollector(
+            dict_rows(snapshot, ("group", "topic", "partition"), _group_lag_families), _group_lag_families))
 
 
     def install_security_collector(self, snapshot: Callable[[], list[tuple]]) -> None:
         """Register the authentication and authorization counters read at scrape time from
         ``snapshot()`` rows (``(family, {label: value}, number)``, :func:`security_rows` makes them)."""
-        self.registry.register(_SecurityCollector(snapshot))
+        self.registry.register(RowCollector(snapshot, _security_families, _SECURITY_LABELS))
 
     def install_group_collector(self, snapshot: Callable[[], list[tuple]]) -> None:
         """Register the per-type group series read at scrape time from ``snapshot()`` rows
         (``(family, {label: value}, number)``, :func:`group_rows` makes them)."""
-        self.registry.register(_GroupCollector(snapshot))
+        self.registry.register(RowCollector(snapshot, _group_families, _GROUP_LABELS))
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: float = 5.0) -> Callable[[], list]:
@@ -433,130 +435,120 @@ class _HotCollector:
         return [requests, failures, latency, bad, out, sendfile, lookups, records_in, bytes_in]
 
 
-class _PartitionCollector:
-    def __init__(self, snapshot: Callable[[], list[dict]]) -> None:
+class RowCollector:
+    """A collector of series read at scrape time: ``families()`` builds them fresh by name, and each
+    ``(family, labels, value)`` row of ``snapshot()`` adds a sample. ``labels`` is the label values in
+    order or, with ``label_names`` (family → names), a mapping of label name to value."""
+
+    def __init__(self, snapshot: Callable[[], list[tuple]], families: Callable[[], dict],
+                 label_names: dict[str, tuple[str, ...]] | None = None) -> None:
         self._snapshot = snapshot
+        self._families = families
+        self._label_names = label_names
 
     def describe(self):
         return []
 
     def collect(self):
-        fams = {
-            "log_start_offset": GaugeMetricFamily("sundial_log_start_offset", "Log start offset",
-                                                  labels=["topic", "partition"]),
-            "log_end_offset": GaugeMetricFamily("sundial_log_end_offset", "Log end offset",
-                                                labels=["topic", "partition"]),
-            "segment_count": GaugeMetricFamily("sundial_log_segments", "Segments in the partition log",
-                                               labels=["topic", "partition"]),
-            "size_bytes": GaugeMetricFamily("sundial_log_size_bytes", "Bytes in the partition log",
-                                            labels=["topic", "partition"]),
-            "max_timestamp_ms": GaugeMetricFamily("sundial_log_max_timestamp_ms",
-                                                  "Largest record timestamp in the partition (-1 if none)",
-                                                  labels=["topic", "partition"]),
-            "oldest_timestamp_ms": GaugeMetricFamily(
-                "sundial_log_oldest_timestamp_ms",
-                "Timestamp of the first retained record, at the log start offset: how far back a replay by "
-                "time can go (-1 if none)", labels=["topic", "partition"]),
-            "open_transactions": GaugeMetricFamily("sundial_log_open_transactions",
-                                                   "Transactions open in the partition (no marker yet)",
-                                                   labels=["topic", "partition"]),
-            "last_stable_offset": GaugeMetricFamily("sundial_log_last_stable_offset",
-                                                    "Last stable offset (read_committed readers stop here)",
-                                                    labels=["topic", "partition"]),
-            "last_stable_offset_lag": GaugeMetricFamily(
-                "sundial_log_last_stable_offset_lag", "High watermark minus last stable offset (offsets)",
-                labels=["topic", "partition"]),
-            "oldest_open_transaction_ms": GaugeMetricFamily(
-                "sundial_log_oldest_open_transaction_ms",
-                "Age of the oldest open transaction in ms (how long the last stable offset has been held; 0 if none)",
-                labels=["topic", "partition"]),
-        }
-        for row in self._snapshot():
-            labels = [row["topic"], str(row["partition"])]
-            for key, fam in fams.items():
-                if row.get(key) is not None:
-                    fam.add_metric(labels, row[key])
+        fams = self._families()
+        for family, labels, value in self._snapshot():
+            names = None if self._label_names is None else self._label_names[family]
+            fams[family].add_metric(list(labels) if names is None else [labels[name] for name in names], value)
         return list(fams.values())
 
 
-class _GroupLagCollector:
-    def __init__(self, snapshot: Callable[[], list[dict]]) -> None:
-        self._snapshot = snapshot
+def dict_rows(snapshot: Callable[[], list[dict]], label_keys: tuple[str, ...],
+              families: Callable[[], dict]) -> Callable[[], list[tuple]]:
+    """:class:`RowCollector` rows from rows that are dicts: the label values under ``label_keys``,
+    one sample for each family whose key the row holds with a value other than None."""
+    names = tuple(families())
 
-    def describe(self):
-        return []
-
-    def collect(self):
-        labels = ["group", "topic", "partition"]
-        fams = {
-            "committed_offset": GaugeMetricFamily("sundial_consumer_group_committed_offset",
-                                                  "Committed offset of a consumer group", labels=labels),
-            "offset_lag": GaugeMetricFamily("sundial_consumer_group_lag",
-                                            "Consumer group lag in offsets (log end offset minus committed offset)",
-                                            labels=labels),
-            "time_lag_ms": GaugeMetricFamily("sundial_consumer_group_lag_ms",
-                                             "Consumer group lag in time: now minus the timestamp of the oldest "
-                                             "unconsumed record (0 when caught up)", labels=labels),
-        }
-        for row in self._snapshot():
-            values = [row["group"], row["topic"], str(row["partition"])]
-            for key, fam in fams.items():
-                if row.get(key) is not None:
-                    fam.add_metric(values, row[key])
-        return list(fams.values())
+    def rows() -> list[tuple]:
+        out = []
+        for row in snapshot():
+            labels = [str(row[key]) for key in label_keys]
+            out += [(name, labels, row[name]) for name in names if row.get(name) is not None]
+        return out
+    return rows
 
 
-class _GroupCollector:
-    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
-        self._snapshot = snapshot
+def _partition_families() -> dict:
+    labels = ["topic", "partition"]
+    return {
+        "log_start_offset": GaugeMetricFamily("sundial_log_start_offset", "Log start offset", labels=labels),
+        "log_end_offset": GaugeMetricFamily("sundial_log_end_offset", "Log end offset", labels=labels),
+        "segment_count": GaugeMetricFamily("sundial_log_segments", "Segments in the partition log", labels=labels),
+        "size_bytes": GaugeMetricFamily("sundial_log_size_bytes", "Bytes in the partition log", labels=labels),
+        "max_timestamp_ms": GaugeMetricFamily("sundial_log_max_timestamp_ms",
+                                              "Largest record timestamp in the partition (-1 if none)",
+                                              labels=labels),
+        "oldest_timestamp_ms": GaugeMetricFamily(
+            "sundial_log_oldest_timestamp_ms",
+            "Timestamp of the first retained record, at the log start offset: how far back a replay by "
+            "time can go (-1 if none)", labels=labels),
+        "open_transactions": GaugeMetricFamily("sundial_log_open_transactions",
+                                               "Transactions open in the partition (no marker yet)", labels=labels),
+        "last_stable_offset": GaugeMetricFamily("sundial_log_last_stable_offset",
+                                                "Last stable offset (read_committed readers stop here)",
+                                                labels=labels),
+        "last_stable_offset_lag": GaugeMetricFamily(
+            "sundial_log_last_stable_offset_lag", "High watermark minus last stable offset (offsets)",
+            labels=labels),
+        "oldest_open_transaction_ms": GaugeMetricFamily(
+            "sundial_log_oldest_open_transaction_ms",
+            "Age of the oldest open transaction in ms (how long the last stable offset has been held; 0 if none)",
+            labels=labels),
+    }
 
-    def describe(self):
-        return []
 
-    def collect(self):
-        fams = {
-            "groups": GaugeMetricFamily("sundial_groups", "Groups by type (classic, consumer) and state",
-                                        labels=["type", "state"]),
-            "rebalances": CounterMetricFamily(
-                "sundial_group_rebalances",
-                "Rebalances by group type: classic generations completed, consumer group epoch bumps",
-                labels=["type"]),
-            "fenced_members": CounterMetricFamily(
-                "sundial_group_fenced_members",
-                "Members removed by the coordinator because their session or rebalance timeout expired",
-                labels=["type"]),
-        }
-        for family, labels, number in self._snapshot():
-            fam = fams[family]
-            fam.add_metric([labels[name] for name in ("type", "state") if name in labels], number)
-        return list(fams.values())
+def _group_lag_families() -> dict:
+    labels = ["group", "topic", "partition"]
+    return {
+        "committed_offset": GaugeMetricFamily("sundial_consumer_group_committed_offset",
+                                              "Committed offset of a consumer group", labels=labels),
+        "offset_lag": GaugeMetricFamily("sundial_consumer_group_lag",
+                                        "Consumer group lag in offsets (log end offset minus committed offset)",
+                                        labels=labels),
+        "time_lag_ms": GaugeMetricFamily("sundial_consumer_group_lag_ms",
+                                         "Consumer group lag in time: now minus the timestamp of the oldest "
+                                         "unconsumed record (0 when caught up)", labels=labels),
+    }
 
 
-class _SecurityCollector:
-    LABELS = {"authentication_successes": ("listener", "mechanism"),
-              "authentication_failures": ("listener", "mechanism"),
-              "authorization_denials": ("resource_type", "operation")}
+#: The label names of each family of :func:`group_rows` and :func:`security_rows`.
+_GROUP_LABELS = {"groups": ("type", "state"), "rebalances": ("type",), "fenced_members": ("type",)}
+_SECURITY_LABELS = {"authentication_successes": ("listener", "mechanism"),
+                    "authentication_failures": ("listener", "mechanism"),
+                    "authorization_denials": ("resource_type", "operation")}
 
-    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
-        self._snapshot = snapshot
 
-    def describe(self):
-        return []
+def _group_families() -> dict:
+    labels = _GROUP_LABELS
+    return {
+        "groups": GaugeMetricFamily("sundial_groups", "Groups by type (classic, consumer) and state",
+                                    labels=list(labels["groups"])),
+        "rebalances": CounterMetricFamily(
+            "sundial_group_rebalances",
+            "Rebalances by group type: classic generations completed, consumer group epoch bumps",
+            labels=list(labels["rebalances"])),
+        "fenced_members": CounterMetricFamily(
+            "sundial_group_fenced_members",
+            "Members removed by the coordinator because their session or rebalance timeout expired",
+            labels=list(labels["fenced_members"])),
+    }
 
-    def collect(self):
-        labels = self.LABELS
-        fams = {
-            "authentication_successes": CounterMetricFamily(
-                "sundial_authentication_successes", "SASL authentications that succeeded, by listener and mechanism",
-                labels=list(labels["authentication_successes"])),
-            "authentication_failures": CounterMetricFamily(
-                "sundial_authentication_failures",
-                "Failed SASL authentications (wrong credentials, a mechanism not enabled, a request before "
-                "authentication), by listener and mechanism", labels=list(labels["authentication_failures"])),
-            "authorization_denials": CounterMetricFamily(
-                "sundial_authorization_denials", "Requests an ACL refused, by resource type and operation",
-                labels=list(labels["authorization_denials"])),
-        }
-        for family, values, number in self._snapshot():
-            fams[family].add_metric([values[name] for name in labels[family]], number)
-        return list(fams.values())
+
+def _security_families() -> dict:
+    labels = _SECURITY_LABELS
+    return {
+        "authentication_successes": CounterMetricFamily(
+            "sundial_authentication_successes", "SASL authentications that succeeded, by listener and mechanism",
+            labels=list(labels["authentication_successes"])),
+        "authentication_failures": CounterMetricFamily(
+            "sundial_authentication_failures",
+            "Failed SASL authentications (wrong credentials, a mechanism not enabled, a request before "
+            "authentication), by listener and mechanism", labels=list(labels["authentication_failures"])),
+        "authorization_denials": CounterMetricFamily(
+            "sundial_authorization_denials", "Requests an ACL refused, by resource type and operation",
+            labels=list(labels["authorization_denials"])),
+    }

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import struct
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+from sundial.protocol.primitives import INT16, INT32
 
 
 class SubscriptionError(ValueError):
@@ -30,16 +29,16 @@ def subscription_topics(metadata: bytes) -> list[str]:
     """The topics of a ConsumerProtocolSubscription; raises SubscriptionError on bad bytes."""
     data = bytes(metadata)
     try:
-        (version,) = _I16.unpack_from(data, 0)
+        (version,) = INT16.unpack_from(data, 0)
         if version < 0:
             raise SubscriptionError(f"negative subscription version {version}")
-        (count,) = _I32.unpack_from(data, 2)
+        (count,) = INT32.unpack_from(data, 2)
         if count < 0 or count > (len(data) - 6) // 2:
             raise SubscriptionError(f"impossible topic count {count}")
         pos = 6
         topics = []
         for _ in range(count):
-            (size,) = _I16.unpack_from(data, pos)
+            (size,) = INT16.unpack_from(data, pos)
             pos += 2
             if size < 0 or pos + size > len(data):
                 raise SubscriptionError("topic name runs past the end of the metadata")
@@ -52,14 +51,14 @@ def subscription_topics(metadata: bytes) -> list[str]:
 
 def encode_subscription(topics: list[str], user_data: bytes | None = None, version: int = 0) -> bytes:
     """A version-0 subscription (used by tests and the benchmark)."""
-    parts = [_I16.pack(version), _I32.pack(len(topics))]
+    parts = [INT16.pack(version), INT32.pack(len(topics))]
     for t in topics:
         raw = t.encode("utf-8")
-        parts += [_I16.pack(len(raw)), raw]
+        parts += [INT16.pack(len(raw)), raw]
     if user_data is None:
-        parts.append(_I32.pack(-1))
+        parts.append(INT32.pack(-1))
     else:
-        parts += [_I32.pack(len(user_data)), user_data]
+        parts += [INT32.pack(len(user_data)), user_data]
     return b"".join(parts)
 
 
@@ -67,7 +66,7 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None, versi
 
 
 def _read_string(data: bytes, pos: int, nullable: bool = False) -> tuple[str | None, int]:
-    (size,) = _I16.unpack_from(data, pos)
+    (size,) = INT16.unpack_from(data, pos)
     pos += 2
     if size < 0:
         if nullable:
@@ -79,7 +78,7 @@ def _read_string(data: bytes, pos: int, nullable: bool = False) -> tuple[str | N
 
 
 def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    (size,) = _I32.unpack_from(data, pos)
+    (size,) = INT32.unpack_from(data, pos)
     pos += 4
     if size < 0:
         return None, pos
@@ -89,14 +88,14 @@ def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
 
 
 def _read_topic_partitions(data: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
-    (count,) = _I32.unpack_from(data, pos)
+    (count,) = INT32.unpack_from(data, pos)
     pos += 4
     if count < 0 or count > len(data):
         raise SubscriptionError(f"impossible topic count {count}")
     out: dict[str, list[int]] = {}
     for _ in range(count):
         topic, pos = _read_string(data, pos)
-        (n,) = _I32.unpack_from(data, pos)
+        (n,) = INT32.unpack_from(data, pos)
         pos += 4
         if n < 0 or pos + 4 * n > len(data):
             raise SubscriptionError(f"impossible partition count {n}")
@@ -125,7 +124,7 @@ def decode_subscription(metadata: bytes) -> Subscription:
     their defaults (no owned partitions, generation -1, no rack). Raises SubscriptionError."""
     data = bytes(metadata)
     try:
-        (version,) = _I16.unpack_from(data, 0)
+        (version,) = INT16.unpack_from(data, 0)
         if version < 0:
             raise SubscriptionError(f"negative subscription version {version}")
         topics = subscription_topics(data)
@@ -136,7 +135,7 @@ def decode_subscription(metadata: bytes) -> Subscription:
         if version >= 1 and pos < len(data):
             owned, pos = _read_topic_partitions(data, pos)
         if version >= 2 and pos < len(data):
-            (generation_id,) = _I32.unpack_from(data, pos)
+            (generation_id,) = INT32.unpack_from(data, pos)
             pos += 4
         if version >= 3 and pos < len(data):
             rack_id, pos = _read_string(data, pos, nullable=True)
@@ -149,7 +148,7 @@ def metadata_version(metadata: bytes) -> int:
     """The version a subscription is written in (Kafka ``ConsumerProtocol.deserializeVersion``):
     the assignment sent back to that member is written in the same version."""
     try:
-        (version,) = _I16.unpack_from(bytes(metadata), 0)
+        (version,) = INT16.unpack_from(bytes(metadata), 0)
     except struct.error:
         raise SubscriptionError("metadata shorter than its version") from None
     if version < 0:
@@ -164,7 +163,7 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
     if not data:
         return {}
     try:
-        (version,) = _I16.unpack_from(data, 0)
+        (version,) = INT16.unpack_from(data, 0)
         if version < 0:
             raise SubscriptionError(f"negative assignment version {version}")
         partitions, _ = _read_topic_partitions(data, 2)
@@ -175,13 +174,13 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
 
 def encode_assignment(partitions: dict[str, list[int]], version: int = 0, user_data: bytes | None = None) -> bytes:
     """A ConsumerProtocolAssignment (versions 0-3 share this layout): topics and partitions sorted."""
-    parts = [_I16.pack(version), _I32.pack(len(partitions))]
+    parts = [INT16.pack(version), INT32.pack(len(partitions))]
     for topic in sorted(partitions):
         raw = topic.encode("utf-8")
         ps = sorted(partitions[topic])
-        parts += [_I16.pack(len(raw)), raw, _I32.pack(len(ps)), struct.pack(f">{len(ps)}i", *ps)]
+        parts += [INT16.pack(len(raw)), raw, INT32.pack(len(ps)), struct.pack(f">{len(ps)}i", *ps)]
     if user_data is None:
-        parts.append(_I32.pack(-1))
+        parts.append(INT32.pack(-1))
     else:
-        parts += [_I32.pack(len(user_data)), user_data]
+        parts += [INT32.pack(len(user_data)), user_data]
     return b"".join(parts)

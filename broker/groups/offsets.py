@@ -343,6 +343,9 @@ class OffsetStore:
         self.pending_txn.clear()
         self.pending_first_offset.clear()
         count = skipped = modern = 0
+        # The record families of the consumer-protocol and share groups: (is its key, decode, replay hook).
+        families = ((is_consumer_group_key, decode_record, self.replay_modern),
+                    (is_share_group_key, decode_share_record, self.replay_share))
         for rec in self.log.replay():
             count += 1
             if progress is not None and count % 100_000 == 0:
@@ -352,19 +355,14 @@ class OffsetStore:
                 continue
             key_bytes, value_bytes = rec.key, rec.value
             try:
-                if is_consumer_group_key(key_bytes):
+                family = next((f for f in families if f[0](key_bytes)), None)
+                if family is not None:
+                    _, decode, replay = family
                     modern += 1
-                    record = decode_record(key_bytes, value_bytes)
+                    record = decode(key_bytes, value_bytes)
                     self._keep_coordinator_record(bytes(key_bytes), value_bytes)
-                    if self.replay_modern is not None:
-                        self.replay_modern(record)
-                    continue
-                if is_share_group_key(key_bytes):
-                    modern += 1
-                    share_record = decode_share_record(key_bytes, value_bytes)
-                    self._keep_coordinator_record(bytes(key_bytes), value_bytes)
-                    if self.replay_share is not None:
-                        self.replay_share(share_record)
+                    if replay is not None:
+                        replay(record)
                     continue
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):

@@ -36,15 +36,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from sundial.protocol.primitives import INT16, INT32, INT64
+
 from ..coordinator_schema import MessageReader, SchemaError
 from ..coordinator_schema import encode_string as _str
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,33 +99,33 @@ class GroupValue:
 
 def _bytes(value: bytes | None) -> bytes:
     if value is None:
-        return _I32.pack(-1)
-    return _I32.pack(len(value)) + bytes(value)
+        return INT32.pack(-1)
+    return INT32.pack(len(value)) + bytes(value)
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _str(group) + _str(topic) + _I32.pack(partition)
+    return INT16.pack(OFFSET_COMMIT_KEY_VERSION) + _str(group) + _str(topic) + INT32.pack(partition)
 
 
 def encode_group_key(group: str) -> bytes:
-    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _str(group)
+    return INT16.pack(GROUP_METADATA_KEY_VERSION) + _str(group)
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     """v1 when an expire timestamp is set (old OffsetCommit retention), else v3 (Kafka's choice)."""
     if value.expire_timestamp_ms >= 0:
-        return (_I16.pack(1) + _I64.pack(value.offset) + _str(value.metadata or "")
-                + _I64.pack(value.commit_timestamp_ms) + _I64.pack(value.expire_timestamp_ms))
-    return (_I16.pack(3) + _I64.pack(value.offset) + _I32.pack(value.leader_epoch) + _str(value.metadata or "")
-            + _I64.pack(value.commit_timestamp_ms))
+        return (INT16.pack(1) + INT64.pack(value.offset) + _str(value.metadata or "")
+                + INT64.pack(value.commit_timestamp_ms) + INT64.pack(value.expire_timestamp_ms))
+    return (INT16.pack(3) + INT64.pack(value.offset) + INT32.pack(value.leader_epoch) + _str(value.metadata or "")
+            + INT64.pack(value.commit_timestamp_ms))
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    parts = [_I16.pack(3), _str(value.protocol_type or ""), _I32.pack(value.generation), _str(value.protocol),
-             _str(value.leader), _I64.pack(value.current_state_timestamp_ms), _I32.pack(len(value.members))]
+    parts = [INT16.pack(3), _str(value.protocol_type or ""), INT32.pack(value.generation), _str(value.protocol),
+             _str(value.leader), INT64.pack(value.current_state_timestamp_ms), INT32.pack(len(value.members))]
     for m in value.members:
         parts += [_str(m.member_id), _str(m.group_instance_id), _str(m.client_id), _str(m.client_host),
-                  _I32.pack(m.rebalance_timeout_ms), _I32.pack(m.session_timeout_ms), _bytes(m.subscription),
+                  INT32.pack(m.rebalance_timeout_ms), INT32.pack(m.session_timeout_ms), _bytes(m.subscription),
                   _bytes(m.assignment)]
     return b"".join(parts)
 
@@ -151,12 +150,18 @@ def decode_key(raw: bytes | None) -> OffsetKey | GroupKey:
         raise SchemaError(str(exc)) from None
 
 
-def decode_offset_value(raw: bytes) -> OffsetValue:
+def _value_reader(raw: bytes, schema: str) -> tuple[MessageReader, int]:
+    """A reader past the value's version (v0-v4; v4 is flexible) and that version."""
     r = MessageReader(bytes(raw))
     version = r.i16()
     if not 0 <= version <= 4:
-        raise SchemaError(f"unknown OffsetCommitValue version {version}")
+        raise SchemaError(f"unknown {schema} version {version}")
     r.flexible = version >= 4
+    return r, version
+
+
+def decode_offset_value(raw: bytes) -> OffsetValue:
+    r, version = _value_reader(raw, "OffsetCommitValue")
     offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
@@ -168,11 +173,7 @@ def decode_offset_value(raw: bytes) -> OffsetValue:
 
 
 def decode_group_value(raw: bytes) -> GroupValue:
-    r = MessageReader(bytes(raw))
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise SchemaError(f"unknown GroupMetadataValue version {version}")
-    r.flexible = version >= 4
+    r, version = _value_reader(raw, "GroupMetadataValue")
     protocol_type = r.string()
     generation = r.i32()
     protocol = r.string(nullable=True)

@@ -19,6 +19,8 @@ from typing import Callable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..metrics import RowCollector
+
 _COUNTERS = (
     ("acquired_records", "Records acquired by share consumers"),
     ("redelivered_records", "Records acquired again after an earlier delivery"),
@@ -47,26 +49,20 @@ def share_rows(manager) -> list[tuple]:
     return rows
 
 
-class ShareCollector:
+def _families() -> dict:
+    fams = {
+        "sessions": GaugeMetricFamily("sundial_share_sessions", "Open share sessions"),
+        "in_flight_records": GaugeMetricFamily(
+            "sundial_share_in_flight_records", "Records in flight in the group's share-partitions",
+            labels=["group"]),
+        "lag": GaugeMetricFamily("sundial_share_lag", "Records of the share-partition not yet delivered to "
+                                 "completion", labels=["group", "topic", "partition"]),
+    }
+    for name, doc in _COUNTERS:
+        fams[name] = CounterMetricFamily(f"sundial_share_{name}", doc, labels=["group"])
+    return fams
+
+
+def ShareCollector(snapshot: Callable[[], list[tuple]]) -> RowCollector:
     """The families above from ``snapshot()`` rows (:func:`share_rows` run on the loop)."""
-
-    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
-        self._snapshot = snapshot
-
-    def describe(self):
-        return []
-
-    def collect(self):
-        fams = {
-            "sessions": GaugeMetricFamily("sundial_share_sessions", "Open share sessions"),
-            "in_flight_records": GaugeMetricFamily(
-                "sundial_share_in_flight_records", "Records in flight in the group's share-partitions",
-                labels=["group"]),
-            "lag": GaugeMetricFamily("sundial_share_lag", "Records of the share-partition not yet delivered to "
-                                     "completion", labels=["group", "topic", "partition"]),
-        }
-        for name, doc in _COUNTERS:
-            fams[name] = CounterMetricFamily(f"sundial_share_{name}", doc, labels=["group"])
-        for family, labels, value in self._snapshot():
-            fams[family].add_metric(list(labels), value)
-        return list(fams.values())
+    return RowCollector(snapshot, _families)

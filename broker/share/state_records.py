@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from sundial.protocol.primitives import write_array_len, write_string, write_tagged_fields
+from sundial.protocol.primitives import INT16, INT32, INT64, write_array_len, write_string, write_tagged_fields
 
 from ..coordinator_schema import MessageReader, SchemaError
 from ..topics import SHARE_STATE_TOPIC
@@ -42,9 +42,6 @@ NO_LEADER_EPOCH = -1
 #: Tag of DeliveryCompleteCount in both value schemas.
 _TAG_DELIVERY_COMPLETE_COUNT = 0
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _BATCH = struct.Struct(">qqbh")
 
 
@@ -84,10 +81,10 @@ class ShareUpdateValue:
 def encode_key(key: ShareStateKey) -> bytes:
     if len(key.topic_id) != 16:
         raise ValueError("a topic id is 16 bytes")
-    out = bytearray(_I16.pack(key.record_type))
+    out = bytearray(INT16.pack(key.record_type))
     write_string(out, key.group_id)
     out += key.topic_id
-    out += _I32.pack(key.partition)
+    out += INT32.pack(key.partition)
     return bytes(out)
 
 
@@ -101,22 +98,22 @@ def _put_batches(out: bytearray, batches: tuple[StateBatch, ...]) -> None:
 def _put_tags(out: bytearray, delivery_complete_count: int) -> None:
     tags = {}
     if delivery_complete_count != UNKNOWN_DELIVERY_COMPLETE_COUNT:
-        tags[_TAG_DELIVERY_COMPLETE_COUNT] = _I32.pack(delivery_complete_count)
+        tags[_TAG_DELIVERY_COMPLETE_COUNT] = INT32.pack(delivery_complete_count)
     write_tagged_fields(out, tags)
 
 
 def encode_snapshot_value(v: ShareSnapshotValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
-    out += _I32.pack(v.snapshot_epoch) + _I32.pack(v.state_epoch) + _I32.pack(v.leader_epoch)
-    out += _I64.pack(v.start_offset) + _I64.pack(v.create_timestamp_ms) + _I64.pack(v.write_timestamp_ms)
+    out = bytearray(INT16.pack(VALUE_VERSION))
+    out += INT32.pack(v.snapshot_epoch) + INT32.pack(v.state_epoch) + INT32.pack(v.leader_epoch)
+    out += INT64.pack(v.start_offset) + INT64.pack(v.create_timestamp_ms) + INT64.pack(v.write_timestamp_ms)
     _put_batches(out, v.state_batches)
     _put_tags(out, v.delivery_complete_count)
     return bytes(out)
 
 
 def encode_update_value(v: ShareUpdateValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
-    out += _I32.pack(v.snapshot_epoch) + _I32.pack(v.leader_epoch) + _I64.pack(v.start_offset)
+    out = bytearray(INT16.pack(VALUE_VERSION))
+    out += INT32.pack(v.snapshot_epoch) + INT32.pack(v.leader_epoch) + INT64.pack(v.start_offset)
     _put_batches(out, v.state_batches)
     _put_tags(out, v.delivery_complete_count)
     return bytes(out)
@@ -128,7 +125,7 @@ def decode_key(data) -> ShareStateKey:
     if record_type not in (SHARE_SNAPSHOT_RECORD_TYPE, SHARE_UPDATE_RECORD_TYPE):
         raise SchemaError(f"not a share-state key (record type {record_type})")
     group_id = r.string()
-    topic_id = _I64.pack(r.i64()) + _I64.pack(r.i64())  # the 16 bytes of a uuid
+    topic_id = INT64.pack(r.i64()) + INT64.pack(r.i64())  # the 16 bytes of a uuid
     partition = r.i32()
     r.done()
     return ShareStateKey(record_type, group_id, topic_id, partition)
@@ -155,7 +152,7 @@ def _delivery_complete_count(r: MessageReader) -> int:
         return UNKNOWN_DELIVERY_COMPLETE_COUNT
     if len(raw) != 4:
         raise SchemaError("DeliveryCompleteCount is not an int32")
-    return _I32.unpack(raw)[0]
+    return INT32.unpack(raw)[0]
 
 
 def decode_value(record_type: int, data) -> ShareSnapshotValue | ShareUpdateValue:

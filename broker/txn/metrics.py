@@ -24,6 +24,7 @@ from typing import Callable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..metrics import RowCollector
 from .state import TxnState
 
 #: States a transactional id is reported in (Dead ids are dropped; PrepareEpochFence is only pending).
@@ -62,20 +63,14 @@ def txn_rows(coordinator) -> list[tuple]:
     return rows
 
 
-class TransactionCollector:
+def _families() -> dict:
+    fams = {"transactions": GaugeMetricFamily("sundial_transactions", "Transactional ids by transaction state",
+                                              labels=["state"])}
+    for name, metric, doc in _COUNTERS:
+        fams[name] = CounterMetricFamily(metric, doc)
+    return fams
+
+
+def TransactionCollector(snapshot: Callable[[], list[tuple]]) -> RowCollector:
     """The families above from ``snapshot()`` rows (:func:`txn_rows` run on the loop)."""
-
-    def __init__(self, snapshot: Callable[[], list[tuple]]) -> None:
-        self._snapshot = snapshot
-
-    def describe(self):
-        return []
-
-    def collect(self):
-        fams = {"transactions": GaugeMetricFamily("sundial_transactions", "Transactional ids by transaction state",
-                                                  labels=["state"])}
-        for name, metric, doc in _COUNTERS:
-            fams[name] = CounterMetricFamily(metric, doc)
-        for family, labels, value in self._snapshot():
-            fams[family].add_metric(list(labels), value)
-        return list(fams.values())
+    return RowCollector(snapshot, _families)

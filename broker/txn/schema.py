@@ -25,6 +25,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from sundial.protocol.primitives import INT16, INT32, INT64
+
 from ..coordinator_schema import MessageReader, SchemaError
 from ..coordinator_schema import encode_string as _str
 from .state import TopicPartition, TxnState
@@ -32,9 +34,6 @@ from .state import TopicPartition, TxnState
 KEY_VERSION = 0
 VALUE_VERSION = 0
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _V0_HEAD = struct.Struct(">qhib")
 _V0_TAIL = struct.Struct(">qq")
 
@@ -53,7 +52,7 @@ class TxnLogValue:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    return _H.pack(KEY_VERSION) + _str(transactional_id)
+    return INT16.pack(KEY_VERSION) + _str(transactional_id)
 
 
 def decode_key(data: bytes) -> str | None:
@@ -77,17 +76,17 @@ def encode_value(v: TxnLogValue) -> bytes:
         raise SchemaError("an Empty transaction has no partitions")
     if v.state == TxnState.PREPARE_EPOCH_FENCE:
         raise SchemaError("PrepareEpochFence is never written")
-    out = bytearray(_H.pack(VALUE_VERSION))
+    out = bytearray(INT16.pack(VALUE_VERSION))
     out += _V0_HEAD.pack(v.producer_id, v.producer_epoch, v.transaction_timeout_ms, int(v.state))
     if v.state == TxnState.EMPTY:
-        out += _I.pack(-1)
+        out += INT32.pack(-1)
     else:
         groups = group_partitions(v.partitions)
-        out += _I.pack(len(groups))
+        out += INT32.pack(len(groups))
         for topic, ids in groups:
             out += _str(topic)
-            out += _I.pack(len(ids))
-            out += b"".join(_I.pack(p) for p in ids)
+            out += INT32.pack(len(ids))
+            out += b"".join(INT32.pack(p) for p in ids)
     out += _V0_TAIL.pack(v.last_update_timestamp_ms, v.start_timestamp_ms)
     return bytes(out)
 
@@ -96,9 +95,9 @@ def _tagged_int64(tags: dict[int, bytes], tag: int) -> int:
     raw = tags.get(tag)
     if raw is None:
         return -1
-    if len(raw) != _I64.size:
+    if len(raw) != INT64.size:
         raise SchemaError(f"tagged field {tag} is {len(raw)} bytes, not an int64")
-    return _I64.unpack(raw)[0]
+    return INT64.unpack(raw)[0]
 
 
 def decode_value(data: bytes) -> TxnLogValue:

@@ -48,20 +48,15 @@ def replay(groups: Groups, record: CoordinatorRecord) -> None:
     handler = _HANDLERS.get(type(key))
     if handler is None:
         raise ReplayError(f"not a consumer group record: {type(key).__name__}")
-    handler(groups, key, value)
-
-
-def _group(groups: Groups, group_id: str, create: bool) -> ConsumerGroup | None:
-    group = groups.get(group_id)
-    if group is None and create:
-        group = groups[group_id] = ConsumerGroup(group_id)
-    return group
-
-
-def _metadata(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
+    group = groups.get(key.group_id)
     if group is None:
-        return
+        if value is None:
+            return      # a tombstone of a group that does not exist
+        group = groups[key.group_id] = ConsumerGroup(key.group_id)
+    handler(groups, group, key, value)
+
+
+def _metadata(groups: Groups, group: ConsumerGroup, key, value) -> None:
     if value is not None:
         group.group_epoch = value.epoch
         group.metadata_hash = value.metadata_hash
@@ -76,16 +71,11 @@ def _metadata(groups: Groups, key, value) -> None:
     del groups[key.group_id]
 
 
-def _partition_metadata(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is not None:
-        group.has_legacy_partition_metadata = value is not None
+def _partition_metadata(groups: Groups, group: ConsumerGroup, key, value) -> None:
+    group.has_legacy_partition_metadata = value is not None
 
 
-def _member_metadata(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is None:
-        return
+def _member_metadata(groups: Groups, group: ConsumerGroup, key, value) -> None:
     old = group.members.get(key.member_id)
     if value is not None:
         base = old if old is not None else ConsumerGroupMember(key.member_id)
@@ -112,20 +102,14 @@ def _classic(metadata: ClassicMemberMetadata | None) -> ClassicMemberMetadata | 
     return metadata
 
 
-def _target_member(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is None:
-        return
+def _target_member(groups: Groups, group: ConsumerGroup, key, value) -> None:
     if value is not None:
         group.set_target(key.member_id, freeze(value.topic_partitions))
     else:
         group.remove_target(key.member_id)
 
 
-def _target_metadata(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is None:
-        return
+def _target_metadata(groups: Groups, group: ConsumerGroup, key, value) -> None:
     if value is not None:
         group.assignment_epoch = value.assignment_epoch
         return
@@ -135,10 +119,7 @@ def _target_metadata(groups: Groups, key, value) -> None:
     group.assignment_epoch = -1
 
 
-def _current_assignment(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is None:
-        return
+def _current_assignment(groups: Groups, group: ConsumerGroup, key, value) -> None:
     old = group.members.get(key.member_id)
     if value is not None:
         base = old if old is not None else ConsumerGroupMember(key.member_id)
@@ -152,10 +133,7 @@ def _current_assignment(groups: Groups, key, value) -> None:
                                      assigned=EMPTY, pending_revocation=EMPTY))
 
 
-def _regular_expression(groups: Groups, key, value) -> None:
-    group = _group(groups, key.group_id, value is not None)
-    if group is None:
-        return
+def _regular_expression(groups: Groups, group: ConsumerGroup, key, value) -> None:
     if value is not None:
         group.resolved_regexes[key.regular_expression] = ResolvedRegex(
             frozenset(value.topics), value.version, value.timestamp_ms)
