@@ -261,14 +261,8 @@ def uvarint_bytes(value: int) -> bytes:
     if value < 0x80:
         return bytes((value,))
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    write_uvarint(out, value)
     return bytes(out)
-
-
-_SMALL_UVARINT = [bytes((i,)) for i in range(0x80)]
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -286,11 +280,7 @@ def write_varint(out: bytearray, value: int) -> None:
 
 
 def write_varlong(out: bytearray, value: int) -> None:
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def write_string(out: bytearray, value: str | None, compact: bool = False) -> None:

@@ -57,26 +57,20 @@ class Findings:
         table.setdefault(path, []).append(pair)
 
     def print(self, err: TextIO) -> None:
-        for path, pairs in self.offset_mismatches.items():
-            print(f"Mismatches in :{path}", file=err)
-            for index_offset, log_offset in pairs:
-                print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
-        for path, pairs in self.time_mismatches.items():
-            print(f"Found timestamp mismatch in :{path}", file=err)
-            for index_ts, log_ts in pairs:
-                print(f"  Index timestamp: {index_ts}, log timestamp: {log_ts}", file=err)
-        for path, pairs in self.time_out_of_order.items():
-            print(f"Found out of order timestamp in :{path}", file=err)
-            for index_ts, prev_ts in pairs:
-                print(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}", file=err)
-        for path, pairs in self.time_offset_not_found.items():
-            print(f"The following indexed offsets are not found in the log ({path}).", file=err)
-            for index_offset, log_offset in pairs:
-                print(f"Indexed offset: {index_offset}, found log offset: {log_offset}", file=err)
-        for path, pairs in self.non_consecutive.items():
-            print(f"Non-consecutive offsets in {path}", file=err)
-            for first, second in pairs:
-                print(f"  {first} is followed by {second}", file=err)
+        # Kafka's tool's wording: per table, a heading per file, then a line per (a, b) pair
+        for table, heading, line in (
+                (self.offset_mismatches, "Mismatches in :{path}", "  Index offset: {0}, log offset: {1}"),
+                (self.time_mismatches, "Found timestamp mismatch in :{path}",
+                 "  Index timestamp: {0}, log timestamp: {1}"),
+                (self.time_out_of_order, "Found out of order timestamp in :{path}",
+                 "  Index timestamp: {0}, Previously indexed timestamp: {1}"),
+                (self.time_offset_not_found, "The following indexed offsets are not found in the log ({path}).",
+                 "Indexed offset: {0}, found log offset: {1}"),
+                (self.non_consecutive, "Non-consecutive offsets in {path}", "  {0} is followed by {1}")):
+            for path, pairs in table.items():
+                print(heading.format(path=path), file=err)
+                for first, second in pairs:
+                    print(line.format(first, second), file=err)
         for line in self.other:
             print(line, file=err)
         for line in self.notes:
