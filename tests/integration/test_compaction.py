@@ -163,6 +163,23 @@ def paused_cleaner(base_dir) -> SundialProcess:
     return proc
 
 
+def compact_when_written(proc, prefix: str, segment_bytes: int, data: list) -> tuple[str, list]:
+    """A new topic of ``proc`` written with ``data`` and a newer sentinel while its cleanup.policy is
+    delete, then made compacted, so that every pass runs over all of it: (topic, what was produced)."""
+    topic = unique_topic(prefix)
+    configs = {**COMPACT, "segment.bytes": str(segment_bytes), "cleanup.policy": "delete"}
+    create_topic(proc.bootstrap, topic, 1, configs)
+    produced = send_all(proc.bootstrap, topic, data, batch_size=4096)
+    produced += send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
+    client = admin(proc.bootstrap)
+    try:
+        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                             configs={**configs, "cleanup.policy": "compact"})])
+    finally:
+        client.close()
+    return topic, produced
+
+
 def test_kafka_python_latest_value_per_key_survives_with_offset_timestamp_headers(daemon):
     topic = unique_topic("cmp")
     create_topic(daemon.bootstrap, topic, 1, COMPACT)
@@ -423,18 +440,10 @@ def test_group_consumer_resumes_at_the_first_surviving_offset_after_its_commit(d
 def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
     proc = paused_cleaner(tmp_path / "kill9")
     proc.start()
-    topic = unique_topic("cmpkill")
-    configs = {**COMPACT, "segment.bytes": "16384", "cleanup.policy": "delete"}
-    client = admin(proc.bootstrap)
     try:
-        create_topic(proc.bootstrap, topic, 1, configs)
-        produced = send_all(proc.bootstrap, topic, keyed_data(120, 5, now_ms() - HOUR, tombstone_every=7,
-                                                               rng=random.Random(3), pad=250), batch_size=4096)
-        produced += send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
-        # all the data is there: make the topic compacted, so every pass is a long (throttled) one
-        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                             configs={**configs, "cleanup.policy": "compact"})])
-        client.close()
+        # all the data is there before the topic is compacted, so every pass is a long (throttled) one
+        topic, produced = compact_when_written(proc, "cmpkill", 16384, keyed_data(
+            120, 5, now_ms() - HOUR, tombstone_every=7, rng=random.Random(3), pad=250))
         end = produced[-1][0]
         expected_final = model(produced, end)
         by_offset = {r[0]: r for r in produced}
@@ -470,16 +479,10 @@ def test_kill_9_during_cleaning_loses_nothing_and_resurrects_nothing(tmp_path):
 def test_deleting_a_topic_during_a_pass_is_not_an_error(tmp_path):
     proc = paused_cleaner(tmp_path / "del")
     proc.start()
-    topic = unique_topic("cmpdelete")
-    configs = {**COMPACT, "segment.bytes": "65536", "cleanup.policy": "delete"}
     client = admin(proc.bootstrap)
     try:
-        create_topic(proc.bootstrap, topic, 1, configs)
-        send_all(proc.bootstrap, topic, keyed_data(300, 2, now_ms() - HOUR, pad=250), batch_size=4096)
-        send_all(proc.bootstrap, topic, [(b"zz", b"s", now_ms(), ())])
-        # all the data is there: make the topic compacted, so one long (throttled) pass begins
-        client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                             configs={**configs, "cleanup.policy": "compact"})])
+        # all the data is there before the topic is compacted, so one long (throttled) pass begins
+        topic, _ = compact_when_written(proc, "cmpdelete", 65536, keyed_data(300, 2, now_ms() - HOUR, pad=250))
         wait_for(lambda: any(e.get("event") == "cleaned_segment_swapped_in" and e.get("topic") == topic
                              for e in proc.log_lines()), 60, "a pass to swap in its first segment")
         client.delete_topics([topic])

@@ -67,6 +67,24 @@ def daemon(tmp_path_factory):
     assert code == 0, f"sundial exited with {code}:\n{proc.log_text()[-3000:]}"
 
 
+def share_daemon(broker_factory, **settings):
+    """A started daemon of the test's own with FAST_SHARE_GROUPS and ``settings``; the test skips where
+    this build does not serve the share-group APIs."""
+    proc = broker_factory(**{**FAST_SHARE_GROUPS, **settings}).start()
+    if not _share_routed(proc.bootstrap):
+        pytest.skip("share-group APIs are not served by this build")
+    return proc
+
+
+def new_share_group(bootstrap: str, configs: dict[str, str] | None = None) -> tuple[str, str]:
+    """A new one-partition topic and a new share group that starts at the earliest offset (and has
+    ``configs``): (topic, group)."""
+    topic, group = unique("share"), unique("sg")
+    create_topic(bootstrap, topic)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest", **(configs or {})})
+    return topic, group
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -144,9 +162,7 @@ def close_all(*consumers) -> None:
 
 @pytest.mark.parametrize("members", [2, 3])
 def test_consumers_share_one_partition_and_consume_each_record_once(daemon, members):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    topic, group = new_share_group(daemon.bootstrap)
     consumers = {f"m{i}": share_consumer(daemon.bootstrap, group, topic) for i in range(members)}
     try:
         offsets = produce(daemon.bootstrap, topic, 300)
@@ -161,9 +177,7 @@ def test_consumers_share_one_partition_and_consume_each_record_once(daemon, memb
 
 
 def test_release_redelivers_with_count_plus_one_and_reject_never(daemon):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    topic, group = new_share_group(daemon.bootstrap)
     c = share_consumer(daemon.bootstrap, group, topic, explicit=True)
     try:
         produce(daemon.bootstrap, topic, 2)
@@ -185,9 +199,7 @@ def test_release_redelivers_with_count_plus_one_and_reject_never(daemon):
 
 
 def test_unacknowledged_records_move_after_the_lock_duration_and_not_before(daemon):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    topic, group = new_share_group(daemon.bootstrap)
     a = share_consumer(daemon.bootstrap, group, topic, explicit=True)
     b = None
     try:
@@ -233,13 +245,8 @@ _HOLDER = textwrap.dedent("""
 
 
 def test_connection_drop_releases_records_at_once(broker_factory):
-    proc = broker_factory(**{**FAST_SHARE_GROUPS, "group.share.record.lock.duration.ms": "60000"})
-    proc.start()
-    if not _share_routed(proc.bootstrap):
-        pytest.skip("share-group APIs are not served by this build")
-    topic, group = unique("share"), unique("sg")
-    create_topic(proc.bootstrap, topic)
-    set_group_configs(proc.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    proc = share_daemon(broker_factory, **{"group.share.record.lock.duration.ms": "60000"})
+    topic, group = new_share_group(proc.bootstrap)
     offsets = produce(proc.bootstrap, topic, 5)
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, proc.bootstrap, group, topic],
                               stdout=subprocess.PIPE, text=True)
@@ -269,9 +276,7 @@ def test_connection_drop_releases_records_at_once(broker_factory):
 
 
 def test_delivery_count_limit_archives(daemon):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    topic, group = new_share_group(daemon.bootstrap)
     c = share_consumer(daemon.bootstrap, group, topic, explicit=True)
     try:
         produce(daemon.bootstrap, topic, 1)
@@ -316,10 +321,7 @@ def test_auto_offset_reset(daemon, reset):
 
 
 def test_read_committed_skips_aborted_and_waits_at_open_transaction(daemon):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest",
-                                                "share.isolation.level": "read_committed"})
+    topic, group = new_share_group(daemon.bootstrap, {"share.isolation.level": "read_committed"})
     tx = Producer({"bootstrap.servers": daemon.bootstrap, "transactional.id": unique("tx")})
     tx.init_transactions(TIMEOUT_S)
     tx.begin_transaction()
@@ -347,9 +349,7 @@ def test_read_committed_skips_aborted_and_waits_at_open_transaction(daemon):
 
 
 def test_classic_and_consumer_groups_on_the_same_topic_are_unaffected(daemon):
-    topic, group = unique("share"), unique("sg")
-    create_topic(daemon.bootstrap, topic)
-    set_group_configs(daemon.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    topic, group = new_share_group(daemon.bootstrap)
     offsets = produce(daemon.bootstrap, topic, 50)
     s = share_consumer(daemon.bootstrap, group, topic)
     try:
@@ -375,13 +375,8 @@ def test_classic_and_consumer_groups_on_the_same_topic_are_unaffected(daemon):
 
 
 def test_kill_and_restart_keeps_acknowledged_state(broker_factory):
-    proc = broker_factory(**FAST_SHARE_GROUPS)
-    proc.start()
-    if not _share_routed(proc.bootstrap):
-        pytest.skip("share-group APIs are not served by this build")
-    topic, group = unique("share"), unique("sg")
-    create_topic(proc.bootstrap, topic)
-    set_group_configs(proc.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    proc = share_daemon(broker_factory)
+    topic, group = new_share_group(proc.bootstrap)
     offsets = produce(proc.bootstrap, topic, 10)
     a = share_consumer(proc.bootstrap, group, topic, explicit=True)
     accepted: set[int] = set()
@@ -420,13 +415,8 @@ def test_share_metrics_count_what_the_consumers_did(broker_factory):
     from .conftest import free_port
     from .test_metrics import scrape, value
     port = free_port()
-    proc = broker_factory(**FAST_SHARE_GROUPS, **{"sundial.metrics.listener": f"127.0.0.1:{port}"})
-    proc.start()
-    if not _share_routed(proc.bootstrap):
-        pytest.skip("share-group APIs are not served by this build")
-    topic, group = unique("share"), unique("sg")
-    create_topic(proc.bootstrap, topic)
-    set_group_configs(proc.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    proc = share_daemon(broker_factory, **{"sundial.metrics.listener": f"127.0.0.1:{port}"})
+    topic, group = new_share_group(proc.bootstrap)
     produce(proc.bootstrap, topic, 4)
     c = share_consumer(proc.bootstrap, group, topic, explicit=True)
     kinds = {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.REJECT, 2: AcknowledgeType.ACCEPT}
