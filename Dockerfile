@@ -27,7 +27,7 @@
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS builder
-# gcc builds the optional C accelerators (sundial.records._speedups, sundial.records._lz4,
+# gcc builds the optional C accelerators (sundial.records._speedups,
 # sundial.storage._cleaner_speedups, sundial.storage._fsync_worker). The official image
 # carries Python's headers; a Debian-built base gets them from Debian's python3.X-dev.
 RUN apt-get update \
@@ -62,7 +62,7 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --no-cache-dir --dis
       --wheel-dir /tmp/wheels . \
  && /opt/build/bin/pip --python /opt/sundial/bin/python install --no-deps --no-cache-dir --disable-pip-version-check \
       --quiet /tmp/wheels/sundial_broker-*.whl \
- && cd / && /opt/sundial/bin/python -c "import sundial.records._speedups, sundial.records._lz4, \
+ && cd / && /opt/sundial/bin/python -c "import sundial.records._speedups, \
 sundial.storage._cleaner_speedups, sundial.storage._fsync_worker"
 
 FROM ${BASE_IMAGE} AS runtime

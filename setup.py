@@ -7,12 +7,12 @@ under one top-level name, ``sundial`` (``sundial.broker``, ``sundial.storage``, 
 the package-dir table below, so that Sundial adds no ``config``, ``records`` or ``tools`` of
 its own to site-packages to clash with PyPI's packages of those names.
 
-C accelerators: ``sundial.records._speedups``, ``sundial.records._lz4``,
-``sundial.storage._cleaner_speedups`` and (Linux only) ``sundial.storage._fsync_worker``.
+C accelerators: ``sundial.records._speedups``, ``sundial.storage._cleaner_speedups`` and
+(Linux only) ``sundial.storage._fsync_worker``. (lz4 is decoded by cramjam: records/codecs.py.)
 
 The extensions are optional: if one cannot be compiled, the install still succeeds and
-records/walks.py and storage/offset_map.py use their pure-Python reference code,
-records/codecs.py cramjam's lz4 decoder, and broker/flusher.py its Python fsync threads.
+records/walks.py and storage/offset_map.py use their pure-Python reference code and
+broker/flusher.py its Python fsync threads.
 ``SUNDIAL_NO_EXTENSIONS=1`` skips the build (and, at run time, the import: the same rule
 in records/extensions.py, which this file cannot import before the build).
 
@@ -43,7 +43,6 @@ if os.environ.get("SUNDIAL_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     # one record tokenizer) are shared by both.
     shared = {"include_dirs": ["records"], "depends": ["records/_varint.h", "records/_record.h"], **common}
     ext_modules.append(Extension("sundial.records._speedups", ["records/_speedups.c"], **shared))
-    ext_modules.append(Extension("sundial.records._lz4", ["records/_lz4.c"], **common))
     ext_modules.append(Extension("sundial.storage._cleaner_speedups", ["storage/_cleaner_speedups.c"], **shared))
     if sys.platform.startswith("linux"):   # eventfd
         ext_modules.append(Extension("sundial.storage._fsync_worker", ["storage/_fsync_worker.c"],

@@ -20,17 +20,22 @@ Codec ids are the low three bits of the batch (v2) or message (v0/v1) attributes
  4    zstd    zstd frame(s)                                                    2 only
 ====  ======  ==============================================================  ========
 
-The compression work is done by cramjam (C/Rust), except lz4 decoding, which the
-optional accelerator ``records._lz4`` does straight into the output buffer (cramjam's
-decoder inflates into a buffer of its own and copies the result out: a second pass over
-a batch's records, about a third of the decoding time of a 1 MB batch). Without the
-accelerator (not built, or ``SUNDIAL_NO_EXTENSIONS=1``) cramjam decodes lz4 too; both
-decode every valid frame alike. This module adds only framing
-and a **decompressed-size limit**: before anything is inflated, the output size is
-bounded from the input's own structure (snappy length headers, lz4 and zstd block
-headers, the gzip ISIZE trailer) and the decoder writes into a buffer of exactly that
-size, so a "compression bomb" never allocates more than ``max_bytes``. gzip, whose
-trailer can lie, falls back to a streaming inflate that stops at the limit.
+The compression work is done by cramjam (C/Rust). This module adds only framing and a
+**decompressed-size limit**: before anything is inflated, the output size is bounded
+from the input's own structure (snappy length headers, lz4 and zstd block headers, the
+gzip ISIZE trailer) and the decoder writes into a buffer of exactly that size, so a
+"compression bomb" never allocates more than ``max_bytes``. gzip, whose trailer can lie,
+falls back to a streaming inflate that stops at the limit.
+
+lz4: the frame walk here checks each frame's header (version, reserved bits, block size,
+the header checksum unless magic 0) and block sizes. Frames as Kafka's producers write
+them (independent blocks, no checksums, no content size) are then decoded block by block
+by cramjam's block decoder straight into the output buffer, each block given at most its
+frame's block maximum of room; any other frame (linked blocks, block or content
+checksums, a content size) goes whole to cramjam's frame decoder, which checks them.
+Skippable frames are skipped and zero bytes after the last frame are ignored. (A
+hand-written C decoder was removed: decoding block by block into the buffer was as fast
+at broker level; benchmarks/README.md, "lz4 decoding".)
 
 Errors: a codec id outside 0..4, or zstd with magic < 2 ->
 :class:`UnsupportedCompressionTypeError`; undecodable input or output above the limit
@@ -39,6 +44,7 @@ Errors: a codec id outside 0..4, or zstd with magic < 2 ->
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 import zlib
@@ -46,14 +52,6 @@ import zlib
 import cramjam
 
 from .errors import CorruptRecordError, UnsupportedCompressionTypeError
-from .extensions import extensions_enabled
-
-_lz4 = None   # None: cramjam decodes lz4
-if extensions_enabled():
-    try:
-        from . import _lz4  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - depends on the build
-        _lz4 = None
 
 NONE = 0
 GZIP = 1
@@ -323,35 +321,75 @@ def _snappy_decompress(data, max_bytes: int, scratch: bool = False):
     return out
 
 
-def _lz4_frame_bound(mv: memoryview, fix_header: bool) -> tuple[int, memoryview | bytearray]:
-    """(upper bound of the inflated size, frame bytes with a valid HC when asked)."""
-    bound = 0
+#: FLG of the frames Kafka's producers write (version 01, independent blocks, nothing
+#: else): such a frame is decoded block by block straight into the output buffer.
+_LZ4_FLG_PLAIN = 0x60
+
+
+@functools.lru_cache(maxsize=64)
+def _lz4_descriptor_hc(descriptor: bytes) -> int:
+    return _lz4_hc(descriptor)
+
+
+class _Lz4Frames:
+    """What one walk over lz4 record data found: the output bound, and either the blocks
+    to decode one by one (every frame plain) or None (some frame has linked blocks,
+    checksums or a content size: cramjam's frame decoder decodes ``data[:end]``, whose
+    header checksums ``hc_positions`` locate)."""
+
+    __slots__ = ("bound", "blocks", "end", "hc_positions")
+
+    def __init__(self) -> None:
+        self.bound = 0
+        #: (start, size, room): room 0 = stored block, else the frame's block maximum.
+        self.blocks: list[tuple[int, int, int]] | None = []
+        self.end = 0
+        self.hc_positions: list[tuple[int, int]] = []   # (descriptor start, HC position)
+
+
+def _lz4_walk(mv: memoryview, check_header_checksum: bool) -> _Lz4Frames:
+    """Walk the frames of ``mv`` without decoding: sizes, header rules and the HC byte
+    (checked unless ``check_header_checksum`` is false, for magic 0: KAFKA-1493).
+    Raises CorruptRecordError for what no decoder would accept."""
+    found = _Lz4Frames()
     frames = 0
     pos = 0
     end = len(mv)
-    fixed = None
     while pos < end:
         if frames and not any(mv[pos:]):
-            break                                         # zero padding after a frame
+            break                                         # zero padding after the frames
         if end - pos < 4:
             raise CorruptRecordError("lz4 frame is truncated")
         (magic,) = _U32LE.unpack_from(mv, pos)
         if 0x184D2A50 <= magic <= 0x184D2A5F:            # skippable frame
+            if end - pos < 8:
+                raise CorruptRecordError("lz4 skippable frame is truncated")
             (size,) = _U32LE.unpack_from(mv, pos + 4)
+            if size > end - pos - 8:
+                raise CorruptRecordError("lz4 skippable frame is truncated")
             pos += 8 + size
+            found.end = pos
             continue
         if magic != 0x184D2204:
             raise CorruptRecordError(f"not an lz4 frame (magic {magic:#010x})")
+        if end - pos < 7:
+            raise CorruptRecordError("lz4 frame header is truncated")
         flg, bd = mv[pos + 4], mv[pos + 5]
-        header_end = pos + 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
         block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x7)
-        if block_max is None or header_end >= end:
+        if flg >> 6 != 1 or flg & 0x02 or bd & 0x8F or block_max is None:
             raise CorruptRecordError("lz4 frame header is invalid")
-        if fix_header:
-            if fixed is None:
-                fixed = bytearray(mv)
-            fixed[header_end] = _lz4_hc(bytes(mv[pos + 4:header_end]))
-        pos = header_end + 1
+        if flg & 0x01:
+            raise CorruptRecordError("lz4 frames with a dictionary are not supported")
+        hc_at = pos + 6 + (8 if flg & 0x08 else 0)
+        if hc_at >= end:
+            raise CorruptRecordError("lz4 frame header is truncated")
+        if check_header_checksum and mv[hc_at] != _lz4_descriptor_hc(bytes(mv[pos + 4:hc_at])):
+            raise CorruptRecordError("lz4 frame header checksum is wrong")
+        found.hc_positions.append((pos + 4, hc_at))
+        if flg != _LZ4_FLG_PLAIN:
+            found.blocks = None
+        blocks = found.blocks
+        pos = hc_at + 1
         block_checksum = 4 if flg & 0x10 else 0
         while True:
             if end - pos < 4:
@@ -360,25 +398,54 @@ def _lz4_frame_bound(mv: memoryview, fix_header: bool) -> tuple[int, memoryview 
             pos += 4
             if size == 0:
                 break
-            raw = size & 0x80000000
+            stored = size & 0x80000000
             size &= 0x7FFFFFFF
-            bound += size if raw else block_max
+            if size > block_max:
+                raise CorruptRecordError("lz4 block is larger than the frame's maximum")
+            if size + block_checksum > end - pos:
+                raise CorruptRecordError("lz4 block is truncated")
+            found.bound += size if stored else block_max
+            if blocks is not None:
+                blocks.append((pos, size, 0 if stored else block_max))
             pos += size + block_checksum
         if flg & 0x04:
+            if end - pos < 4:
+                raise CorruptRecordError("lz4 content checksum is truncated")
             pos += 4
         frames += 1
-    return bound, (fixed if fixed is not None else mv)
+        found.end = pos
+    if not frames:
+        raise CorruptRecordError("no lz4 frame")
+    return found
+
+
+def _lz4_decode_blocks(blocks: list[tuple[int, int, int]], src: memoryview, out) -> int:
+    """Decode plain frames' blocks into ``out`` (sized by the walk); bytes written. Each
+    compressed block gets at most its frame's block maximum of room."""
+    at = 0
+    with memoryview(out) as dst:
+        for start, size, room in blocks:
+            if room:
+                at += cramjam.lz4.decompress_block_into(src[start:start + size], dst[at:at + room])
+            else:
+                dst[at:at + size] = src[start:start + size]
+                at += size
+    return at
 
 
 def _lz4_decompress(data, max_bytes: int, scratch: bool = False, *, ignore_header_checksum: bool):
-    bound, frame = _lz4_frame_bound(memoryview(data), ignore_header_checksum)
-    if bound > max_bytes:
-        raise _too_large(LZ4, bound, max_bytes)
-    return _into(_lz4_decode_into, frame, bound, scratch)
-
-
-#: (frame bytes, writable output) -> bytes written.
-_lz4_decode_into = _lz4.decode_frames if _lz4 is not None else cramjam.lz4.decompress_into
+    mv = memoryview(data).cast("B")
+    found = _lz4_walk(mv, check_header_checksum=not ignore_header_checksum)
+    if found.bound > max_bytes:
+        raise _too_large(LZ4, found.bound, max_bytes)
+    if found.blocks is not None:
+        return _into(functools.partial(_lz4_decode_blocks, found.blocks), mv, found.bound, scratch)
+    frames = mv[:found.end]
+    if ignore_header_checksum:                  # magic 0: give cramjam a frame whose HC is right
+        frames = bytearray(frames)
+        for descriptor, hc_at in found.hc_positions:
+            frames[hc_at] = _lz4_descriptor_hc(bytes(frames[descriptor:hc_at]))
+    return _into(cramjam.lz4.decompress_into, frames, found.bound, scratch)
 
 
 def _zstd_frame_bound(mv: memoryview) -> int:

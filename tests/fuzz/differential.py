@@ -23,7 +23,6 @@ Layouts (little endian; a short input reads as if zero-padded):
   target i64, min offset delta i8, flags u8 (bit 0: exact; bits 4-7: trailing bytes), then
   the records region and its trailing bytes.
 * ``varint``: flags u8 (bit 0: varlongs, else varints), then the bytes to read.
-* ``lz4``: output room u16 (values from 0xF000 pick a larger room), then the frames.
 * cleaner (``cleaner_put``, ``cleaner_filter``): slots u8 (1-64), max entries u8 (at most
   the slots), count selector u8, base offset, start offset, base timestamp, max timestamp,
   latest offset, horizon and new horizon (i64 each), flags u8 (bit 0 log append time, bit 1
@@ -36,11 +35,6 @@ import ctypes
 import os
 import struct
 
-# a sibling module: tests/fuzz is on the path as the script's directory (fuzz.py) or through
-# pyproject.toml's pytest pythonpath (tests/unit/test_fuzz_corpus.py)
-import lz4_reference
-
-from sundial.records import _lz4 as c_lz4
 from sundial.records import _speedups as c_walks
 from sundial.records import walks
 from sundial.records.errors import CorruptRecordError, InvalidRecordError
@@ -56,8 +50,6 @@ class Mismatch(AssertionError):
 #: Count selectors from 240 up: counts a real header may carry (negative, huge, past int32).
 SPECIAL_COUNTS = (-1, -2, -(1 << 31), (1 << 31) - 1, 1 << 31, (1 << 32) + 1, 1 << 40, 1 << 62,
                   (1 << 63) - 1, -(1 << 63))
-#: Room selectors from 0xF000 up.
-LARGE_ROOMS = (1 << 16, (1 << 16) + 1, 1 << 17, 1 << 18, (1 << 18) + 7, 1 << 20)
 PY_REFUSALS = (InvalidRecordError, CorruptRecordError, ValueError)
 
 
@@ -168,23 +160,6 @@ def check_varint(data: bytes) -> None:
     agree("varint", c, py, data)
 
 
-# -- lz4 frames (records/_lz4.c vs tests/fuzz/lz4_reference.py) -----------------------------------------
-def check_lz4(data: bytes) -> None:
-    h = Header(data)
-    room = h.u16()
-    if room >= 0xF000:
-        room = LARGE_ROOMS[(room - 0xF000) % len(LARGE_ROOMS)]
-    frames = h.rest()
-    out = (ctypes.c_ubyte * room)()
-    c = outcome(c_lz4.decode_frames, exact(frames), out, refusals=ValueError)
-    if c[0] == "ok":
-        if not 0 <= c[1] <= room:
-            raise Mismatch(f"lz4: C wrote {c[1]} bytes into {room} for input {data!r}")
-        c = ("ok", bytes(out[:c[1]]))
-    py = outcome(lz4_reference.decode_frames, frames, room, refusals=ValueError)
-    agree("lz4", c, py, data)
-
-
 # -- the cleaner (storage/_cleaner_speedups.c vs storage/offset_map.py) ---------------------------------
 def _cleaner_args(data: bytes) -> dict:
     h = Header(data)
@@ -231,7 +206,6 @@ TARGETS = {
     "find_v2": check_find_v2,
     "index_v2": check_index_v2,
     "varint": check_varint,
-    "lz4": check_lz4,
     "cleaner_put": check_cleaner_put,
     "cleaner_filter": check_cleaner_filter,
 }

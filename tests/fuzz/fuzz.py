@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 if os.environ.get("SUNDIAL_FUZZ_PY_COVERAGE", "") in ("1", "true", "yes"):
-    with atheris.instrument_imports(include=["sundial.records", "sundial.storage", "differential", "lz4_reference"]):
+    with atheris.instrument_imports(include=["sundial.records", "sundial.storage", "differential"]):
         import differential
 else:
     import differential

@@ -3,17 +3,15 @@
     .venv/bin/python tests/fuzz/make_seeds.py
 
 Deterministic: valid record regions of a few shapes (keys, null keys and values,
-headers, timestamps around -1 and the int64 limits, offsets out of order), varint runs,
-and lz4 frames of python-lz4 with every frame option. Regression inputs of findings are
-named regression-* and are kept by hand, not written here.
+headers, timestamps around -1 and the int64 limits, offsets out of order) and varint
+runs. Regression inputs of findings are named regression-* and are kept by hand, not
+written here.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-
-import lz4.frame
 
 from sundial.records.builder import encode_v2_record
 from sundial.records.varint import encode_varint
@@ -49,21 +47,6 @@ def cleaner_input(count, base_ts, region, *, slots=16, max_entries=16, base_offs
     return head + bytes([flags | (len(tail) << 4)]) + region + tail
 
 
-def lz4_inputs():
-    texts = [b"", b"a", b"kafka " * 300, bytes(range(256)) * 40, b"abc" * 5000]
-    options = [{}, {"block_linked": False}, {"block_checksum": True}, {"content_checksum": True},
-               {"store_size": False}, {"block_size": lz4.frame.BLOCKSIZE_MAX256KB, "compression_level": 9}]
-    for i, text in enumerate(texts):
-        for j, opts in enumerate(options):
-            if (i + j) % 2:
-                continue
-            frame = lz4.frame.compress(text, **opts)
-            yield f"t{i}-o{j}", struct.pack("<H", min(len(text) + 16, 0xEFFF)) + frame
-    skip = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
-    yield "skippable-padding", struct.pack("<H", 100) + lz4.frame.compress(b"x" * 50) + skip + bytes(6)
-    yield "two-frames", struct.pack("<H", 200) + lz4.frame.compress(b"a" * 60) + lz4.frame.compress(b"b" * 60)
-
-
 def main() -> None:
     files = {}
     for name, count, base_ts, region in regions():
@@ -81,8 +64,6 @@ def main() -> None:
     files[("varint", "too-long")] = b"\x00" + b"\xff\xff\xff\xff\x0f" + b"\xff\xff\xff\xff\x10"
     files[("varint", "long-limit")] = b"\x01" + b"\xff" * 9 + b"\x01" + b"\xff" * 9 + b"\x02"
     files[("varint", "truncated")] = b"\x00\x80"
-    for name, data in lz4_inputs():
-        files[("lz4", name)] = data
     for (target, name), data in files.items():
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
         with open(os.path.join(CORPUS, target, f"seed-{name}"), "wb") as f:
