@@ -34,9 +34,9 @@ Per partition the scrape also reports the oldest retained timestamp: the timesta
 the first record at or after the log start offset (on a compacted topic the cleaner may
 have removed the record at the log start offset itself), i.e. how far back a replay by
 time can go (records with older CreateTimes may follow it; -1 when the partition holds no
-record or its first record has no timestamp). Reading it costs a batch read, so it is
-kept per partition until the log start offset moves or the segment list changes (a roll,
-retention, a cleaner swap) (:class:`PartitionRows`).
+record or its first record has no timestamp). Reading it costs a batch read, so the partition log keeps it
+until its log start or end offset moves or its segment list changes (a roll, retention, a
+cleaner swap): ``PartitionLog.oldest_record_timestamp``, reported in its ``summary()``.
 
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``: Kafka's
 internal topics, :data:`broker.topics.INTERNAL_TOPICS`) have no per-partition series unless
@@ -296,15 +296,12 @@ class PartitionRows:
         self._logs = logs
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._internal_topics = internal_topics   # sundial.metrics.internal.topics.enabled
-        # (segment tuple, (log start offset, any record), timestamp) per partition
-        self._oldest: dict[tuple[str, int], tuple[tuple, tuple[int, bool], int]] = {}
 
     def __call__(self) -> list[dict]:
         logs = self._logs()
         rows: list[dict] = []
         if logs is None:
             return rows
-        seen = set()
         for meta in logs.topics():
             if meta.name in INTERNAL_TOPICS and not self._internal_topics:
                 continue
@@ -314,22 +311,8 @@ class PartitionRows:
                 plog = logs.get_log(meta.name, p)
                 if plog is None:
                     continue
-                info = plog.summary()
-                key = (meta.name, p)
-                seen.add(key)
-                lso = info["log_start_offset"]
-                # the segment tuple is a new object after every change of the list (a roll, retention,
-                # a cleaner swap that may have removed the record at the log start offset)
-                segments = plog.segments
-                where = (lso, lso < info["log_end_offset"])
-                cached = self._oldest.get(key)
-                if cached is None or cached[0] is not segments or cached[1] != where:
-                    ts = plog.oldest_record_timestamp() if where[1] else None
-                    cached = self._oldest[key] = (segments, where, -1 if ts is None else ts)
-                rows.append({"topic": meta.name, "partition": p, **info, "oldest_timestamp_ms": cached[2],
+                rows.append({"topic": meta.name, "partition": p, **plog.summary(),
                              **plog.transaction_summary(self._now_ms())})
-        for key in [k for k in self._oldest if k not in seen]:
-            del self._oldest[key]
         return rows
 
 

@@ -163,6 +163,7 @@ class PartitionLog:
         self._cleaning = LogCleaning(dir_path, topic, partition, self._segments, self._factory, self._deleter,
                                      self._producers)
         self._active_ready = False
+        self._oldest_cache: tuple[tuple[int, int, int], int | None] | None = None   # oldest_record_timestamp
         self._closed = False
 
     # -- construction ---------------------------------------------------------------------------------
@@ -477,16 +478,24 @@ class PartitionLog:
     def oldest_record_timestamp(self) -> int | None:
         """Timestamp of the oldest retained record: the first data record at or after the log start
         offset, which compaction may have moved past it (None when there is none, or it has no
-        timestamp)."""
+        timestamp). Kept until the log start offset, the log end offset or the segment list
+        changes (a roll, retention, a cleaner swap), so asking again costs no read."""
         self._check_open()
+        key = (self._segments.version, self.log_start_offset, self._leo)
+        cached = self._oldest_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = None
         start = self.log_start_offset
         for view, data in self.batches_from(start, 64 * 1024):
             if view.is_control:
                 continue
-            for record in iter_records(data):
-                if record.offset >= start:
-                    return record.timestamp if record.timestamp >= 0 else None
-        return None
+            record = next((r for r in iter_records(data) if r.offset >= start), None)
+            if record is not None:
+                found = record.timestamp if record.timestamp >= 0 else None
+                break
+        self._oldest_cache = (key, found)
+        return found
 
     # -- transactions (storage.log_transactions) ----------------------------------------------------------
     def _ensure_producer_state(self, now_ms: int | None) -> None:
@@ -694,10 +703,13 @@ class PartitionLog:
         return out
 
     def summary(self) -> dict:
-        """Gauges for metrics: offsets, segment count, size and the largest record timestamp."""
+        """Gauges for metrics: offsets, segment count, size, the largest record timestamp and the
+        oldest retained one (:meth:`oldest_record_timestamp`, -1 when none)."""
+        oldest = self.oldest_record_timestamp()
         return {"log_start_offset": self.log_start_offset, "log_end_offset": self._leo,
                 "segment_count": len(self._segments), "size_bytes": self.size_bytes,
-                "max_timestamp_ms": self._search.max_timestamp_ms(), "recovery_point": self.recovery_point}
+                "max_timestamp_ms": self._search.max_timestamp_ms(), "recovery_point": self.recovery_point,
+                "oldest_timestamp_ms": -1 if oldest is None else oldest}
 
     # -- life cycle -------------------------------------------------------------------------------------
     def _check_open(self) -> None:
