@@ -8,68 +8,25 @@ reason when pyspark or Java is missing.
 
 from __future__ import annotations
 
-import os
-import pathlib
 import random
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 from .clients import consume_all, create_topic, producer
 from .conftest import unique_topic
+from .spark_support import local_spark
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # an hour ago: old enough to be "the past", young enough for the default 7-day retention
 BASE_TS = (int(time.time() * 1000) // 1000 - 3600) * 1000
 
 
-def _java_problem() -> str | None:
-    java = shutil.which("java") or (os.path.join(os.environ["JAVA_HOME"], "bin", "java")
-                                    if os.environ.get("JAVA_HOME") else None)
-    if not java or not os.path.exists(java):
-        return "no Java runtime (install openjdk-17-jre-headless or set JAVA_HOME)"
-    try:
-        subprocess.run([java, "-version"], capture_output=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"java -version failed: {exc}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'sundial-broker[spark]')")
-    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'sundial-broker[spark]')")
-    problem = _java_problem()
-    if problem:
-        pytest.skip(problem)
-    saved = {k: os.environ.get(k) for k in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    # the workers must see the repository (editable installs hide top-level modules from
-    # pkgutil, which is how Spark finds pyspark_sundial)
-    paths = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("sundial-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with local_spark("sundial-tests") as session:
+        yield session
 
 
 def produce_out_of_order(bootstrap: str, topic: str, partitions: int = 3, per_partition: int = 300,

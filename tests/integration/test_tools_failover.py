@@ -25,7 +25,7 @@ from support.waiting import wait_for
 
 from .clients import admin, create_topic
 from .conftest import unique_topic
-from .groups_support import FAST_GROUPS
+from .groups_support import FAST_GROUPS, first_delivered
 from .test_tools_cli import assert_one_line_error, produce_records, sundial, table
 
 pytestmark = pytest.mark.integration
@@ -50,16 +50,7 @@ def brute_force(records: list[tuple[int, int]], target_ms: int) -> int:
 def first_positions(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="latest", session_timeout_ms=6000, heartbeat_interval_ms=500)
-    first: dict[int, int] = {}
-    try:
-        deadline = time.monotonic() + 30
-        while len(first) < partitions and time.monotonic() < deadline:
-            for tp, recs in c.poll(timeout_ms=300).items():
-                if recs and tp.partition not in first:
-                    first[tp.partition] = recs[0].offset
-    finally:
-        c.close(autocommit=False)
-    return first
+    return first_delivered(c, partitions)
 
 
 def test_failover_puts_the_group_at_t_minus_x(broker_factory):

@@ -18,8 +18,10 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from sundial.config.topic import TopicConfig
-from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.builder import SimpleRecord
 from sundial.storage.log import PartitionLog
+
+from support.log_helpers import ProducerSequences
 
 from .clients import create_topic
 from .conftest import free_port, unique_topic
@@ -29,20 +31,14 @@ from .test_metrics import scrape, value
 def _write_transactions(partition_dir: str, now_ms: int):
     """The script, appended to the stopped daemon's partition; returns the model."""
     log = PartitionLog.open(partition_dir, TopicConfig(), topic="t", partition=0)
-    seq: dict[int, int] = {}
+    sequences = ProducerSequences()
     records = []      # (offset, timestamp, value, state) state: plain / commit / abort / open
     txns: dict[int, list[int]] = {}
     markers: list[tuple[int, int]] = []
 
-    def data(pid, n, ts, transactional=True):
+    def data(pid, n, ts):
         recs = [SimpleRecord(ts + i, b"k", b"%d-%d" % (pid, ts + i)) for i in range(n)]
-        if pid < 0:
-            raw = build_records(2, recs).buffer
-        else:
-            raw = build_records(2, recs, producer_id=pid, producer_epoch=0, base_sequence=seq.get(pid, 0),
-                                is_transactional=transactional).buffer
-            seq[pid] = seq.get(pid, 0) + n
-        r = log.append(raw, now_ms=now_ms)
+        r = log.append(sequences.batch(recs, pid), now_ms=now_ms)
         for i in range(n):
             records.append([r.first_offset + i, ts + i, recs[i].value, "plain" if pid < 0 else "open"])
             if pid >= 0:

@@ -31,6 +31,23 @@ def batch(timestamps, *, magic: int = 2, value_size: int = 10, compression: int 
                          partition_leader_epoch=partition_leader_epoch).buffer
 
 
+class ProducerSequences:
+    """The next base sequence of each producer id, for tests that append producers' batches themselves."""
+
+    def __init__(self) -> None:
+        self.next: dict[int, int] = {}
+
+    def batch(self, records: list[SimpleRecord], producer_id: int, *, transactional: bool = True) -> bytes:
+        """``records`` as one v2 batch of ``producer_id`` (epoch 0) at its next sequence, or a batch
+        of no producer for a negative id."""
+        if producer_id < 0:
+            return build_records(2, records).buffer
+        sequence = self.next.get(producer_id, 0)
+        self.next[producer_id] = sequence + len(records)
+        return build_records(2, records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                             is_transactional=transactional).buffer
+
+
 def brute_force_search(records: list[tuple[int, int]], target_ms: int, log_start_offset: int = 0):
     """Kafka's answer by brute force, given (offset, timestamp) of every record in offset order.
 
