@@ -322,6 +322,42 @@ def add_group_tool_arguments(parser, help_for: dict[str, str]) -> None:
     add_client_arguments(parser)
 
 
+def check_reset_arguments(args, scenarios: Sequence[str], exit_code: int) -> None:
+    """What both group tools check of --reset-offsets and its arguments (``scenarios``: the tool's scenario
+    attributes, in its usage's order), and that --describe and --delete name their groups."""
+    chosen = [s for s in scenarios if getattr(args, s) not in (None, False)]
+    if args.reset_offsets:
+        if not chosen:
+            flags = [f"--{s.replace('_', '-')}" for s in scenarios]
+            raise ToolError(f"--reset-offsets needs a scenario: {', '.join(flags[:-1])} or {flags[-1]}", exit_code)
+        if not args.topic and not args.all_topics:
+            raise ToolError("--reset-offsets needs --topic TOPIC[:PARTITIONS] or --all-topics", exit_code)
+        if args.topic and args.all_topics:
+            raise ToolError("give either --topic or --all-topics, not both", exit_code)
+    else:
+        if chosen:
+            raise ToolError(f"--{chosen[0].replace('_', '-')} only goes with --reset-offsets", exit_code)
+        if args.execute or args.dry_run:
+            raise ToolError("--execute and --dry-run only go with --reset-offsets", exit_code)
+        if args.all_topics:
+            raise ToolError("--all-topics only goes with --reset-offsets", exit_code)
+    if (args.describe or args.delete) and not args.group and not args.all_groups:
+        raise ToolError(f"--{'describe' if args.describe else 'delete'} needs --group GROUP or --all-groups",
+                        exit_code)
+
+
+def check_view_arguments(args, exit_code: int) -> None:
+    """What both group tools check of --group/--all-groups and the --describe views."""
+    if args.group and args.all_groups:
+        raise ToolError("give either --group or --all-groups, not both", exit_code)
+    if (args.members or args.offsets) and not args.describe:
+        raise ToolError("--members and --offsets only go with --describe", exit_code)
+    if args.state is not None and not (args.describe or args.list):
+        raise ToolError("--state only goes with --describe or --list", exit_code)
+    if args.state and not args.list:
+        raise ToolError("--state takes states only with --list", exit_code)
+
+
 def add_two_cluster_client_arguments(parser) -> None:
     """Client settings of a tool that talks to two clusters, A (the source) and B (the target)."""
     parser.add_argument("--source-command-config", metavar="FILE",

@@ -52,8 +52,9 @@ from collections import defaultdict
 from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
-from .common import GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, close_quietly, \
-    describe_error, format_table, now_ms, parse_names, parse_partitions, tool_command
+from .common import EXIT_ERROR, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
+    check_reset_arguments, check_view_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, \
+    parse_partitions, tool_command
 from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
     describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
@@ -136,39 +137,15 @@ def run(args) -> int:
 
 
 def _check_args(args) -> None:
-    chosen = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
-    if args.reset_offsets:
-        if not chosen:
-            raise ToolError("--reset-offsets needs a scenario: --to-earliest, --to-latest, --to-offset, "
-                            "--to-datetime, --by-duration, --shift-by or --to-current")
-        if not args.topic and not args.all_topics:
-            raise ToolError("--reset-offsets needs --topic TOPIC[:PARTITIONS] or --all-topics")
-        if args.topic and args.all_topics:
-            raise ToolError("give either --topic or --all-topics, not both")
-        if not args.group and not args.all_groups:
-            raise ToolError("--reset-offsets needs --group")
-    else:
-        if chosen:
-            raise ToolError(f"--{chosen[0].replace('_', '-')} only goes with --reset-offsets")
-        if args.execute or args.dry_run:
-            raise ToolError("--execute and --dry-run only go with --reset-offsets")
-        if args.all_topics:
-            raise ToolError("--all-topics only goes with --reset-offsets")
-    if (args.describe or args.delete) and not args.group and not args.all_groups:
-        raise ToolError(f"--{'describe' if args.describe else 'delete'} needs --group GROUP or --all-groups")
+    check_reset_arguments(args, SCENARIOS, EXIT_ERROR)
+    if args.reset_offsets and not args.group and not args.all_groups:
+        raise ToolError("--reset-offsets needs --group")
     if args.delete_offsets:
         if len(args.group) != 1:
             raise ToolError("--delete-offsets needs exactly one --group")
         if not args.topic:
             raise ToolError("--delete-offsets needs --topic TOPIC[:PARTITIONS]")
-    if args.group and args.all_groups:
-        raise ToolError("give either --group or --all-groups, not both")
-    if (args.members or args.offsets) and not args.describe:
-        raise ToolError("--members and --offsets only go with --describe")
-    if args.state is not None and not (args.describe or args.list):
-        raise ToolError("--state only goes with --describe or --list")
-    if args.state and not args.list:
-        raise ToolError("--state takes states only with --list")
+    check_view_arguments(args, EXIT_ERROR)
     if args.type is not None and not args.list:
         raise ToolError("--type only goes with --list")
     if args.verbose and not args.describe:

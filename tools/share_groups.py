@@ -40,7 +40,8 @@ from sundial.protocol.schema_codec import (AlterShareGroupOffsetsRequest, Delete
                                            DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 
 from .common import EXIT_USAGE, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
-    close_quietly, describe_error, format_table, now_ms, parse_names, parse_partitions, tool_command
+    check_reset_arguments, check_view_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, \
+    parse_partitions, tool_command
 from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import list_offsets, topic_partition_counts
 
@@ -112,27 +113,9 @@ def run(args) -> int:
 
 
 def check_args(args) -> None:
-    chosen = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
-    if args.reset_offsets:
-        if not chosen:
-            raise ToolError("--reset-offsets needs a scenario: --to-earliest, --to-latest, --to-datetime or "
-                            "--by-duration", EXIT_USAGE)
-        if not args.topic and not args.all_topics:
-            raise ToolError("--reset-offsets needs --topic TOPIC[:PARTITIONS] or --all-topics", EXIT_USAGE)
-        if args.topic and args.all_topics:
-            raise ToolError("give either --topic or --all-topics, not both", EXIT_USAGE)
-        if len(args.group) != 1 or args.all_groups:
-            raise ToolError("--reset-offsets needs exactly one --group", EXIT_USAGE)
-    else:
-        if chosen:
-            raise ToolError(f"--{chosen[0].replace('_', '-')} only goes with --reset-offsets", EXIT_USAGE)
-        if args.execute or args.dry_run:
-            raise ToolError("--execute and --dry-run only go with --reset-offsets", EXIT_USAGE)
-        if args.all_topics:
-            raise ToolError("--all-topics only goes with --reset-offsets", EXIT_USAGE)
-    if (args.describe or args.delete) and not args.group and not args.all_groups:
-        raise ToolError(f"--{'describe' if args.describe else 'delete'} needs --group GROUP or --all-groups",
-                        EXIT_USAGE)
+    check_reset_arguments(args, SCENARIOS, EXIT_USAGE)
+    if args.reset_offsets and (len(args.group) != 1 or args.all_groups):
+        raise ToolError("--reset-offsets needs exactly one --group", EXIT_USAGE)
     if args.delete_offsets:
         if len(args.group) != 1:
             raise ToolError("--delete-offsets needs exactly one --group", EXIT_USAGE)
@@ -141,14 +124,7 @@ def check_args(args) -> None:
         if any(":" in t for t in args.topic):
             raise ToolError("--delete-offsets deletes whole topics: give --topic TOPIC without partitions",
                             EXIT_USAGE)
-    if args.group and args.all_groups:
-        raise ToolError("give either --group or --all-groups, not both", EXIT_USAGE)
-    if (args.members or args.offsets) and not args.describe:
-        raise ToolError("--members and --offsets only go with --describe", EXIT_USAGE)
-    if args.state is not None and not (args.describe or args.list):
-        raise ToolError("--state only goes with --describe or --list", EXIT_USAGE)
-    if args.state and not args.list:
-        raise ToolError("--state takes states only with --list", EXIT_USAGE)
+    check_view_arguments(args, EXIT_USAGE)
     if args.verbose and not args.describe:
         raise ToolError("--verbose only goes with --describe", EXIT_USAGE)
     if args.list:
