@@ -272,25 +272,10 @@ def _check_batch_limits(opts: Mapping[str, str], start: OffsetLimit, end: Offset
                 raise OptionError("endingOffsets", f"ending offset for {tp} can't be earliest for batch queries on Kafka")
     # the connector's checkOffsetLimitValidity, plus the single-timestamp case
     if isinstance(start, SpecificOffsets) and isinstance(end, SpecificOffsets):
-        if set(start.offsets) != set(end.offsets):
-            raise OptionError("endingOffsets", (
-                "startingOffsets and endingOffsets must name the same topic partitions: "
-                f"starting {sorted(map(str, start.offsets))}, ending {sorted(map(str, end.offsets))}"))
-        for tp in sorted(start.offsets):
-            s, e = start.offsets[tp], end.offsets[tp]
-            if s >= 0 and e >= 0 and s > e:
-                raise OptionError("startingOffsets", (
-                    f"startingOffsets for {tp} ({s}) is greater than endingOffsets ({e})"))
+        # the sentinels (-1 latest, -2 earliest) are not compared
+        _check_per_partition_limits(start.offsets, end.offsets, "Offsets", lambda s, e: s >= 0 and e >= 0 and s > e)
     if isinstance(start, SpecificTimestamps) and isinstance(end, SpecificTimestamps):
-        if set(start.timestamps) != set(end.timestamps):
-            raise OptionError("endingOffsetsByTimestamp", (
-                "startingOffsetsByTimestamp and endingOffsetsByTimestamp must name the same topic partitions: "
-                f"starting {sorted(map(str, start.timestamps))}, ending {sorted(map(str, end.timestamps))}"))
-        for tp in sorted(start.timestamps):
-            s, e = start.timestamps[tp], end.timestamps[tp]
-            if s > e:
-                raise OptionError("startingOffsetsByTimestamp", (
-                    f"startingOffsetsByTimestamp for {tp} ({s}) is greater than endingOffsetsByTimestamp ({e})"))
+        _check_per_partition_limits(start.timestamps, end.timestamps, "OffsetsByTimestamp", lambda s, e: s > e)
     if isinstance(start, GlobalTimestamp) and isinstance(end, GlobalTimestamp):
         if start.timestamp_ms > end.timestamp_ms:
             raise OptionError(_option_name(opts, "starting"), (
@@ -347,6 +332,20 @@ def _kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
         raise OptionError("kafka.isolation.level", (
             f"option 'kafka.isolation.level' must be 'read_committed' or 'read_uncommitted', got '{level}'"))
     return params
+
+
+def _check_per_partition_limits(start: Mapping, end: Mapping, option: str, start_after_end) -> None:
+    """startingX and endingX (``option``: X) name the same partitions, and no partition's start is after
+    its end (``start_after_end(start, end)``)."""
+    if set(start) != set(end):
+        raise OptionError(f"ending{option}", (
+            f"starting{option} and ending{option} must name the same topic partitions: "
+            f"starting {sorted(map(str, start))}, ending {sorted(map(str, end))}"))
+    for tp in sorted(start):
+        s, e = start[tp], end[tp]
+        if start_after_end(s, e):
+            raise OptionError(f"starting{option}", (
+                f"starting{option} for {tp} ({s}) is greater than ending{option} ({e})"))
 
 
 def lowered_options(raw: Mapping[str, str], known: Mapping[str, str], *, sink: bool = False) -> dict:

@@ -111,6 +111,23 @@ def _min(a: int | None, b: int) -> int:
     return b if a is None else min(a, b)
 
 
+def _narrow_half_open(kind: str, at_least: int, above: int, lo: int | None, hi: int | None):
+    """The half-open range [lo, hi) (None: unbounded) narrowed by comparison ``kind`` with a value:
+    ``at_least`` is the first whole value ``>= value`` keeps, ``above`` the first ``> value`` keeps
+    (they differ for microseconds compared on milliseconds). None when ``kind`` is no comparison."""
+    if kind == "GreaterThanOrEqual":
+        return _max(lo, at_least), hi
+    if kind == "GreaterThan":
+        return _max(lo, above), hi
+    if kind == "LessThan":
+        return lo, _min(hi, at_least)
+    if kind == "LessThanOrEqual":
+        return lo, _min(hi, above)
+    if kind == "EqualTo":
+        return _max(lo, at_least), _min(hi, above)
+    return None
+
+
 def _intersect(current: frozenset | None, values: Iterable) -> frozenset:
     values = frozenset(values)
     return values if current is None else current & values
@@ -153,38 +170,20 @@ class _Builder:
         us = _micros(value)
         if us is None:
             return False
-        if kind == "GreaterThanOrEqual":
-            self.min_ts = _max(self.min_ts, _ceil_div(us, 1000))
-        elif kind == "GreaterThan":
-            self.min_ts = _max(self.min_ts, us // 1000 + 1)
-        elif kind == "LessThan":
-            self.max_ts = _min(self.max_ts, _ceil_div(us, 1000))
-        elif kind == "LessThanOrEqual":
-            self.max_ts = _min(self.max_ts, us // 1000 + 1)
-        elif kind == "EqualTo":
-            self.min_ts = _max(self.min_ts, _ceil_div(us, 1000))
-            self.max_ts = _min(self.max_ts, us // 1000 + 1)
-        else:
+        narrowed = _narrow_half_open(kind, _ceil_div(us, 1000), us // 1000 + 1, self.min_ts, self.max_ts)
+        if narrowed is None:
             return False
+        self.min_ts, self.max_ts = narrowed
         return True
 
     def _offset(self, kind: str, value) -> bool:
         n = _int(value)
         if n is None:
             return False
-        if kind == "GreaterThanOrEqual":
-            self.min_offset = _max(self.min_offset, n)
-        elif kind == "GreaterThan":
-            self.min_offset = _max(self.min_offset, n + 1)
-        elif kind == "LessThan":
-            self.max_offset = _min(self.max_offset, n)
-        elif kind == "LessThanOrEqual":
-            self.max_offset = _min(self.max_offset, n + 1)
-        elif kind == "EqualTo":
-            self.min_offset = _max(self.min_offset, n)
-            self.max_offset = _min(self.max_offset, n + 1)
-        else:
+        narrowed = _narrow_half_open(kind, n, n + 1, self.min_offset, self.max_offset)
+        if narrowed is None:
             return False
+        self.min_offset, self.max_offset = narrowed
         return True
 
     def _partition(self, kind: str, value) -> bool:
