@@ -198,15 +198,21 @@ def streaming(spark, bootstrap: str, seconds: float, rate: int, warmup_s: float,
     progress = list(query.recentProgress)
     query.stop()
     shutil.rmtree(checkpoint, ignore_errors=True)
+    return {"produced": sent[0], "batch_ms": batch_ms_after(progress, started + warmup_s), "lag_ms": lags_ms}
+
+
+def batch_ms_after(progress, since: float) -> list:
+    """The trigger durations (ms) of the micro-batches in ``progress`` (a query's recentProgress) that
+    read rows and started at or after ``since`` (epoch seconds)."""
     durations = []
     for p in progress:
         ts = p["timestamp"] if isinstance(p, dict) else p.timestamp
         info = p["durationMs"] if isinstance(p, dict) else p.durationMs
         rows = p["numInputRows"] if isinstance(p, dict) else p.numInputRows
         t = time.mktime(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-        if t - started >= warmup_s and rows:
+        if t >= since and rows:
             durations.append(info.get("triggerExecution", 0))
-    return {"produced": sent[0], "batch_ms": durations, "lag_ms": lags_ms}
+    return durations
 
 
 def sink_topic(bootstrap: str, partitions: int, prefix: str = "bench-sink") -> str:
@@ -332,15 +338,7 @@ def streaming_sink(spark, bootstrap: str, seconds: float, rate: int, warmup_s: f
     stop.set()
     for thread in threads:
         thread.join()
-    durations = []
-    for p in progress:
-        ts = p["timestamp"] if isinstance(p, dict) else p.timestamp
-        info = p["durationMs"] if isinstance(p, dict) else p.durationMs
-        rows = p["numInputRows"] if isinstance(p, dict) else p.numInputRows
-        t = time.mktime(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-        if t - started >= warmup_s and rows:
-            durations.append(info.get("triggerExecution", 0))
-    return {"produced": sent[0], "batch_ms": durations, "lag_ms": lags_ms}
+    return {"produced": sent[0], "batch_ms": batch_ms_after(progress, started + warmup_s), "lag_ms": lags_ms}
 
 
 def pct(values, q):
