@@ -37,6 +37,7 @@ stdout carries only the tool's output.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -607,6 +608,15 @@ class ClientSettings:
 
     def admin(self):
         return self._connect(KafkaAdminClient, self._common())
+
+    @contextlib.contextmanager
+    def admin_session(self):
+        """An admin client for a ``with`` block, closed (quietly) when the block ends, however it ends."""
+        admin = self.admin()
+        try:
+            yield admin
+        finally:
+            close_quietly(admin)
 
     def consumer(self, **overrides):
         kwargs = {"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 200,

@@ -35,7 +35,7 @@ from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasR
 from sundial.config.quotas import CLIENT_QUOTA_KEYS, UNSUPPORTED_QUOTA_KEYS
 
 from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    close_quietly, parse_key_values, read_client_properties, refusal, split_names, tool_command
+    parse_key_values, read_client_properties, refusal, split_names, tool_command
 
 EPILOG = """examples:
   sundial configs --bootstrap-server 127.0.0.1:9092 --entity-type users --describe
@@ -189,15 +189,12 @@ def run(args) -> int:
         raise ToolError("--add-config and --delete-config go with --alter", EXIT_USAGE)
     settings = ClientSettings(args.bootstrap_server, timeout_ms=args.timeout_ms,
                               extra=read_client_properties(args.command_config), client_id="configs-tool")
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         if args.describe:
             for line in describe(admin, components):
                 print(line)
             return 0
         alter(admin, components, ops)
-    finally:
-        close_quietly(admin)
     head_type = args.entity_types[0]
     head_name = components[0][1]
     if head_name is not None:

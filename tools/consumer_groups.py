@@ -53,8 +53,8 @@ from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
 from .common import EXIT_ERROR, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
-    check_reset_arguments, check_view_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, \
-    parse_partitions, tool_command
+    check_reset_arguments, check_view_arguments, describe_error, format_table, now_ms, parse_names, parse_partitions, \
+    tool_command
 from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
     describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
@@ -120,8 +120,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     _check_args(args)
     settings = ClientSettings.from_args(args)
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         if args.list:
             return _list(admin, args)
         groups = _groups(admin, args)
@@ -132,8 +131,6 @@ def run(args) -> int:
         if args.delete:
             return _delete(admin, groups)
         return _delete_offsets(admin, groups[0], args)
-    finally:
-        close_quietly(admin)
 
 
 def _check_args(args) -> None:

@@ -20,8 +20,8 @@ import re
 
 from kafka import TopicPartition
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
-    now_ms, parse_partitions, tool_command
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, now_ms, parse_partitions, \
+    tool_command
 from .timeparse import TIME_HELP, TimeFormatError, parse_time_spec
 from .wire import all_topics, list_offsets, topic_partition_counts, unknown_topic
 
@@ -78,8 +78,7 @@ def run(args) -> int:
         raise ToolError(str(exc)) from None
     partitions = parse_partitions(args.partitions)
     settings = ClientSettings.from_args(args)
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         topics = _matching_topics(admin, args.topic, args.exclude_internal_topics)
         counts = topic_partition_counts(admin, topics)
         tps = []
@@ -94,8 +93,6 @@ def run(args) -> int:
         if not tps:
             raise ToolError("no partition matches the given --topic and --partitions")
         results = list_offsets(admin, {tp: spec.value for tp in tps}, timeout_ms=settings.timeout_ms)
-    finally:
-        close_quietly(admin)
     for tp in sorted(tps):
         r = results[tp]
         line = f"{tp.topic}:{tp.partition}:{r.offset}"

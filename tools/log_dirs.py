@@ -38,8 +38,8 @@ from kafka.protocol.admin import DescribeLogDirsRequest
 
 from sundial.protocol.errors import ErrorCode
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
-    describe_error, read_client_properties, tool_command
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, describe_error, \
+    read_client_properties, tool_command
 
 EPILOG = """examples:
   sundial log-dirs --bootstrap-server 127.0.0.1:9092 --describe
@@ -215,17 +215,13 @@ def run(args) -> int:
     if args.execute:
         settings = ClientSettings(args.bootstrap_server, timeout_ms=args.timeout_ms,
                                   extra=read_client_properties(args.command_config), client_id="log-dirs-tool")
-        admin = settings.admin()
-        try:
+        with settings.admin_session() as admin:
             return _execute(admin, args)
-        finally:
-            close_quietly(admin)
     topics = set(_split(args.topic_list))
     wanted = _broker_ids(args.broker_list)
     settings = ClientSettings(args.bootstrap_server, timeout_ms=args.timeout_ms,
                               extra=read_client_properties(args.command_config), client_id="log-dirs-tool")
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         cluster = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
         missing = [b for b in wanted if b not in cluster]
         if missing:
@@ -235,8 +231,6 @@ def run(args) -> int:
         brokers = wanted or cluster
         print("Querying brokers for log directories information", flush=True)
         described = {b: _describe(admin, b) for b in brokers}
-    finally:
-        close_quietly(admin)
     print(f"Received log directory information from brokers {','.join(map(str, brokers))}")
     print(log_dirs_json(described, topics))
     return 0

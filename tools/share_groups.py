@@ -40,8 +40,8 @@ from sundial.protocol.schema_codec import (AlterShareGroupOffsetsRequest, Delete
                                            DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 
 from .common import EXIT_USAGE, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
-    check_reset_arguments, check_view_arguments, close_quietly, describe_error, format_table, now_ms, parse_names, \
-    parse_partitions, tool_command
+    check_reset_arguments, check_view_arguments, describe_error, format_table, now_ms, parse_names, parse_partitions, \
+    tool_command
 from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import list_offsets, topic_partition_counts
 
@@ -96,8 +96,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     check_args(args)
     settings = ClientSettings.from_args(args)
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         if args.list:
             return _list(admin, args)
         groups = _groups(admin, args)
@@ -108,8 +107,6 @@ def run(args) -> int:
         if args.delete:
             return _delete(admin, groups)
         return _delete_offsets(admin, groups[0], args)
-    finally:
-        close_quietly(admin)
 
 
 def check_args(args) -> None:

@@ -23,8 +23,8 @@ import re
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
 import kafka.errors as kafka_errors
 
-from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, close_quietly, \
-    format_table, parse_key_values, refusal, split_names, tool_command
+from .common import ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, format_table, \
+    parse_key_values, refusal, split_names, tool_command
 from .wire import unknown_topic
 
 SOURCE_NAMES = {
@@ -117,11 +117,8 @@ def run(args) -> int:
     settings = ClientSettings.from_args(args)
     if args.action == "create":
         _check_create_args(args)
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         return _ACTIONS[args.action](admin, args)
-    finally:
-        close_quietly(admin)
 
 
 def _check_create_args(args) -> None:

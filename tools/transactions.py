@@ -42,7 +42,7 @@ from kafka.admin import AbortTransactionSpec
 from kafka.errors import KafkaError, TransactionalIdNotFoundError
 
 from .common import EXIT_USAGE, ClientSettings, ToolError, add_bootstrap_argument, add_client_arguments, \
-    close_quietly, describe_error, format_table, now_ms, tool_command
+    describe_error, format_table, now_ms, tool_command
 
 #: Kafka's transaction state names (``TransactionState``), as ListTransactions filters by them.
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
@@ -263,11 +263,8 @@ def _state_name(state) -> str:
 def run(args) -> int:
     _check_args(args)
     settings = ClientSettings.from_args(args)
-    admin = settings.admin()
-    try:
+    with settings.admin_session() as admin:
         return _COMMANDS[args.txn_command](admin, args)
-    finally:
-        close_quietly(admin)
 
 
 def _list(admin, args) -> int:
