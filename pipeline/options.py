@@ -168,16 +168,22 @@ def bool_option(opts: Mapping[str, str], key: str, default: bool, names: Mapping
     raise OptionError(name, f"option '{name}' must be 'true' or 'false', got '{opts[key]}'")
 
 
+def _integer_option(opts: Mapping[str, str], key: str, refusal) -> tuple[str, int]:
+    """(Spark's name of option ``key``, its value read as an integer); else an error with the message
+    ``refusal(name, stripped text)``."""
+    name = KNOWN_OPTIONS[key]
+    raw = str(opts[key]).strip()
+    try:
+        return name, int(raw)
+    except ValueError:
+        raise OptionError(name, refusal(name, raw)) from None
+
+
 def _int(opts: Mapping[str, str], key: str, default: int | None, *, minimum: int | None = None,
          positive: bool = False) -> int | None:
     if key not in opts:
         return default
-    name = KNOWN_OPTIONS[key]
-    raw = str(opts[key]).strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(name, f"option '{name}' must be an integer, got '{opts[key]}'") from None
+    name, value = _integer_option(opts, key, lambda name, raw: f"option '{name}' must be an integer, got '{opts[key]}'")
     if positive and value <= 0:
         raise OptionError(name, f"{name} must be positive, got {value}")
     if minimum is not None and value < minimum:
@@ -207,12 +213,8 @@ def parse_time_ms(text: str, option: str) -> int:
 # --- the offset-range options --------------------------------------------------------
 
 def _timestamp_value(opts: Mapping[str, str], key: str) -> int:
-    name = KNOWN_OPTIONS[key]
-    raw = str(opts[key]).strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(name, f"option '{name}': expected a single long value (epoch ms), got {raw}") from None
+    name, value = _integer_option(
+        opts, key, lambda name, raw: f"option '{name}': expected a single long value (epoch ms), got {raw}")
     if value < 0:
         raise OptionError(name, f"option '{name}' must be epoch milliseconds >= 0, got {value}")
     return value
