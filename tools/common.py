@@ -359,6 +359,24 @@ def check_view_arguments(args, exit_code: int) -> None:
         raise ToolError("--state takes states only with --list", exit_code)
 
 
+def delete_groups(admin, groups: list[str], *, noun: str, listed_as: str) -> int:
+    """--delete of both group tools: DeleteGroups, then kafka-*-groups.sh's answer (``noun``: "group" or
+    "share group" in the refusal of the first group not deleted; ``listed_as``: "consumer groups" or "share
+    groups" in the success line)."""
+    try:
+        results = admin.delete_groups(groups)
+    except KafkaError as exc:
+        raise ToolError(f"deleting groups failed: {type(exc).__name__}: {describe_error(exc)}") from None
+    failed = [(group, outcome) for group, outcome in sorted(results.items()) if outcome != "OK"]
+    if failed:
+        group, name = failed[0]
+        hint = " (stop its consumers first)" if name == "NonEmptyGroupError" else ""
+        raise ToolError(f"{noun} {group!r} could not be deleted: {name}{hint}")
+    quoted = ", ".join(f"'{g}'" for g in groups)
+    print(f"Deletion of requested {listed_as} ({quoted}) was successful.")
+    return 0
+
+
 def add_two_cluster_client_arguments(parser) -> None:
     """Client settings of a tool that talks to two clusters, A (the source) and B (the target)."""
     parser.add_argument("--source-command-config", metavar="FILE",

@@ -53,8 +53,8 @@ from kafka import TopicPartition
 from kafka.errors import IncompatibleBrokerVersion, KafkaError, NoError
 
 from .common import EXIT_ERROR, GROUP_RESET_HELP, ClientSettings, ToolError, add_group_tool_arguments, \
-    check_reset_arguments, check_view_arguments, describe_error, format_table, now_ms, parse_names, parse_partitions, \
-    tool_command
+    check_reset_arguments, check_view_arguments, delete_groups, describe_error, format_table, now_ms, parse_names, \
+    parse_partitions, tool_command
 from .timeparse import TimeFormatError, parse_datetime_ms, parse_duration_ms
 from .wire import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER, GroupView, committed_offsets, commit_offsets, \
     describe_group, list_offsets, record_timestamps, require_inactive, topic_partition_counts
@@ -457,18 +457,7 @@ def _reset(admin, groups: list[str], args) -> int:
 
 
 def _delete(admin, groups: list[str]) -> int:
-    try:
-        results = admin.delete_groups(groups)
-    except KafkaError as exc:
-        raise ToolError(f"deleting groups failed: {type(exc).__name__}: {describe_error(exc)}") from None
-    failed = [(group, outcome) for group, outcome in sorted(results.items()) if outcome != "OK"]
-    if failed:
-        group, name = failed[0]
-        hint = " (stop its consumers first)" if name == "NonEmptyGroupError" else ""
-        raise ToolError(f"group {group!r} could not be deleted: {name}{hint}")
-    quoted = ", ".join(f"'{g}'" for g in groups)
-    print(f"Deletion of requested consumer groups ({quoted}) was successful.")
-    return 0
+    return delete_groups(admin, groups, noun="group", listed_as="consumer groups")
 
 
 def _delete_offsets(admin, group: str, args) -> int:
