@@ -54,91 +54,72 @@ class Reader:
         self.end = len(buf) if end is None else end
 
     # -- fixed width --------------------------------------------------------------
-    def _need(self, n: int) -> None:
-        if self.pos + n > self.end:
-            raise ProtocolError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
-
     def remaining(self) -> int:
         return self.end - self.pos
 
+    def _take(self, n: int) -> int:
+        """The position of the next ``n`` bytes, which the cursor moves past."""
+        pos = self.pos
+        if pos + n > self.end:
+            raise ProtocolError(f"truncated: need {n} bytes at offset {pos}, have {self.end - pos}")
+        self.pos = pos + n
+        return pos
+
     def int8(self) -> int:
-        self._need(1)
-        v = INT8.unpack_from(self.buf, self.pos)[0]
-        self.pos += 1
-        return v
+        return INT8.unpack_from(self.buf, self._take(1))[0]
 
     def boolean(self) -> bool:
-        self._need(1)
-        v = self.buf[self.pos] != 0
-        self.pos += 1
-        return v
+        return self.buf[self._take(1)] != 0
 
     def int16(self) -> int:
-        self._need(2)
-        v = INT16.unpack_from(self.buf, self.pos)[0]
-        self.pos += 2
-        return v
+        return INT16.unpack_from(self.buf, self._take(2))[0]
 
     def uint16(self) -> int:
-        self._need(2)
-        v = UINT16.unpack_from(self.buf, self.pos)[0]
-        self.pos += 2
-        return v
+        return UINT16.unpack_from(self.buf, self._take(2))[0]
 
     def int32(self) -> int:
-        self._need(4)
-        v = INT32.unpack_from(self.buf, self.pos)[0]
-        self.pos += 4
-        return v
+        return INT32.unpack_from(self.buf, self._take(4))[0]
 
     def int64(self) -> int:
-        self._need(8)
-        v = INT64.unpack_from(self.buf, self.pos)[0]
-        self.pos += 8
-        return v
+        return INT64.unpack_from(self.buf, self._take(8))[0]
 
     def float64(self) -> float:
-        self._need(8)
-        v = FLOAT64.unpack_from(self.buf, self.pos)[0]
-        self.pos += 8
-        return v
+        return FLOAT64.unpack_from(self.buf, self._take(8))[0]
 
     def uuid(self) -> bytes:
-        self._need(16)
-        v = bytes(self.buf[self.pos:self.pos + 16])
-        self.pos += 16
-        return v
+        pos = self._take(16)
+        return bytes(self.buf[pos:pos + 16])
 
     def unpack(self, st: struct.Struct) -> tuple:
         """Several fixed-width fields at once (hot paths)."""
-        n = st.size
-        if self.pos + n > self.end:
-            raise ProtocolError(f"truncated: need {n} bytes at offset {self.pos}, have {self.end - self.pos}")
-        v = st.unpack_from(self.buf, self.pos)
-        self.pos += n
-        return v
+        return st.unpack_from(self.buf, self._take(st.size))
 
     # -- varints ------------------------------------------------------------------
-    def uvarint(self) -> int:
-        """Unsigned LEB128 of at most 32 bits (5 bytes)."""
+    def _leb128(self, kind: str, max_bytes: int, bits: int, what: str) -> int:
+        """Unsigned LEB128 of at most ``max_bytes`` bytes and ``bits`` bits (``kind`` and ``what`` name it
+        in the errors)."""
         buf, pos, end = self.buf, self.pos, self.end
         result = 0
         shift = 0
         while True:
             if pos >= end:
-                raise ProtocolError(f"truncated varint at offset {self.pos}")
+                raise ProtocolError(f"truncated {kind} at offset {self.pos}")
             b = buf[pos]
             pos += 1
             result |= (b & 0x7F) << shift
             if not b & 0x80:
                 break
             shift += 7
-            if shift > 28:
-                raise ProtocolError(f"varint longer than 5 bytes at offset {self.pos}")
-        if result > 0xFFFFFFFF:
-            raise ProtocolError(f"unsigned varint out of range at offset {self.pos}")
+            if shift > 7 * (max_bytes - 1):
+                raise ProtocolError(f"{kind} longer than {max_bytes} bytes at offset {self.pos}")
+        if result >> bits:
+            raise ProtocolError(f"{what} out of range at offset {self.pos}")
         self.pos = pos
         return result
+
+    def uvarint(self) -> int:
+        """Unsigned LEB128 of at most 32 bits (5 bytes)."""
+        return self._leb128("varint", 5, 32, "unsigned varint")
 
     def varint(self) -> int:
         """Zig-zag signed 32-bit varint."""
@@ -147,24 +128,8 @@ class Reader:
 
     def varlong(self) -> int:
         """Zig-zag signed 64-bit varint (at most 10 bytes)."""
-        buf, pos, end = self.buf, self.pos, self.end
-        result = 0
-        shift = 0
-        while True:
-            if pos >= end:
-                raise ProtocolError(f"truncated varlong at offset {self.pos}")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise ProtocolError(f"varlong longer than 10 bytes at offset {self.pos}")
-        if result >= 1 << 64:
-            raise ProtocolError(f"varlong out of range at offset {self.pos}")
-        self.pos = pos
-        return (result >> 1) ^ -(result & 1)
+        v = self._leb128("varlong", 10, 64, "varlong")
+        return (v >> 1) ^ -(v & 1)
 
     # -- lengths ------------------------------------------------------------------
     def _length(self, compact: bool, wide: bool) -> int:
@@ -304,20 +269,14 @@ def write_string(out: bytearray, value: str | None, compact: bool = False) -> No
 def write_bytes(out: bytearray, value, compact: bool = False) -> None:
     """(Nullable) bytes: int32 or compact length, then the bytes (copied into ``out``)."""
     if value is None:
-        if compact:
-            out.append(0)
-        else:
-            out += b"\xff\xff\xff\xff"
-        return
-    if compact:
-        write_uvarint(out, len(value) + 1)
+        write_array_len(out, None, compact)
     else:
-        out += _pack_i32(len(value))
-    out += value
+        write_array_len(out, len(value), compact)
+        out += value
 
 
 def write_array_len(out: bytearray, count: int | None, compact: bool = False) -> None:
-    """Array count; ``None`` writes null."""
+    """Array count, or the length of bytes (the same encoding); ``None`` writes null."""
     if count is None:
         if compact:
             out.append(0)
@@ -374,25 +333,26 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
     return result, pos + 1
 
 
+def _read_compact_len(buf, pos: int) -> tuple[int, int]:
+    """A compact length: uvarint N+1 -> N; -1 = null."""
+    b = buf[pos]
+    if b < 0x80:
+        return b - 1, pos + 1
+    n, pos = read_uvarint(buf, pos)
+    return n - 1, pos
+
+
 def read_len16(buf, pos: int, flex: bool) -> tuple[int, int]:
     """String length: int16, or compact uvarint N+1; -1 = null."""
     if flex:
-        b = buf[pos]
-        if b < 0x80:
-            return b - 1, pos + 1
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
+        return _read_compact_len(buf, pos)
     return _unpack_i16(buf, pos)[0], pos + 2
 
 
 def read_len32(buf, pos: int, flex: bool) -> tuple[int, int]:
     """Bytes/records length or array count: int32, or compact uvarint N+1; -1 = null."""
     if flex:
-        b = buf[pos]
-        if b < 0x80:
-            return b - 1, pos + 1
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
+        return _read_compact_len(buf, pos)
     return _unpack_i32(buf, pos)[0], pos + 4
 
 
@@ -415,11 +375,16 @@ def read_string(buf, pos: int, flex: bool) -> tuple[str, int]:
     return read_text(buf, pos, n)
 
 
+def _refuse_negative(n: int, pos: int, what: str) -> None:
+    """A negative length read before ``pos`` must be -1 (null)."""
+    if n != -1:
+        raise ProtocolError(f"negative {what} length {n} at offset {pos}")
+
+
 def read_nullable_string(buf, pos: int, flex: bool) -> tuple[str | None, int]:
     n, pos = read_len16(buf, pos, flex)
     if n < 0:
-        if n != -1:
-            raise ProtocolError(f"negative string length {n} at offset {pos}")
+        _refuse_negative(n, pos, "string")
         return None, pos
     return read_text(buf, pos, n)
 
@@ -428,8 +393,7 @@ def read_bytes_view(buf, pos: int, flex: bool) -> tuple[memoryview | None, int]:
     """Nullable bytes/records as a view into ``buf`` (no copy)."""
     n, pos = read_len32(buf, pos, flex)
     if n < 0:
-        if n != -1:
-            raise ProtocolError(f"negative bytes length {n} at offset {pos}")
+        _refuse_negative(n, pos, "bytes")
         return None, pos
     end = pos + n
     if end > len(buf):
