@@ -24,7 +24,7 @@ writing any record.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -63,6 +63,21 @@ class ResolvedRegex:
 
 #: A member substitution for the what-if queries: member id → new member, or None to drop it.
 Replacing = Mapping[str, ConsumerGroupMember | None]
+
+
+def _names_of(member: ConsumerGroupMember) -> Iterable[str]:
+    """The topic names a member subscribes to by name."""
+    return member.subscribed_topic_names
+
+
+def _regex_of(member: ConsumerGroupMember) -> Iterable[str]:
+    """The member's subscribed regular expression, if any."""
+    return (member.regex,) if member.regex else ()
+
+
+def _assignor_of(member: ConsumerGroupMember) -> Iterable[str]:
+    """The server assignor the member asked for, if any."""
+    return (member.server_assignor,) if member.server_assignor else ()
 
 
 class ConsumerGroup:
@@ -188,38 +203,34 @@ class ConsumerGroup:
                 after[member_id] = member
         return after
 
+    def _counts_after(self, counts: Counter[str], keys_of: Callable[[ConsumerGroupMember], Iterable[str]],
+                      replacing: Replacing) -> Counter[str]:
+        """``counts`` (how many members give each key of ``keys_of``) as they would be with ``replacing``
+        applied; keys nobody gives any more are dropped. ``counts`` itself when nothing is replaced."""
+        if not replacing:
+            return counts
+        after = Counter(counts)
+        for member_id, member in replacing.items():
+            old = self.members.get(member_id)
+            if old is not None:
+                after.subtract(keys_of(old))
+            if member is not None:
+                after.update(keys_of(member))
+        return +after
+
     def member_count(self, replacing: Replacing = {}) -> int:
         return len(self.members) + sum((m is not None) - (mid in self.members) for mid, m in replacing.items())
 
     def regex_subscribers(self, replacing: Replacing = {}) -> Counter[str]:
         """Regular expression → number of members subscribed to it (Kafka ``subscribedRegularExpressions``)."""
-        counts = self._regex_counts
-        if replacing:
-            counts = Counter(counts)
-            for member_id, member in replacing.items():
-                old = self.members.get(member_id)
-                if old is not None and old.regex:
-                    counts[old.regex] -= 1
-                if member is not None and member.regex:
-                    counts[member.regex] += 1
-            counts = +counts                        # drop the regexes nobody uses any more
-        return counts
+        return self._counts_after(self._regex_counts, _regex_of, replacing)
 
     def subscribed_topic_counts(self, replacing: Replacing = {},
                                 resolved: Mapping[str, ResolvedRegex] | None = None) -> dict[str, tuple[int, int]]:
         """Topic name → (members subscribing by name, subscribed regexes matching it)
         (Kafka ``subscribedTopicNames`` / ``SubscriptionCount``)."""
         resolved = self.resolved_regexes if resolved is None else resolved
-        by_name = self._name_counts
-        if replacing:
-            by_name = Counter(by_name)
-            for member_id, member in replacing.items():
-                old = self.members.get(member_id)
-                if old is not None:
-                    by_name.subtract(old.subscribed_topic_names)
-                if member is not None:
-                    by_name.update(member.subscribed_topic_names)
-            by_name = +by_name
+        by_name = self._counts_after(self._name_counts, _names_of, replacing)
         live = self.regex_subscribers(replacing)
         by_regex: Counter[str] = Counter()
         for regex, resolution in resolved.items():
@@ -241,14 +252,7 @@ class ConsumerGroup:
     def preferred_assignor(self, replacing: Replacing = {}) -> str | None:
         """The server assignor most members asked for (ties: the first name in order); None
         when no member named one (Kafka ``computePreferredServerAssignor``)."""
-        counts = Counter(self._assignor_counts)
-        for member_id, member in replacing.items():
-            old = self.members.get(member_id)
-            if old is not None and old.server_assignor:
-                counts[old.server_assignor] -= 1
-            if member is not None and member.server_assignor:
-                counts[member.server_assignor] += 1
-        counts = +counts
+        counts = self._counts_after(self._assignor_counts, _assignor_of, replacing)
         if not counts:
             return None
         return min(counts, key=lambda name: (-counts[name], name))
@@ -298,10 +302,9 @@ class ConsumerGroup:
                 self._classic_protocol_counts[proto] += sign
                 if self._classic_protocol_counts[proto] <= 0:
                     del self._classic_protocol_counts[proto]
-        for counts, keys in ((self._name_counts, member.subscribed_topic_names),
-                             (self._regex_counts, (member.regex,) if member.regex else ()),
-                             (self._assignor_counts, (member.server_assignor,) if member.server_assignor else ())):
-            for key in keys:
+        for counts, keys_of in ((self._name_counts, _names_of), (self._regex_counts, _regex_of),
+                                (self._assignor_counts, _assignor_of)):
+            for key in keys_of(member):
                 counts[key] += sign
                 if counts[key] <= 0:
                     del counts[key]
