@@ -58,11 +58,13 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
-from typing import Callable
+from typing import Any, Callable
 
 import structlog
 
-from .errors import KafkaStorageError
+from sundial.records.layout import INT32_MAX
+
+from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 
 logger = structlog.get_logger(__name__)
 
@@ -82,6 +84,17 @@ def _default_max_mapped() -> int:
     if soft <= 0 or soft == unlimited:
         soft = 65536
     return max(64, min(8192, soft // 8))
+
+
+def loaded_attribute(name: str, doc: str) -> property:
+    """A read-only property of an index that loads its metadata first, then reads ``name``."""
+
+    def get(index: "AbstractIndex"):
+        if not index._loaded:
+            index._load()
+        return getattr(index, name)
+
+    return property(get, doc=doc)
 
 
 class MappedIndexes:
@@ -169,11 +182,16 @@ class AbstractIndex:
     """
 
     ENTRY_SIZE = 0  # set by subclasses
+    #: What messages call the file ("index", "time index"), and with its article.
+    KIND = "index"
+    A_KIND = "an index"
+    #: Slots at the end that only an append skipping the full check may use.
+    SPARE_SLOTS = 0
 
     __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_length", "_entries", "_max_entries",
                  "_loaded", "_closed", "_backed_bytes", "_mapped_indexes", "__weakref__")
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int,
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760,
                  mapped_indexes: MappedIndexes | None = None) -> None:
         if max_index_size < self.ENTRY_SIZE:
             raise ValueError(f"index size {max_index_size} is smaller than one entry ({self.ENTRY_SIZE} bytes)")
@@ -188,6 +206,7 @@ class AbstractIndex:
         self._closed = False
         self._backed_bytes = 0   # file bytes known to be allocated (no SIGBUS when stored into)
         self._mapped_indexes = mapped_indexes if mapped_indexes is not None else MappedIndexes()
+        self._refresh_last()
 
     # -- loading ----------------------------------------------------------------------------------
     @property
@@ -198,8 +217,9 @@ class AbstractIndex:
     def is_mapped(self) -> bool:
         return self._mm is not None
 
-    def _after_load(self) -> None:
-        """Subclass hook: refresh cached last-entry data after the metadata was (re)loaded."""
+    def _refresh_last(self) -> None:
+        """Subclass hook: recompute the cached last entry from the entries, after the metadata
+        was (re)loaded or the entries changed; also at construction, with no entries."""
 
     def _load(self) -> None:
         """Load the metadata: create and pre-allocate a missing file, else size it up."""
@@ -230,7 +250,7 @@ class AbstractIndex:
         self._entries = 0 if newly_created else self._max_entries
         self._backed_bytes = 0  # an untrimmed file left by a crash may have holes: check from the start
         self._loaded = True
-        self._after_load()
+        self._refresh_last()
 
     def _map(self) -> mmap.mmap | None:
         if not self._loaded:
@@ -271,33 +291,19 @@ class AbstractIndex:
             os.close(fd)
 
     # -- sizes ------------------------------------------------------------------------------------
-    @property
-    def entries(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._entries
-
-    @property
-    def max_entries(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._max_entries
-
-    @property
-    def length_bytes(self) -> int:
-        """Current file length (including pre-allocated free space)."""
-        if not self._loaded:
-            self._load()
-        return self._length
+    entries = loaded_attribute("_entries", "How many entries are valid.")
+    max_entries = loaded_attribute("_max_entries", "How many entries the file has room for.")
+    length_bytes = loaded_attribute("_length", "Current file length (including pre-allocated free space).")
 
     @property
     def valid_size_bytes(self) -> int:
         return self.entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
+        """No room for an append: fewer than ``SPARE_SLOTS + 1`` free slots."""
         if not self._loaded:
             self._load()
-        return self._entries >= self._max_entries
+        return self._entries >= self._max_entries - self.SPARE_SLOTS
 
     def file_exists(self) -> bool:
         return self._loaded or os.path.exists(self.path)
@@ -398,6 +404,52 @@ class AbstractIndex:
             return b""
         return bytes(mm[:self._entries * self.ENTRY_SIZE])
 
+    # -- entries ----------------------------------------------------------------------------------
+    @staticmethod
+    def _unpack_entry(buf, at: int) -> tuple[int, int]:
+        """The two fields of the entry at byte ``at`` of ``buf`` (set by subclasses)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _make_entry(base_offset: int, first: int, second: int) -> Any:
+        """The subclass's entry tuple from the two stored fields (set by subclasses)."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse_entry(cls, raw: bytes, base_offset: int) -> Any:
+        """The entry stored in ``raw`` (one entry's bytes) of an index with ``base_offset``."""
+        return cls._make_entry(base_offset, *cls._unpack_entry(raw, 0))
+
+    def _entry_at(self, mm: mmap.mmap, slot: int) -> Any:
+        return self._make_entry(self.base_offset, *self._unpack_entry(mm, slot * self.ENTRY_SIZE))
+
+    def entry(self, n: int) -> Any:
+        """Entry ``n`` (IndexError outside the entries)."""
+        mm = self._ensure()
+        if n < 0 or n >= self._entries or mm is None:
+            raise IndexError(f"attempt to fetch entry {n} of {self.A_KIND} with {self._entries} entries")
+        return self._entry_at(mm, n)
+
+    def _relative(self, offset: int) -> int:
+        """``offset`` relative to the base offset, as stored (InvalidOffsetError if it does not fit an int32)."""
+        rel = offset - self.base_offset
+        if rel < 0 or rel > INT32_MAX:
+            raise InvalidOffsetError(
+                f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
+        return rel
+
+    def _check_last_offset_and_length(self, last_offset: int) -> None:
+        """Kafka's sanity checks common to both indexes: a non-empty index's last offset is
+        >= the base offset, and the file length is a multiple of the entry size."""
+        if self._entries != 0 and last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt {self.KIND} found, {self.KIND} file ({self.path}) has non-zero size but the last "
+                f"offset is {last_offset} which is less than the base offset {self.base_offset}")
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"{self.KIND} file {self.path} is corrupt, found {self._length} bytes which is neither positive "
+                f"nor a multiple of {self.ENTRY_SIZE}")
+
     # -- mutation ---------------------------------------------------------------------------------
     def _truncate_to_entries(self, entries: int) -> None:
         if not self._loaded:
@@ -422,12 +474,12 @@ class AbstractIndex:
         else:
             new_entries = slot + 1
         self._truncate_to_entries(new_entries)
-        self._after_load()
+        self._refresh_last()
 
     def truncate(self) -> None:
         """Remove every entry (the file keeps its length)."""
         self._truncate_to_entries(0)
-        self._after_load()
+        self._refresh_last()
 
     def resize(self, new_size: int) -> bool:
         """Change the file length to ``new_size`` rounded down to the entry size.
@@ -456,7 +508,7 @@ class AbstractIndex:
         self._max_entries = rounded // self.ENTRY_SIZE
         self._entries = min(self._entries, self._max_entries)
         self._backed_bytes = min(self._backed_bytes, rounded)
-        self._after_load()
+        self._refresh_last()
         return True
 
     def reset(self) -> None:
@@ -466,7 +518,7 @@ class AbstractIndex:
         self._entries = 0
         self._backed_bytes = 0
         self.resize(self.max_index_size)
-        self._after_load()
+        self._refresh_last()
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly the valid entries."""

@@ -31,10 +31,9 @@ from typing import NamedTuple
 from sundial.records.index_entries import OFFSET_ENTRY as _ENTRY
 from sundial.records.index_entries import OFFSET_ENTRY_SIZE
 from sundial.records.index_entries import RELATIVE_OFFSET as _REL
-from sundial.records.layout import INT32_MAX
 
-from .errors import CorruptIndexError, InvalidOffsetError
-from .index import AbstractIndex, MappedIndexes
+from .errors import InvalidOffsetError
+from .index import AbstractIndex, loaded_attribute
 
 _unpack_rel = _REL.unpack_from
 _unpack_entry = _ENTRY.unpack_from
@@ -58,42 +57,20 @@ class OffsetIndex(AbstractIndex):
 
     ENTRY_SIZE = OFFSET_ENTRY_SIZE
     _relative_offset_of = staticmethod(_key_of)
+    _unpack_entry = staticmethod(_ENTRY.unpack_from)
     __slots__ = ("_last_offset",)
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760,
-                 mapped_indexes: MappedIndexes | None = None) -> None:
-        super().__init__(path, base_offset, max_index_size, mapped_indexes)
-        self._last_offset = base_offset
-
-    def _after_load(self) -> None:
-        self._refresh_last_offset()
-
-    def _refresh_last_offset(self) -> None:
+    def _refresh_last(self) -> None:
         if self._entries == 0:
             self._last_offset = self.base_offset
         else:
             self._last_offset = self.base_offset + _REL.unpack(self._raw_entry(self._entries - 1)[:4])[0]
 
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last entry, or the base offset when empty."""
-        if not self._loaded:
-            self._load()
-        return self._last_offset
+    last_offset = loaded_attribute("_last_offset", "Offset of the last entry, or the base offset when empty.")
 
-    def _relative(self, offset: int) -> int:
-        rel = offset - self.base_offset
-        if rel < 0 or rel > INT32_MAX:
-            raise InvalidOffsetError(
-                f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
-        return rel
-
-    def entry(self, n: int) -> OffsetPosition:
-        mm = self._ensure()
-        if n < 0 or n >= self._entries or mm is None:
-            raise IndexError(f"attempt to fetch entry {n} of an index with {self._entries} entries")
-        rel, pos = _unpack_entry(mm, n * OFFSET_ENTRY_SIZE)
-        return OffsetPosition(self.base_offset + rel, pos)
+    @staticmethod
+    def _make_entry(base_offset: int, rel: int, pos: int) -> OffsetPosition:
+        return OffsetPosition(base_offset + rel, pos)
 
     def last_entry(self) -> OffsetPosition:
         mm = self._ensure()
@@ -106,8 +83,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_offset - self.base_offset, _key_of)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        rel, pos = _unpack_entry(self._mm, slot * OFFSET_ENTRY_SIZE)
-        return OffsetPosition(self.base_offset + rel, pos)
+        return self._entry_at(self._mm, slot)
 
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
         """First entry whose position >= fetch_position + fetch_size (Kafka ``fetchUpperBoundOffset``)."""
@@ -125,8 +101,7 @@ class OffsetIndex(AbstractIndex):
                 lo = mid + 1
         if lo >= n:
             return None
-        rel, pos = _unpack_entry(mm, lo * OFFSET_ENTRY_SIZE)
-        return OffsetPosition(self.base_offset + rel, pos)
+        return self._entry_at(mm, lo)
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offset must exceed the last entry's offset."""
@@ -144,19 +119,7 @@ class OffsetIndex(AbstractIndex):
     def sanity_check(self) -> None:
         """Kafka's check: last offset >= base offset and a length that is a multiple of the entry size."""
         self._load()
-        if self._entries != 0 and self._last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"corrupt index found, index file ({self.path}) has non-zero size but the last offset is "
-                f"{self._last_offset} which is less than the base offset {self.base_offset}")
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"index file {self.path} is corrupt, found {self._length} bytes which is neither positive "
-                f"nor a multiple of {self.ENTRY_SIZE}")
-
-    @staticmethod
-    def parse_entry(raw: bytes, base_offset: int) -> OffsetPosition:
-        rel, pos = _ENTRY.unpack(raw)
-        return OffsetPosition(base_offset + rel, pos)
+        self._check_last_offset_and_length(self._last_offset)
 
 
 __all__ = ["OffsetIndex", "OffsetPosition", "IndexFullError"]

@@ -35,15 +35,13 @@ from sundial.records.index_entries import RELATIVE_OFFSET as _REL
 from sundial.records.index_entries import TIME_ENTRY as _ENTRY
 from sundial.records.index_entries import TIME_ENTRY_RELATIVE_OFFSET_AT, TIME_ENTRY_SIZE
 from sundial.records.index_entries import TIMESTAMP as _TS
-from sundial.records.layout import INT32_MAX
 
 from .errors import CorruptIndexError, InvalidOffsetError
-from .index import AbstractIndex, MappedIndexes
+from .index import AbstractIndex
 from .offset_index import IndexFullError
 
 _unpack_ts = _TS.unpack_from
 _unpack_rel = _REL.unpack_from
-_unpack_entry = _ENTRY.unpack_from
 
 NO_TIMESTAMP = -1
 
@@ -68,28 +66,18 @@ class TimeIndex(AbstractIndex):
     """Sparse timestamp → offset map of one segment (see module doc)."""
 
     ENTRY_SIZE = TIME_ENTRY_SIZE
+    KIND = "time index"
+    A_KIND = "a time index"
+    SPARE_SLOTS = 1   # kept for the entry written at roll or close (see module doc)
     _relative_offset_of = staticmethod(_offset_key)
+    _unpack_entry = staticmethod(_ENTRY.unpack_from)
     __slots__ = ("_last_entry",)
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10_485_760,
-                 mapped_indexes: MappedIndexes | None = None) -> None:
-        super().__init__(path, base_offset, max_index_size, mapped_indexes)
-        self._last_entry = TimestampOffset(NO_TIMESTAMP, base_offset)
-
-    def _after_load(self) -> None:
-        self._refresh_last_entry()
-
-    def _refresh_last_entry(self) -> None:
+    def _refresh_last(self) -> None:
         if self._entries == 0:
             self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         else:
-            ts, rel = _ENTRY.unpack(self._raw_entry(self._entries - 1))
-            self._last_entry = TimestampOffset(ts, self.base_offset + rel)
-
-    def is_full(self) -> bool:
-        if not self._loaded:
-            self._load()
-        return self._entries >= self._max_entries - 1
+            self._last_entry = self.parse_entry(self._raw_entry(self._entries - 1), self.base_offset)
 
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base offset) when empty."""
@@ -106,20 +94,16 @@ class TimeIndex(AbstractIndex):
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         return self.parse_entry(raw[0], self.base_offset)
 
-    def entry(self, n: int) -> TimestampOffset:
-        mm = self._ensure()
-        if n < 0 or n >= self._entries or mm is None:
-            raise IndexError(f"attempt to fetch entry {n} of a time index with {self._entries} entries")
-        ts, rel = _unpack_entry(mm, n * TIME_ENTRY_SIZE)
-        return TimestampOffset(ts, self.base_offset + rel)
+    @staticmethod
+    def _make_entry(base_offset: int, ts: int, rel: int) -> TimestampOffset:
+        return TimestampOffset(ts, base_offset + rel)
 
     def lookup(self, target_ms: int) -> TimestampOffset:
         """Entry with the largest timestamp <= target_ms, or (-1, base offset)."""
         slot = self._largest_lower_bound_slot(target_ms, _ts_key)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = _unpack_entry(self._mm, slot * TIME_ENTRY_SIZE)
-        return TimestampOffset(ts, self.base_offset + rel)
+        return self._entry_at(self._mm, slot)
 
     def maybe_append(self, timestamp_ms: int, offset: int, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if the timestamp grows strictly; True if written.
@@ -143,10 +127,7 @@ class TimeIndex(AbstractIndex):
                 f"timestamp appended ({last.timestamp_ms}) to {self.path}")
         if timestamp_ms <= last.timestamp_ms:
             return False
-        rel = offset - self.base_offset
-        if rel < 0 or rel > INT32_MAX:
-            raise InvalidOffsetError(
-                f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
+        rel = self._relative(offset)
         if self._entries >= self._max_entries:
             # Only reachable with skip_full_check on an index opened full from disk: make room.
             self.resize((self._entries + 1) * self.ENTRY_SIZE)
@@ -162,19 +143,7 @@ class TimeIndex(AbstractIndex):
             raise CorruptIndexError(
                 f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
                 f"timestamp is {last.timestamp_ms} which is less than the first timestamp {_ts_key(mm, 0)}")
-        if self._entries != 0 and last.offset < self.base_offset:
-            raise CorruptIndexError(
-                f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
-                f"offset is {last.offset} which is less than the base offset {self.base_offset}")
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"time index file {self.path} is corrupt, found {self._length} bytes which is neither positive "
-                f"nor a multiple of {self.ENTRY_SIZE}")
-
-    @staticmethod
-    def parse_entry(raw: bytes, base_offset: int) -> TimestampOffset:
-        ts, rel = _ENTRY.unpack(raw)
-        return TimestampOffset(ts, base_offset + rel)
+        self._check_last_offset_and_length(last.offset)
 
 
 __all__ = ["TimeIndex", "TimestampOffset", "NO_TIMESTAMP"]
