@@ -52,21 +52,27 @@ def read_topics(buf, pos: int, flex: bool, partition_min_bytes: int, read_partit
     return tuple(topics), pos
 
 
-def write_topics(out: bytearray, topics, flex: bool, name: str, partitions: str, write_partition) -> None:
+def write_topics(out: bytearray, topics, flex: bool, name: str, partitions: str, write_partition, *,
+                 partition_tags: bool = True) -> bytearray:
     """The topics array of a data-plane message: each topic's ``name`` field and its ``partitions``
-    array, every partition written by ``write_partition(out, partition)``; flexible versions end each
-    partition and topic with an empty tag section."""
+    array, every partition written by ``write_partition(out, partition)``, which may return the
+    bytearray to go on writing in (:meth:`BufferList.records`); flexible versions end each topic, and
+    each partition unless its writer writes its own tags (``partition_tags=False``), with an empty tag
+    section. Returns the bytearray written last."""
     write_array_len(out, len(topics), flex)
     for t in topics:
         write_string(out, field(t, name, ""), flex)
         parts = field(t, partitions, ())
         write_array_len(out, len(parts), flex)
         for p in parts:
-            write_partition(out, p)
-            if flex:
+            went_on = write_partition(out, p)
+            if went_on is not None:
+                out = went_on
+            if flex and partition_tags:
                 out.append(0)
         if flex:
             out.append(0)
+    return out
 
 
 def payload_size(payload) -> int:

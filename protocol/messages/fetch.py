@@ -263,6 +263,25 @@ _TAG_STRUCTS = (
 )
 
 
+def _write_partition_tags(out: bytearray, p) -> None:
+    """A response partition's tag section: the tagged structs it has (or none)."""
+    tags = None
+    for tag, name, layout, names in _TAG_STRUCTS:
+        encoded = _tag_struct(field(p, name, None), layout, names)
+        if encoded is not None:
+            if tags is None:
+                tags = []
+            tags.append((tag, encoded))
+    if tags is None:
+        out.append(0)
+    else:
+        write_uvarint(out, len(tags))
+        for tag, encoded in tags:
+            write_uvarint(out, tag)
+            write_uvarint(out, len(encoded))
+            out += encoded
+
+
 def encode_response_frame(api_version: int, header_bytes: bytes, response) -> list:
     v = api_version
     flex = v >= FIRST_FLEXIBLE
@@ -273,53 +292,35 @@ def encode_response_frame(api_version: int, header_bytes: bytes, response) -> li
                          field(response, "session_id", 0))
     elif v >= 1:
         out += _I.pack(field(response, "throttle_time_ms", 0))
-    topics = field(response, "responses", ())
-    write_array_len(out, len(topics), flex)
-    for t in topics:
-        write_string(out, field(t, "topic", ""), flex)
-        parts = field(t, "partitions", ())
-        write_array_len(out, len(parts), flex)
-        for p in parts:
-            out += _IHQ.pack(field(p, "partition_index", 0), field(p, "error_code", 0),
-                             field(p, "high_watermark", 0))
-            if v >= 4:
-                if v >= 5:
-                    out += _QQ.pack(field(p, "last_stable_offset", -1), field(p, "log_start_offset", -1))
-                else:
-                    out += _Q.pack(field(p, "last_stable_offset", -1))
-                aborted = field(p, "aborted_transactions", ())
-                if aborted is None:
-                    write_array_len(out, None, flex)
-                else:
-                    write_array_len(out, len(aborted), flex)
-                    for a in aborted:
-                        if isinstance(a, tuple):
-                            out += _QQ.pack(a[0], a[1])
-                        else:
-                            out += _QQ.pack(field(a, "producer_id", 0), field(a, "first_offset", 0))
-                        if flex:
-                            out.append(0)
-            if v >= 11:
-                out += _I.pack(field(p, "preferred_read_replica", -1))
-            out = buf.records(field(p, "records", b""), flex)
-            if flex:
-                tags = None
-                for tag, name, layout, names in _TAG_STRUCTS:
-                    encoded = _tag_struct(field(p, name, None), layout, names)
-                    if encoded is not None:
-                        if tags is None:
-                            tags = []
-                        tags.append((tag, encoded))
-                if tags is None:
-                    out.append(0)
-                else:
-                    write_uvarint(out, len(tags))
-                    for tag, encoded in tags:
-                        write_uvarint(out, tag)
-                        write_uvarint(out, len(encoded))
-                        out += encoded
+
+    def write_partition(out, p):
+        out += _IHQ.pack(field(p, "partition_index", 0), field(p, "error_code", 0), field(p, "high_watermark", 0))
+        if v >= 4:
+            if v >= 5:
+                out += _QQ.pack(field(p, "last_stable_offset", -1), field(p, "log_start_offset", -1))
+            else:
+                out += _Q.pack(field(p, "last_stable_offset", -1))
+            aborted = field(p, "aborted_transactions", ())
+            if aborted is None:
+                write_array_len(out, None, flex)
+            else:
+                write_array_len(out, len(aborted), flex)
+                for a in aborted:
+                    if isinstance(a, tuple):
+                        out += _QQ.pack(a[0], a[1])
+                    else:
+                        out += _QQ.pack(field(a, "producer_id", 0), field(a, "first_offset", 0))
+                    if flex:
+                        out.append(0)
+        if v >= 11:
+            out += _I.pack(field(p, "preferred_read_replica", -1))
+        out = buf.records(field(p, "records", b""), flex)
         if flex:
-            out.append(0)
+            _write_partition_tags(out, p)
+        return out
+
+    out = write_topics(out, field(response, "responses", ()), flex, "topic", "partitions", write_partition,
+                       partition_tags=False)
     if flex:
         out.append(0)
     return buf.finish()
