@@ -260,18 +260,18 @@ def _option_name(opts: Mapping[str, str], side: str) -> str:
 
 
 def _check_batch_limits(opts: Mapping[str, str], start: OffsetLimit, end: OffsetLimit) -> None:
-    if isinstance(start, LatestLimit):
-        raise OptionError("startingOffsets", "starting offset can't be latest for batch queries on Kafka")
-    if isinstance(start, SpecificOffsets):
-        for tp, off in sorted(start.offsets.items()):
-            if off == LATEST:
-                raise OptionError("startingOffsets", f"startingOffsets for {tp} can't be latest for batch queries on Kafka")
-    if isinstance(end, EarliestLimit):
-        raise OptionError("endingOffsets", "ending offset can't be earliest for batch queries on Kafka")
-    if isinstance(end, SpecificOffsets):
-        for tp, off in sorted(end.offsets.items()):
-            if off == EARLIEST:
-                raise OptionError("endingOffsets", f"ending offset for {tp} can't be earliest for batch queries on Kafka")
+    # a batch query starts nowhere at latest and ends nowhere at earliest (Spark's messages)
+    for limit, option, refused_limit, refused_offset, whole, per_partition in (
+            (start, "startingOffsets", LatestLimit, LATEST, "starting offset can't be latest",
+             "startingOffsets for {} can't be latest"),
+            (end, "endingOffsets", EarliestLimit, EARLIEST, "ending offset can't be earliest",
+             "ending offset for {} can't be earliest")):
+        if isinstance(limit, refused_limit):
+            raise OptionError(option, f"{whole} for batch queries on Kafka")
+        if isinstance(limit, SpecificOffsets):
+            for tp, off in sorted(limit.offsets.items()):
+                if off == refused_offset:
+                    raise OptionError(option, f"{per_partition.format(tp)} for batch queries on Kafka")
     # the connector's checkOffsetLimitValidity, plus the single-timestamp case
     if isinstance(start, SpecificOffsets) and isinstance(end, SpecificOffsets):
         # the sentinels (-1 latest, -2 earliest) are not compared
