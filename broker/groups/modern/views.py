@@ -15,6 +15,7 @@ member at its current epoch (exact equality: KIP-1251's relaxed rule,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from sundial.protocol.errors import ErrorCode
 
@@ -57,14 +58,20 @@ class MemberDescription:
     member_type: int = CONSUMER_MEMBER_TYPE
 
 
+#: A group type's description of one member (MemberDescription here, the share groups' their own).
+M = TypeVar("M")
+
+
 @dataclass(frozen=True)
-class GroupDescription:
+class GroupDescription(Generic[M]):
+    """A consumer-protocol or share group as ConsumerGroupDescribe / ShareGroupDescribe answer it."""
+
     group_id: str
     state: str
     group_epoch: int
     assignment_epoch: int
     assignor_name: str
-    members: tuple[MemberDescription, ...]
+    members: tuple[M, ...]
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class ListedGroup:
     group_type: str
 
 
-def describe(group: ConsumerGroup, image: TopicImage, default_assignor: str) -> GroupDescription:
+def describe(group: ConsumerGroup, image: TopicImage, default_assignor: str) -> GroupDescription[MemberDescription]:
     members = tuple(
         MemberDescription(
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,

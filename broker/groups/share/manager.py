@@ -48,6 +48,7 @@ from sundial.protocol.errors import ErrorCode
 from ..modern.deadlines import Deadlines, TimerKind
 from ..modern.errors import GroupError
 from ..modern.topics import TopicImage
+from ..modern.views import GroupDescription
 from . import assignor
 from . import group as g
 from .group import ShareGroup, ShareGroupMember
@@ -90,14 +91,8 @@ class ShareMemberDescription:
     assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
 
 
-@dataclass(frozen=True)
-class ShareGroupDescription:
-    group_id: str
-    state: str
-    group_epoch: int
-    assignment_epoch: int
-    assignor_name: str
-    members: tuple[ShareMemberDescription, ...]
+#: A share group as ShareGroupDescribe answers it.
+ShareGroupDescription = GroupDescription[ShareMemberDescription]
 
 
 @dataclass(frozen=True)
@@ -307,8 +302,8 @@ class ShareGroupManager:
             members.append(ShareMemberDescription(m.member_id, m.rack_id, m.member_epoch, m.client_id,
                                                   m.client_host, tuple(sorted(m.subscribed_topic_names)),
                                                   tuple(topics)))
-        return ShareGroupDescription(group.group_id, group.state, group.group_epoch, group.assignment_epoch,
-                                     assignor.NAME, tuple(members))
+        return GroupDescription(group.group_id, group.state, group.group_epoch, group.assignment_epoch, assignor.NAME,
+                                tuple(members))
 
     def list_groups(self, states: Iterable[str] = ()) -> list[ListedShareGroup]:
         wanted = {s.lower() for s in states}
