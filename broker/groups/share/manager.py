@@ -47,6 +47,7 @@ from sundial.protocol.errors import ErrorCode
 
 from ..modern.deadlines import Deadlines, TimerKind
 from ..modern.errors import GroupError
+from ..modern.requests import HeartbeatResult
 from ..modern.topics import TopicImage
 from ..modern.views import GroupDescription
 from . import assignor
@@ -70,13 +71,9 @@ class ShareHeartbeatRequest:
     subscribed_topic_names: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
-class ShareHeartbeatResult:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    #: topic id → partitions, or None when unchanged since the member's last answer.
-    assignment: Assignment | None = None
+#: A share member's heartbeat answer has the consumer-protocol member's form: the assignment is topic id →
+#: partitions, or None when unchanged since the member's last answer.
+ShareHeartbeatResult = HeartbeatResult
 
 
 @dataclass(frozen=True)
