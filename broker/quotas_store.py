@@ -52,7 +52,7 @@ import structlog
 from sundial.config.defs import ConfigType
 from sundial.config.quotas import CLIENT_QUOTA_KEYS, UNSUPPORTED_QUOTA_KEYS
 from sundial.protocol.errors import ErrorCode
-from sundial.storage.files import write_file_atomically
+from sundial.storage.files import read_file_if_exists, write_file_atomically
 
 from .store_lock import update_lock
 
@@ -305,12 +305,11 @@ def _sort_key(entity: Entity):
 
 def _read(path: str) -> dict[Entity, dict[str, float]]:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return {}
+        raw = read_file_if_exists(path)
     except OSError as exc:
         raise QuotaStoreError(f"cannot read {path}: {exc}") from None
+    if raw is None:
+        return {}
     try:
         doc = json.loads(raw.decode("utf-8"))
         if not isinstance(doc, dict) or doc.get("version") != STORE_VERSION:

@@ -27,7 +27,7 @@ import os
 
 import structlog
 
-from .files import CLEAN_SHUTDOWN_FILE, remove_quietly, write_file_atomically
+from .files import CLEAN_SHUTDOWN_FILE, read_file_if_exists, remove_quietly, write_file_atomically
 
 logger = structlog.get_logger(__name__)
 
@@ -80,12 +80,11 @@ def parse_offset_checkpoint(text: str) -> dict[TopicPartition, int]:
 def read_offset_checkpoint(path: str) -> dict[TopicPartition, int]:
     """The offsets in ``path``; {} when it is missing or unreadable (logged)."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return {}
+        raw = read_file_if_exists(path)
     except OSError as exc:
         logger.warning("checkpoint_unreadable", path=path, error=str(exc))
+        return {}
+    if raw is None:
         return {}
     try:
         return parse_offset_checkpoint(raw.decode("utf-8"))

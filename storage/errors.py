@@ -29,13 +29,8 @@ exception                              Kafka error (code)
 ``InvalidOffsetError``                 internal (index append out of order)
 =====================================  =================================================
 
-Record validation failures (:class:`InvalidRecordError` and its subclass
-:class:`InvalidTimestampError`) carry ``record_errors``: a list of
-``(batch_index, message | None)`` pairs, ``batch_index`` being the 0-based position of
-the offending record inside its batch, exactly what Produce v8+ reports per partition.
-The exception's ``message`` is the summary text Produce v8+ sends as ``error_message``.
-An ``InvalidRecordError`` raised by a batch-level check carries no record errors
-(Kafka: a plain ``InvalidRecordException``, not a ``RecordValidationException``).
+Record validation failures carry ``record_errors``, the per-record errors Produce v8+
+reports; :mod:`records.errors` describes them.
 """
 
 from __future__ import annotations

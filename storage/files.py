@@ -244,6 +244,15 @@ def pwritev_all(fd: int, chunks, position: int, total: int) -> None:
             done += length
 
 
+def read_file_if_exists(path: str) -> bytes | None:
+    """The whole content of ``path``, or None when it does not exist; other ``OSError`` escapes."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
 def remove_quietly(path: str) -> bool:
     """Remove a file if it exists; True if something was removed."""
     try:
