@@ -41,7 +41,6 @@ durations use the ``clock``/``sleep`` functions the caller passes (monotonic sec
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -55,6 +54,7 @@ from .cleaned_segment import CleanedSegment, CleanedSegmentWriter
 from .cleaner_batches import FilterContext, filter_batch, map_batch
 from .cleaner_txn import CleanedTransactionMetadata, collect
 from .errors import StorageError
+from .log_flush import close_fds
 from .offset_map import SkimpyOffsetMap
 
 logger = structlog.get_logger(__name__)
@@ -105,13 +105,9 @@ class CleaningJob:
 
     def close(self) -> None:
         """Close the duplicated descriptors (after the pass, on any thread)."""
+        close_fds([src.fd for src in self.sources if src.fd >= 0])
         for src in self.sources:
-            if src.fd >= 0:
-                try:
-                    os.close(src.fd)
-                except OSError:
-                    pass
-                src.fd = -1
+            src.fd = -1
 
 
 @dataclass(slots=True)
