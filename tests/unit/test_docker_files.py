@@ -233,7 +233,7 @@ def test_builder_installs_dependencies_before_copying_the_code():
 
 def test_builder_checks_every_c_accelerator_of_setup_py():
     built = set(re.findall(r'Extension\("([\w.]+)"', _read("setup.py")))
-    assert len(built) >= 4
+    assert len(built) >= 3   # the record walks, the cleaner, the fsync worker
     after_copy = _stages()["builder"]
     check = after_copy[-1][1]
     imported = set(re.findall(r"\bsundial(?:\.\w+)+", check.split("-c", 1)[1]))
