@@ -194,6 +194,22 @@ static int get_map(PyObject *obj, Py_buffer *view, long long slots, offset_map *
     return 0;
 }
 
+/* The map's buffer (get_map) and a walk over the records of buf[pos:end] (open_walk), both
+   held on success (the caller releases both); on failure neither is held. 0, or -1 with an
+   exception set. */
+static int open_map_and_walk(PyObject *map_obj, Py_buffer *map_view, long long slots, offset_map *m,
+                             PyObject *buf_obj, Py_buffer *view, reader *r, Py_ssize_t pos, Py_ssize_t end,
+                             long long count)
+{
+    if (get_map(map_obj, map_view, slots, m) < 0)
+        return -1;
+    if (open_walk(buf_obj, view, r, pos, end, count) < 0) {
+        PyBuffer_Release(map_view);
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ Python functions */
 static PyObject *py_hash(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -261,12 +277,8 @@ static PyObject *py_map_put_v2(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OLLLOnnLLL", &map_obj, &slots, &entries, &max_entries, &buf_obj, &pos, &end,
                           &count, &base_offset, &start_offset))
         return NULL;
-    if (get_map(map_obj, &map_view, slots, &m) < 0)
+    if (open_map_and_walk(map_obj, &map_view, slots, &m, buf_obj, &view, &r, pos, end, count) < 0)
         return NULL;
-    if (open_walk(buf_obj, &view, &r, pos, end, count) < 0) {
-        PyBuffer_Release(&map_view);
-        return NULL;
-    }
     Py_BEGIN_ALLOW_THREADS
     /* Windows of records: parse and hash them, prefetch their first probe slots (the map is
        probed at random, so its cache misses overlap), then put them in order. A parse error is
@@ -339,12 +351,8 @@ static PyObject *py_filter_v2(PyObject *Py_UNUSED(self), PyObject *args)
                           &base_ts, &log_append_time, &max_ts, &latest_offset, &retain_deletes, &has_horizon,
                           &horizon, &new_horizon))
         return NULL;
-    if (get_map(map_obj, &map_view, slots, &m) < 0)
+    if (open_map_and_walk(map_obj, &map_view, slots, &m, buf_obj, &view, &r, pos, end, count) < 0)
         return NULL;
-    if (open_walk(buf_obj, &view, &r, pos, end, count) < 0) {
-        PyBuffer_Release(&map_view);
-        return NULL;
-    }
     /* The arrays below are sized by the records the section can hold, not by the declared
        count (a header's count times their entry sizes could overflow size_t): a larger count
        fails in the walk, at RECORD_MISSING or at the record that does not fit, before it would
