@@ -8,7 +8,12 @@ refused request.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
 from sundial.protocol.errors import ErrorCode
+
+G = TypeVar("G")
 
 
 class GroupError(Exception):
@@ -21,3 +26,18 @@ class GroupError(Exception):
 
     def __repr__(self) -> str:
         return f"GroupError({self.error_code.name}, {self.message!r})"
+
+
+def heartbeat_group(groups: Mapping[str, G], group_id: str, *, kind: str, other_type: bool, joining: bool,
+                    new: Callable[[str], G]) -> G:
+    """The group of ``kind`` ("consumer", "share") a heartbeat names: refused with GROUP_ID_NOT_FOUND when
+    the id is a group of another type (``other_type``), or unknown and the member is not joining; a new
+    group (``new(group_id)``, not yet in ``groups``) for a joining member's unknown id."""
+    if other_type:
+        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a {kind} group.")
+    group = groups.get(group_id)
+    if group is None:
+        if not joining:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"{kind.capitalize()} group {group_id} not found.")
+        group = new(group_id)
+    return group

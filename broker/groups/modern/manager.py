@@ -42,7 +42,7 @@ from sundial.protocol.errors import ErrorCode
 from . import record_helpers as rec
 from .assignors import ASSIGNORS, ServerAssignor
 from .deadlines import Deadlines, TimerKind
-from .errors import GroupError
+from .errors import GroupError, heartbeat_group
 from .group import ConsumerGroup, ConsumerGroupState
 from . import classic as cl
 from .heartbeat import Change, Context, fence, member_heartbeat, member_leave, sends_assignment
@@ -124,13 +124,9 @@ class ConsumerGroupManager:
         if classic is not None:
             group, upgrade = self._upgraded(ctx, classic, joining)
         else:
-            if self._is_classic_group(group_id):
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            group = self._groups.get(group_id)
-            if group is None:
-                if not joining:
-                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-                group = ConsumerGroup(group_id)      # materialised by replaying the change
+            # a new group is materialised by replaying the change
+            group = heartbeat_group(self._groups, group_id, kind="consumer", joining=joining,
+                                    other_type=self._is_classic_group(group_id), new=ConsumerGroup)
         member_id = request.member_id or self._new_member_id()
         is_new = member_id not in group.members
         before, change, after = member_heartbeat(ctx, group, request, member_id, client_id, client_host)

@@ -46,7 +46,7 @@ import structlog
 from sundial.protocol.errors import ErrorCode
 
 from ..modern.deadlines import Deadlines, TimerKind
-from ..modern.errors import GroupError
+from ..modern.errors import GroupError, heartbeat_group
 from ..modern.requests import HeartbeatResult
 from ..modern.topics import TopicImage
 from ..modern.views import GroupDescription
@@ -146,13 +146,9 @@ class ShareGroupManager:
             return ShareHeartbeatResult(member_id, g.LEAVE_GROUP_MEMBER_EPOCH, 0), records
 
         joining = request.member_epoch == g.JOIN_GROUP_MEMBER_EPOCH
-        if self._is_other_group(group_id):
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        group = self._groups.get(group_id)
-        if group is None:
-            if not joining:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-            group = ShareGroup(group_id)        # materialised by replaying the records
+        # a new group is materialised by replaying the records
+        group = heartbeat_group(self._groups, group_id, kind="share", joining=joining,
+                                other_type=self._is_other_group(group_id), new=ShareGroup)
         member = group.members.get(member_id)
         if member is None:
             if not joining:
