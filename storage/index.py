@@ -566,4 +566,4 @@ class AbstractIndex:
         return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, {state})"
 
 
-__all__ = ["AbstractIndex", "MappedIndexes", "round_down_to_multiple"]
+__all__ = ["AbstractIndex", "MappedIndexes", "loaded_attribute", "round_down_to_multiple"]
