@@ -73,6 +73,16 @@ def _fill(mgr: LogManager, batches: int, *, delete_below: int = 0) -> bytes:
     return _content(mgr)
 
 
+def _filled(dirs, batches: int):
+    """A manager whose topic's one partition holds ``batches`` batches; its log dir, and another."""
+    mgr = _manager(dirs)
+    mgr.create_topic(TOPIC, 1)
+    source = _live_dirs(dirs)[0]
+    target = next(d for d in dirs if d != source)
+    _fill(mgr, batches)
+    return mgr, source, target
+
+
 def _content(mgr: LogManager) -> bytes:
     """Every batch from the log start offset on (the whole batch holding it), as stored."""
     log = mgr.get_log(TOPIC, 0)
@@ -138,11 +148,7 @@ def test_a_move_copies_every_batch_and_leaves_one_directory(dirs):
 
 
 def test_describe_sees_the_future_replica_during_the_copy(dirs):
-    mgr = _manager(dirs)
-    mgr.create_topic(TOPIC, 1)
-    source = _live_dirs(dirs)[0]
-    target = next(d for d in dirs if d != source)
-    _fill(mgr, 40)
+    mgr, source, target = _filled(dirs, 40)
     move, _ = mgr.begin_move(TOPIC, 0, target)
     mgr.move_future_job(move, NOW_MS)()
     mgr.move_copy_job(move, 1000, NOW_MS)()
@@ -198,11 +204,7 @@ def test_a_topic_name_too_long_for_a_future_directory():
 
 
 def test_retention_past_the_copy_restarts_the_future(dirs):
-    mgr = _manager(dirs)
-    mgr.create_topic(TOPIC, 1)
-    source = _live_dirs(dirs)[0]
-    target = next(d for d in dirs if d != source)
-    _fill(mgr, 50)
+    mgr, source, target = _filled(dirs, 50)
     move, _ = mgr.begin_move(TOPIC, 0, target)
     mgr.move_future_job(move, NOW_MS)()
     mgr.move_copy_job(move, 500, NOW_MS)()
@@ -306,11 +308,7 @@ def test_a_crash_at_each_step_of_the_swap(tmp_path_factory):
 
 
 def test_a_future_left_by_a_deleted_topic_is_removed_at_start(dirs):
-    mgr = _manager(dirs)
-    mgr.create_topic(TOPIC, 1)
-    source = _live_dirs(dirs)[0]
-    target = next(d for d in dirs if d != source)
-    _fill(mgr, 20)
+    mgr, source, target = _filled(dirs, 20)
     move, _ = mgr.begin_move(TOPIC, 0, target)
     mgr.move_future_job(move, NOW_MS)()
     mgr.delete_topic(TOPIC)
@@ -327,11 +325,7 @@ def test_a_future_left_by_a_deleted_topic_is_removed_at_start(dirs):
 
 
 def test_a_log_ending_in_a_gap_keeps_its_log_end_offset(dirs):
-    mgr = _manager(dirs)
-    mgr.create_topic(TOPIC, 1)
-    source = _live_dirs(dirs)[0]
-    target = next(d for d in dirs if d != source)
-    _fill(mgr, 10)
+    mgr, source, target = _filled(dirs, 10)
     log = mgr.get_log(TOPIC, 0)
     end = log.log_end_offset
     log.roll(expected_next_offset=end + 5)   # an empty active segment past the last record
