@@ -5,6 +5,7 @@ import os
 
 import pytest
 from support.log_helpers import NOW_MS, batch
+from support.unit_helpers import started_manager
 
 from sundial.config import ConfigError
 from sundial.storage import files
@@ -183,10 +184,15 @@ def test_corrupt_checkpoint_is_treated_as_empty(dirs):
     again.shutdown()
 
 
-def test_delete_topic(dirs):
-    mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 5000})
-    mgr.startup()
+def _with_topic_gone_later(dirs):
+    """A started manager whose deleted files wait 5 s, with a two-partition topic "gone"."""
+    mgr = started_manager(dirs, **{"log.segment.delete.delay.ms": 5000})
     mgr.create_topic("gone", 2)
+    return mgr
+
+
+def test_delete_topic(dirs):
+    mgr = _with_topic_gone_later(dirs)
     mgr.get_log("gone", 0)
     mgr.delete_topic("gone")
     assert mgr.topic("gone") is None and mgr.get_log("gone", 0) is None
@@ -279,9 +285,7 @@ def test_expired_files_are_handed_over_once_and_removed_elsewhere(dirs):
 
     from sundial.storage.log_manager import remove_expired
 
-    mgr = LogManager(dirs, {"log.segment.delete.delay.ms": 5000})
-    mgr.startup()
-    mgr.create_topic("gone", 2)
+    mgr = _with_topic_gone_later(dirs)
     mgr.delete_topic("gone")
     assert mgr.take_expired_files(NOW_MS) == ([], [])          # schedules the delay
     due_files, due_dirs = mgr.take_expired_files(NOW_MS + 5000)
