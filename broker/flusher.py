@@ -82,9 +82,11 @@ class FlushThreads(_Runner):
     so a worker the host preempts never holds up the event loop.
     """
 
-    def __init__(self, threads: int, *, run_job: Callable[[FlushJob], None] = _run_job) -> None:
+    def __init__(self, threads: int, *, run_job: Callable[[FlushJob], None] = _run_job,
+                 name: str = "sundial-fsync") -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._run_job = run_job
+        self._name = name
         self._size = threads
         self._started = 0            # submitting threads only (the event loop)
         self._idle: deque = deque()  # one entry per thread at (or on its way to) the queue
@@ -99,7 +101,7 @@ class FlushThreads(_Runner):
             if self._started < self._size:
                 self._started += 1
                 try:
-                    threading.Thread(target=self._work, name=f"sundial-fsync_{self._started - 1}",
+                    threading.Thread(target=self._work, name=f"{self._name}_{self._started - 1}",
                                      daemon=True).start()
                 except RuntimeError:  # the OS refused a thread: the running ones take the job
                     self._started -= 1
@@ -147,41 +149,33 @@ def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
         fut.set_exception(error)
 
 
-class NativeFlushThreads(_Runner):
-    """Flush jobs on native fsync threads (:func:`storage.files.native_fsync_worker`).
+class NativeCompletions:
+    """The jobs handed to one native worker (:func:`storage.files.native_fsync_worker`) and their
+    reports: each loop that submits watches the worker's eventfd (``add_reader``, registered on
+    its first job; loops closed since are forgotten then). The reader collects every finished
+    job and calls ``done(job, error)`` on the job's own loop (directly when that is the running
+    loop, else through ``call_soon_threadsafe``); ``error`` is None or ``failure(errno)``."""
 
-    :meth:`submit` takes the job's descriptors (``FlushJob.hand_over``) and queues them
-    under a token; the worker fdatasyncs and closes them without the GIL and signals its
-    eventfd. Each loop that submits watches that eventfd (``add_reader``, registered on
-    its first submit; loops closed since are forgotten then). The reader collects every
-    finished job and calls ``done(job, error)`` on the job's own loop (directly when that
-    is the running loop, else through ``call_soon_threadsafe``); ``error`` is None or
-    what ``FlushJob.run`` would have raised (:func:`storage.log_flush.flush_failure` of
-    the errno). Threads start lazily up to ``threads``, as with :class:`FlushThreads`.
-    Every job is synced for real: a disk to inject goes through ``FlushThreads(run_job=...)``.
-    """
-
-    def __init__(self, threads: int) -> None:
-        self._worker = native_fsync_worker(threads)
-        self._fd = self._worker.fileno()
+    def __init__(self, worker, failure: Callable[[int], BaseException]) -> None:
+        self.worker = worker
+        self._fd = worker.fileno()
+        self._failure = failure
         self._jobs: dict[int, tuple] = {}   # token -> (job, loop, done); loop threads only
         self._tokens = itertools.count()
         self._loops: list[asyncio.AbstractEventLoop] = []
 
-    def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
+    def track(self, job, loop: asyncio.AbstractEventLoop, done) -> int:
+        """The token to submit ``job`` under; ``forget`` it when the submit fails."""
         if loop not in self._loops:
             self._loops = [known for known in self._loops if not known.is_closed()]
             loop.add_reader(self._fd, self._collect)
             self._loops.append(loop)
         token = next(self._tokens)
-        fds = job.hand_over()
         self._jobs[token] = (job, loop, done)
-        try:
-            self._worker.submit(token, fds)
-        except BaseException:   # RuntimeError: no thread could start; the fds are still ours
-            del self._jobs[token]
-            close_fds(fds)
-            raise
+        return token
+
+    def forget(self, token: int) -> None:
+        self._jobs.pop(token, None)
 
     def _collect(self) -> None:
         """The eventfd's reader, on some loop that submitted: report every finished job."""
@@ -189,17 +183,17 @@ class NativeFlushThreads(_Runner):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        for token, err in self._worker.completed():
+        for token, err in self.worker.completed():
             entry = self._jobs.pop(token, None)
             if entry is None:
                 continue
             job, loop, done = entry
-            error = None if err == 0 else flush_failure(OSError(err, os.strerror(err)))
+            error = None if err == 0 else self._failure(err)
             if loop is running:
                 try:
                     done(job, error)
                 except Exception:   # one waiter's failure must not lose the other completions
-                    logger.exception("flush_callback_failed")
+                    logger.exception("native_job_callback_failed")
             else:
                 try:
                     loop.call_soon_threadsafe(done, job, error)
@@ -207,12 +201,46 @@ class NativeFlushThreads(_Runner):
                     pass  # that loop is closed: nobody waits for this job any more
 
     def close(self) -> None:
-        """Stop the native threads once every queued job has run."""
+        """Stop watching, then stop the native threads once every queued job has run."""
         for loop in self._loops:
             if not loop.is_closed():
                 loop.remove_reader(self._fd)
         self._loops = []
-        self._worker.close()
+        self.worker.close()
+
+
+class NativeFlushThreads(_Runner):
+    """Flush jobs on native fsync threads (:func:`storage.files.native_fsync_worker`).
+
+    :meth:`submit` takes the job's descriptors (``FlushJob.hand_over``) and queues them
+    under a token; the worker fdatasyncs and closes them without the GIL and signals its
+    eventfd, and :class:`NativeCompletions` reports the job with ``done(job, error)``, ``error``
+    being None or what ``FlushJob.run`` would have raised (:func:`storage.log_flush.flush_failure`
+    of the errno). Threads start lazily up to ``threads``, as with :class:`FlushThreads`.
+    Every job is synced for real: a disk to inject goes through ``FlushThreads(run_job=...)``.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self._jobs = NativeCompletions(native_fsync_worker(threads),
+                                       lambda err: flush_failure(OSError(err, os.strerror(err))))
+
+    def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
+        token = self._jobs.track(job, loop, done)
+        try:
+            fds = job.hand_over()
+        except BaseException:
+            self._jobs.forget(token)
+            raise
+        try:
+            self._jobs.worker.submit(token, fds)
+        except BaseException:   # RuntimeError: no thread could start; the fds are still ours
+            self._jobs.forget(token)
+            close_fds(fds)
+            raise
+
+    def close(self) -> None:
+        """Stop the native threads once every queued job has run."""
+        self._jobs.close()
 
 
 def native_fsync_available() -> bool:

@@ -108,6 +108,11 @@ class LogMover:
 
     async def _swap(self, move: LogMove) -> None:
         logs = self.logs
+        # An append whose write is in flight would end in the former log after the swap's last
+        # copy: take the log out of service only at a moment none is (checked, then swapped, with
+        # no await between).
+        while not self._replicas.appends_idle(move.topic, move.partition):
+            await self._replicas.wait_appends(move.topic, move.partition)
         fut, after = logs.start_swap(move, self._now_ms(), self._thread().submit)
         try:
             await asyncio.shield(asyncio.wrap_future(fut))

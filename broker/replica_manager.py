@@ -68,6 +68,7 @@ from sundial.records.timestamps import (
 from sundial.storage.files import FileSlice
 
 from . import page_cache
+from .appender import AppendWriters, PartitionAppender
 from .errors import NO_LOG_START_OFFSET, error_code_for
 from .flusher import PartitionFlusher, PartitionFlushers
 from .log_mover import LogMover
@@ -96,6 +97,10 @@ def _tv2_marker_is_stale(log, producer_id: int, producer_epoch: int) -> bool:
     if entry is None or producer_epoch > entry.producer_epoch:
         return False
     return not (producer_epoch == entry.producer_epoch and entry.current_txn_start_offset < 0)
+
+
+class _UnknownPartition(Exception):
+    """The partition of an append that waited in its queue is gone (topic deleted)."""
 
 
 def _expire(futures) -> None:
@@ -251,10 +256,13 @@ class ReplicaManager:
     ``flush_threads``, closed by :meth:`close`. ``flush_threads`` runs the fsyncs (acks=all,
     ``flush.messages``/``flush.ms``) when no ``flushers`` are given, owned by the caller; None:
     new ones (:func:`broker.flusher.make_flush_threads`), closed with the flushers.
+    ``append_writers`` write the bytes of Produce appends and transaction markers off the loop
+    (:mod:`broker.appender`), owned by the caller; None: new ones, closed by :meth:`close`.
     """
 
     def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
-                 scheduler=None, flush_threads=None, flushers: PartitionFlushers | None = None) -> None:
+                 scheduler=None, flush_threads=None, flushers: PartitionFlushers | None = None,
+                 append_writers: AppendWriters | None = None) -> None:
         self.config = config
         self.logs = logs
         self.purgatory = purgatory
@@ -266,6 +274,9 @@ class ReplicaManager:
         self._owns_flushers = flushers is None
         self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads)
         self._flush_threads = self._flushers.threads
+        self._owns_writers = append_writers is None
+        self._writers = append_writers if append_writers is not None else AppendWriters()
+        self._appenders: dict[tuple[str, int], PartitionAppender] = {}
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
         self.log_mover = LogMover(self, now_ms)   # AlterReplicaLogDirs moves (broker.log_mover)
 
@@ -321,6 +332,26 @@ class ReplicaManager:
 
     def forget_topic(self, topic: str) -> None:
         self._flushers.forget_topic(topic)
+        for tp in [tp for tp in self._appenders if tp[0] == topic]:
+            del self._appenders[tp]
+
+    def _appender(self, topic: str, partition: int) -> PartitionAppender:
+        appender = self._appenders.get((topic, partition))
+        if appender is None:
+            appender = self._appenders[(topic, partition)] = PartitionAppender(self._writers)
+        return appender
+
+    def appends_idle(self, topic: str, partition: int) -> bool:
+        """No append of the partition is in flight or queued now."""
+        appender = self._appenders.get((topic, partition))
+        return appender is None or appender.idle
+
+    async def wait_appends(self, topic: str, partition: int) -> None:
+        """Return once no append of the partition is in flight or queued (appends begun after
+        the return are not waited for: check :meth:`appends_idle` right before what needs it)."""
+        appender = self._appenders.get((topic, partition))
+        if appender is not None:
+            await appender.wait_idle()
 
     @staticmethod
     def _check_leader_epoch(current_leader_epoch: int) -> int:
@@ -334,24 +365,52 @@ class ReplicaManager:
 
     # -- append ------------------------------------------------------------------------------
     def append_one(self, topic: str, partition: int, records, now_ms: int) -> AppendOutcome:
+        """Append on the loop thread, write included: internal topics, which no client appends to
+        (their writers await durability anyway). Produce goes through :meth:`append`."""
         log = self.log_for(topic, partition)
         if log is None:
             return AppendOutcome(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             result = log.append(records, now_ms=now_ms, leader_epoch=LEADER_EPOCH)
-        except se.StorageError as exc:
-            code = error_code_for(exc)
-            out = AppendOutcome(error_code=code)
-            if code not in NO_LOG_START_OFFSET:
-                out.log_start_offset = log.log_start_offset
-            if isinstance(exc, se.InvalidRecordError):
-                out.record_errors = list(getattr(exc, "record_errors", None) or [])
-                out.error_message = str(exc)
-            logger.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
-            return out
-        except OSError as exc:
-            logger.error("append_io_error", topic=topic, partition=partition, error=str(exc))
-            return AppendOutcome(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+        except Exception as exc:
+            return self._appended(topic, partition, log, None, exc)
+        return self._appended(topic, partition, log, result, None)
+
+    def append(self, topic: str, partition: int, records, now_ms: int, *,
+               on_done: Callable[[AppendOutcome], None] | None = None):
+        """Produce's append, in arrival order per partition, its write off the loop
+        (:mod:`broker.appender`): the :class:`AppendOutcome` at once when no write is needed or
+        the append is refused; else :data:`broker.appender.PENDING`, and ``on_done(outcome)``
+        when it ends (a Future of the outcome when ``on_done`` is None)."""
+        def begin():
+            log = self.log_for(topic, partition)
+            if log is None:
+                raise _UnknownPartition()
+            return log, log.begin_append(records, now_ms=now_ms, leader_epoch=LEADER_EPOCH)
+
+        return self._appender(topic, partition).submit(
+            begin, lambda log, result, exc: self._appended(topic, partition, log, result, exc), on_done)
+
+    def _appended(self, topic: str, partition: int, log, result, exc) -> AppendOutcome:
+        """The outcome of an append that ended with ``result`` (an AppendResult) or ``exc``."""
+        if exc is not None:
+            if isinstance(exc, _UnknownPartition):
+                return AppendOutcome(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if isinstance(exc, se.StorageError):
+                code = error_code_for(exc)
+                out = AppendOutcome(error_code=code)
+                if code not in NO_LOG_START_OFFSET and log is not None and not log.closed:
+                    out.log_start_offset = log.log_start_offset
+                if isinstance(exc, se.InvalidRecordError):
+                    out.record_errors = list(getattr(exc, "record_errors", None) or [])
+                    out.error_message = str(exc)
+                logger.info("append_rejected", topic=topic, partition=partition, error=code.name, reason=str(exc))
+                return out
+            if isinstance(exc, OSError):
+                logger.error("append_io_error", topic=topic, partition=partition, error=str(exc))
+                return AppendOutcome(error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+            logger.error("append_failed", topic=topic, partition=partition, error=repr(exc), exc_info=exc)
+            return AppendOutcome(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         if not result.duplicate:
             self.purgatory.notify(topic, partition)
             self.metrics.appended(topic, result.record_count, result.size_bytes)
@@ -417,7 +476,8 @@ class ReplicaManager:
         epoch); TRANSACTION_COORDINATOR_FENCED (52) when
         ``coordinator_epoch`` is older than the last marker's; UNSUPPORTED_FOR_MESSAGE_FORMAT
         (43) for a topic stored below magic 2; KAFKA_STORAGE_ERROR (56); REQUEST_TIMED_OUT (7).
-        Storage work runs on the event loop thread, like Produce appends.
+        The markers are appended like Produce appends: in each partition's order, their bytes
+        written off the loop (:mod:`broker.appender`).
         """
         partitions = list(partitions)
         waiting = self.open_logs(partitions)
@@ -427,34 +487,45 @@ class ReplicaManager:
         ts = now if timestamp_ms is None else timestamp_ms
         control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
         codes: dict[tuple[str, int], int] = {}
-        appended: list[tuple[str, int, AppendOutcome]] = []
+        outcomes: list[tuple[str, int, Any]] = []
         for topic, partition in partitions:
-            log = self.log_for(topic, partition)
-            if log is None:
-                codes[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            try:
+            def begin(topic=topic, partition=partition):
+                log = self.log_for(topic, partition)
+                if log is None:
+                    raise _UnknownPartition()
                 if transaction_version >= 2 and _tv2_marker_is_stale(log, producer_id, producer_epoch):
                     raise se.InvalidProducerEpochError(
                         f"transaction version {transaction_version} marker epoch {producer_epoch} is not above "
                         f"the partition's epoch for producer {producer_id}")
-                result = log.append_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
-                                               coordinator_epoch=coordinator_epoch, control_type=control_type,
-                                               timestamp_ms=ts, now_ms=now, leader_epoch=LEADER_EPOCH)
-            except se.StorageError as exc:
-                code = error_code_for(exc)
-                codes[(topic, partition)] = code
-                logger.info("txn_marker_rejected", topic=topic, partition=partition, producer_id=producer_id,
-                            error=code.name, reason=str(exc))
-                continue
-            except OSError as exc:
-                logger.error("txn_marker_io_error", topic=topic, partition=partition, error=str(exc))
-                codes[(topic, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
-                continue
-            codes[(topic, partition)] = ErrorCode.NONE
-            self.purgatory.notify(topic, partition)
-            appended.append((topic, partition, AppendOutcome(base_offset=result.first_offset,
-                                                             last_offset=result.last_offset)))
+                return log, log.begin_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                                 coordinator_epoch=coordinator_epoch, control_type=control_type,
+                                                 timestamp_ms=ts, now_ms=now, leader_epoch=LEADER_EPOCH)
+
+            def settle(log, result, exc, topic=topic, partition=partition) -> int | AppendOutcome:
+                if exc is None:
+                    self.purgatory.notify(topic, partition)
+                    return AppendOutcome(base_offset=result.first_offset, last_offset=result.last_offset)
+                if isinstance(exc, _UnknownPartition):
+                    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if isinstance(exc, se.StorageError):
+                    code = error_code_for(exc)
+                    logger.info("txn_marker_rejected", topic=topic, partition=partition, producer_id=producer_id,
+                                error=code.name, reason=str(exc))
+                    return code
+                logger.error("txn_marker_io_error", topic=topic, partition=partition, error=str(exc),
+                             exc_info=None if isinstance(exc, OSError) else exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+
+            outcomes.append((topic, partition, self._appender(topic, partition).submit(begin, settle)))
+        appended: list[tuple[str, int, AppendOutcome]] = []
+        for topic, partition, outcome in outcomes:
+            if isinstance(outcome, asyncio.Future):
+                outcome = await outcome
+            if isinstance(outcome, AppendOutcome):
+                codes[(topic, partition)] = ErrorCode.NONE
+                appended.append((topic, partition, outcome))
+            else:
+                codes[(topic, partition)] = outcome
         if appended:
             await self.wait_durable(appended, timeout_ms)
             for topic, partition, out in appended:
@@ -842,6 +913,10 @@ class ReplicaManager:
 
     async def close(self) -> None:
         await self.log_mover.close()
+        for appender in list(self._appenders.values()):
+            await appender.wait_idle()
+        if self._owns_writers:
+            self._writers.close()
         if self._owns_flushers:
             self._flushers.close()
 

@@ -1,5 +1,5 @@
 /*
- * storage._fsync_worker: fdatasync jobs run on native threads that never take the GIL.
+ * storage._fsync_worker: fdatasync and write jobs run on native threads that never take the GIL.
  *
  * FsyncWorker(threads) owns a FIFO of jobs and up to `threads` worker pthreads (started
  * lazily: a thread is started only when no started thread is free, so a steady stream of
@@ -14,6 +14,13 @@
  *     eventfd. Raises RuntimeError (the descriptors NOT taken: the caller closes them)
  *     when the worker is closed or no thread could be started at all (MemoryError and the
  *     argument errors leave them to the caller too).
+ * submit_write(token: int, fd: int, position: int, chunks: tuple[bytes-like, ...]) -> None
+ *     Queues a write job: a worker writes the chunks one after the other from `position`
+ *     with pwritev (short writes continued, EINTR retried), then closes fd and reports like
+ *     an fsync job (errno of the first failure, or 0). The job holds a buffer of each chunk
+ *     (the objects stay alive and unresized) until completed() reports it and releases them
+ *     under the GIL. The worker owns fd once the call returns; on any exception it is left
+ *     to the caller.
  * fileno() -> int
  *     The eventfd: readable while completions wait to be collected.
  * completed() -> list[tuple[int, int]]
@@ -42,6 +49,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -50,15 +58,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 typedef struct job {
     struct job *next;
     long long token;
     int err;
+    long long position;   /* write jobs: where the first chunk goes */
+    Py_ssize_t nbufs;     /* write jobs: chunks (0: an fsync job) */
+    Py_buffer *bufs;      /* write jobs: held until completed() releases them under the GIL */
+    struct iovec *iov;    /* write jobs: one per chunk, consumed by the write */
     Py_ssize_t nfds;
     int fds[];
 } job_t;
+
+/* Free a job; under the GIL when it holds buffers. */
+static void free_job(job_t *job)
+{
+    for (Py_ssize_t i = 0; i < job->nbufs; i++)
+        PyBuffer_Release(&job->bufs[i]);
+    PyMem_RawFree(job->bufs);
+    PyMem_RawFree(job->iov);
+    free(job);
+}
 
 typedef struct {
     PyObject_HEAD
@@ -100,10 +123,39 @@ static job_t *take_all(job_t **stack)
     return oldest;
 }
 
+/* Every byte of the iovecs from `position`; 0 or the errno of the failure. */
+static int write_all(int fd, struct iovec *iov, Py_ssize_t count, long long position)
+{
+    while (count > 0) {
+        int batch = count > IOV_MAX ? IOV_MAX : (int)count;
+        ssize_t n = pwritev(fd, iov, batch, (off_t)position);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (n == 0)
+            return EIO;
+        position += n;
+        while (count > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            count--;
+        }
+        if (count > 0 && n > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
 static int run_job(job_t *job)
 {
     int err = 0;
-    for (Py_ssize_t i = 0; i < job->nfds && err == 0; i++) {
+    if (job->nbufs > 0)
+        err = write_all(job->fds[0], job->iov, job->nbufs, job->position);
+    for (Py_ssize_t i = 0; i < job->nfds && err == 0 && job->nbufs == 0; i++) {
         while (fdatasync(job->fds[i]) != 0) {
             if (errno != EINTR) {
                 err = errno;
@@ -256,7 +308,7 @@ static void Worker_dealloc(Worker *w)
         pthread_mutex_destroy(&w->wlock);
         for (job_t *job = take_all(&w->done); job != NULL;) {
             job_t *next = job->next;
-            free(job);
+            free_job(job);
             job = next;
         }
     }
@@ -266,6 +318,58 @@ static void Worker_dealloc(Worker *w)
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
+/* Queue `job` (under the GIL). 0, or -1 with an exception set and the job left to the caller. */
+static int enqueue(Worker *w, job_t *job)
+{
+    if (w->stopping) {
+        PyErr_SetString(PyExc_RuntimeError, "fsync worker is closed");
+        return -1;
+    }
+    if (__atomic_load_n(&w->free_threads, __ATOMIC_RELAXED) <= 0 && w->started < w->max_threads) {
+        if (start_thread(w) == 0) {
+            w->started++;
+            __atomic_add_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
+        } else if (w->started == 0) {
+            PyErr_SetString(PyExc_RuntimeError, "can't start an fsync thread");
+            return -1;
+        }   /* else: the running threads take the job */
+    }
+    __atomic_sub_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
+    push(&w->inbox, job, NULL);
+    sem_post(&w->jobs);
+    return 0;
+}
+
+static job_t *new_job(long long token, Py_ssize_t nfds)
+{
+    job_t *job = malloc(sizeof(job_t) + (size_t)nfds * sizeof(int));
+    if (job == NULL)
+        return NULL;
+    job->next = NULL;
+    job->token = token;
+    job->err = 0;
+    job->position = 0;
+    job->nbufs = 0;
+    job->bufs = NULL;
+    job->iov = NULL;
+    job->nfds = nfds;
+    return job;
+}
+
+static int fd_of(PyObject *obj, int *fd)
+{
+    int overflow;
+    long value = PyLong_AsLongAndOverflow(obj, &overflow);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || value < 0 || value > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a file descriptor must be a non-negative int");
+        return -1;
+    }
+    *fd = (int)value;
+    return 0;
+}
+
 static PyObject *Worker_submit(Worker *w, PyObject *args)
 {
     long long token;
@@ -273,44 +377,64 @@ static PyObject *Worker_submit(Worker *w, PyObject *args)
     if (!PyArg_ParseTuple(args, "LO!", &token, &PyTuple_Type, &fds))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(fds);
-    job_t *job = malloc(sizeof(job_t) + (size_t)n * sizeof(int));
+    job_t *job = new_job(token, n);
     if (job == NULL)
         return PyErr_NoMemory();
-    job->next = NULL;
-    job->token = token;
-    job->nfds = n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int overflow;
-        long fd = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(fds, i), &overflow);
-        if (fd == -1 && PyErr_Occurred()) {
-            free(job);
+        if (fd_of(PyTuple_GET_ITEM(fds, i), &job->fds[i]) != 0) {
+            free_job(job);
             return NULL;
         }
-        if (overflow || fd < 0 || fd > INT32_MAX) {
-            free(job);
-            PyErr_SetString(PyExc_ValueError, "a file descriptor must be a non-negative int");
-            return NULL;
-        }
-        job->fds[i] = (int)fd;
     }
-    if (w->stopping) {
-        free(job);
-        PyErr_SetString(PyExc_RuntimeError, "fsync worker is closed");
+    if (enqueue(w, job) != 0) {
+        free_job(job);
         return NULL;
     }
-    if (__atomic_load_n(&w->free_threads, __ATOMIC_RELAXED) <= 0 && w->started < w->max_threads) {
-        if (start_thread(w) == 0) {
-            w->started++;
-            __atomic_add_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
-        } else if (w->started == 0) {
-            free(job);
-            PyErr_SetString(PyExc_RuntimeError, "can't start an fsync thread");
-            return NULL;
-        }   /* else: the running threads take the job */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Worker_submit_write(Worker *w, PyObject *args)
+{
+    long long token, position;
+    PyObject *fd_obj, *chunks;
+    if (!PyArg_ParseTuple(args, "LOLO!", &token, &fd_obj, &position, &PyTuple_Type, &chunks))
+        return NULL;
+    if (position < 0) {
+        PyErr_SetString(PyExc_ValueError, "the position must not be negative");
+        return NULL;
     }
-    __atomic_sub_fetch(&w->free_threads, 1, __ATOMIC_RELAXED);
-    push(&w->inbox, job, NULL);
-    sem_post(&w->jobs);
+    Py_ssize_t n = PyTuple_GET_SIZE(chunks);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "a write needs at least one chunk");
+        return NULL;
+    }
+    job_t *job = new_job(token, 1);
+    if (job == NULL)
+        return PyErr_NoMemory();
+    if (fd_of(fd_obj, &job->fds[0]) != 0) {
+        free_job(job);
+        return NULL;
+    }
+    job->position = position;
+    job->bufs = PyMem_RawCalloc((size_t)n, sizeof(Py_buffer));
+    job->iov = PyMem_RawCalloc((size_t)n, sizeof(struct iovec));
+    if (job->bufs == NULL || job->iov == NULL) {
+        free_job(job);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(chunks, i), &job->bufs[i], PyBUF_SIMPLE) != 0) {
+            free_job(job);
+            return NULL;
+        }
+        job->nbufs = i + 1;
+        job->iov[i].iov_base = job->bufs[i].buf;
+        job->iov[i].iov_len = (size_t)job->bufs[i].len;
+    }
+    if (enqueue(w, job) != 0) {
+        free_job(job);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -346,7 +470,7 @@ static PyObject *Worker_completed(Worker *w, PyObject *Py_UNUSED(ignored))
             Py_CLEAR(out);        /* these results are lost: only under MemoryError */
         else
             PyList_SET_ITEM(out, i++, item);
-        free(taken);
+        free_job(taken);
         taken = next;
     }
     return out;
@@ -360,6 +484,8 @@ static PyObject *Worker_threads_started(Worker *w, void *Py_UNUSED(closure))
 static PyMethodDef Worker_methods[] = {
     {"submit", (PyCFunction)Worker_submit, METH_VARARGS,
      "submit(token, fds): queue an fdatasync-then-close job (the worker owns fds from now on)."},
+    {"submit_write", (PyCFunction)Worker_submit_write, METH_VARARGS,
+     "submit_write(token, fd, position, chunks): queue a pwritev-then-close job (the worker owns fd from now on)."},
     {"fileno", (PyCFunction)Worker_fileno, METH_NOARGS, "The eventfd, readable while completions wait."},
     {"completed", (PyCFunction)Worker_completed, METH_NOARGS,
      "Clear the eventfd; (token, errno or 0) of every job finished since the last call."},

@@ -20,6 +20,10 @@ stall on a slow or busy disk and that the broker runs off the event loop call
 ``move``
     each step of an AlterReplicaLogDirs move: creating the future log, each chunk copied into
     it, the swap (:mod:`storage.log_move`)
+``write``
+    writing the bytes of an append (Produce, transaction markers) on an append-writer thread
+    (:mod:`broker.appender`; with it slow the broker writes on its Python threads, since the
+    native ones cannot call back into this hook)
 
 The default :class:`Disk` does nothing. :class:`SlowDisk` sleeps, counts, and logs
 ``slow_disk_wait_started``/``slow_disk_wait_ended`` around each sleep; the
@@ -40,7 +44,7 @@ import structlog
 
 logger = structlog.get_logger(__name__)
 
-OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint", "metadata", "move")
+OPERATIONS = ("unlink", "rename", "open", "read", "checkpoint", "metadata", "move", "write")
 
 #: Environment variable that installs a :class:`SlowDisk` (tests only).
 SLOW_DISK_ENV = "SUNDIAL_TEST_SLOW_DISK"

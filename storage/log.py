@@ -96,6 +96,37 @@ class AppendResult(NamedTuple):
     max_timestamp_ms: int = NO_TIMESTAMP
 
 
+@dataclass(slots=True, eq=False)
+class PendingAppend:
+    """An append whose bytes are still to be written: :meth:`PartitionLog.begin_append` made it,
+    :meth:`PartitionLog.finish_append` ends it. Between the two the log's state is as before
+    the append (readers see nothing of it) and the log takes no other append, roll or
+    truncation. Whoever writes the bytes calls :meth:`write` (on any thread) or takes the
+    parts with :meth:`hand_over` to write them elsewhere."""
+
+    validated: ValidatedRecords
+    marker: object
+    segment: LogSegment
+    position: int
+    size_bytes: int
+    indexed: bool
+    now_ms: int
+
+    @property
+    def chunks(self) -> tuple:
+        return tuple(self.validated.chunks)
+
+    def hand_over(self) -> tuple[int, int, tuple]:
+        """``(fd, position, chunks)`` for a writer elsewhere: ``fd`` is a duplicate of the segment's
+        descriptor that the writer owns and closes, so closing the log meanwhile cannot make
+        the write land in another file. ``OSError`` when the descriptor cannot be duplicated."""
+        return os.dup(self.segment.fd), self.position, self.chunks
+
+    def write(self) -> None:
+        """Write the bytes at their position through the segment's descriptor; ``OSError`` escapes."""
+        files.pwritev_all(self.segment.fd, self.chunks, self.position, self.size_bytes)
+
+
 @dataclass(slots=True)
 class FetchDataInfo:
     """A read's bytes. ``aborted_transactions`` is None unless asked for (read_committed)."""
@@ -164,6 +195,7 @@ class PartitionLog:
                                      self._producers)
         self._active_ready = False
         self._oldest_cache: tuple[tuple[int, int, int], int | None] | None = None   # oldest_record_timestamp
+        self._in_flight: PendingAppend | None = None   # begun, not finished (see begin_append)
         self._closed = False
 
     # -- construction ---------------------------------------------------------------------------------
@@ -253,8 +285,18 @@ class PartitionLog:
     # -- append ---------------------------------------------------------------------------------------
     def append(self, records, *, now_ms: int, leader_epoch: int = 0,
                origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
-        """Validate and append one partition's records (see module doc)."""
+        """Validate and append one partition's records (see module doc), writing on this thread:
+        :meth:`begin_append`, the write, :meth:`finish_append`."""
+        return self._write_now(self.begin_append(records, now_ms=now_ms, leader_epoch=leader_epoch, origin=origin))
+
+    def begin_append(self, records, *, now_ms: int, leader_epoch: int = 0,
+                     origin: AppendOrigin = AppendOrigin.CLIENT) -> "AppendResult | PendingAppend":
+        """Everything of an append but the write of its bytes: an :class:`AppendResult` when
+        nothing is to be written (no records, or an idempotent retry), else a
+        :class:`PendingAppend` to write and then end with :meth:`finish_append`. Raises what
+        ``append`` raises, and ``KafkaStorageError`` while another append is in flight."""
         self._check_open()
+        self._check_no_append_in_flight()
         self._ensure_producer_state(now_ms)
         v = validate_records(records, config=self.config, next_offset=self._leo, now_ms=now_ms,
                              leader_epoch=leader_epoch, origin=origin)
@@ -268,11 +310,12 @@ class PartitionLog:
             return AppendResult(dup.first_offset, dup.last_offset,
                                 dup.timestamp_ms if self.config.is_log_append_time else NO_TIMESTAMP,
                                 self.log_start_offset, dup.last_offset - dup.first_offset + 1, 0, duplicate=True)
-        return self._append_validated(v, now_ms, marker)
+        return self._begin_validated(v, now_ms, marker)
 
     def append_as_follower(self, records, *, now_ms: int) -> AppendResult:
         """Append batches that already carry offsets (tests, tools): no validation, shallow info only."""
         self._check_open()
+        self._check_no_append_in_flight()
         self._ensure_producer_state(now_ms)
         views = list(iter_batches(records))
         if not views:
@@ -299,9 +342,9 @@ class PartitionLog:
                 raise ValueError("a follower append holding a control batch must hold one batch")
             marker = read_end_txn_marker(views[0])
             self._producers.check(batches, origin=AppendOrigin.REPLICATION, marker=marker)
-            return self._append_validated(v, now_ms, marker)
+            return self._write_now(self._begin_validated(v, now_ms, marker))
         self._producers.check(batches, origin=AppendOrigin.REPLICATION)
-        return self._append_validated(v, now_ms)
+        return self._write_now(self._begin_validated(v, now_ms))
 
     def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                           control_type: int, timestamp_ms: int, now_ms: int, leader_epoch: int = 0) -> AppendResult:
@@ -310,31 +353,74 @@ class PartitionLog:
         Raises InvalidProducerEpochError (older producer epoch),
         TransactionCoordinatorFencedError (older coordinator epoch) or KafkaStorageError.
         """
+        return self._write_now(self.begin_txn_marker(
+            producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+            control_type=control_type, timestamp_ms=timestamp_ms, now_ms=now_ms, leader_epoch=leader_epoch))
+
+    def begin_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         control_type: int, timestamp_ms: int, now_ms: int,
+                         leader_epoch: int = 0) -> "AppendResult | PendingAppend":
+        """:meth:`append_txn_marker` without the write (as :meth:`begin_append`)."""
         batch = build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
                                      coordinator_epoch=coordinator_epoch, control_type=control_type,
                                      timestamp_ms=timestamp_ms)
-        return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
+        return self.begin_append(batch, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
 
-    def _append_validated(self, v, now_ms: int, marker=None) -> AppendResult:
-        chunks = v.chunks
-        size = v.size_bytes or sum(len(c) for c in chunks)
+    def _begin_validated(self, v, now_ms: int, marker=None) -> PendingAppend:
+        size = v.size_bytes or sum(len(c) for c in v.chunks)
         segment = self._maybe_roll(size, v.max_timestamp_ms, v.first_offset, v.last_offset, now_ms)
-        txn = self._txn
-        indexed = txn.index_abort_before_append(v, marker, segment) if marker is not None else False
+        indexed = self._txn.index_abort_before_append(v, marker, segment) if marker is not None else False
         try:
-            segment.append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, chunks,
-                           size_bytes=size)
+            position = segment.begin_append(v.last_offset)
         except BaseException:
             if indexed:
                 segment.txn_index.truncate_to(v.first_offset)
             raise
+        pending = self._in_flight = PendingAppend(v, marker, segment, position, size, indexed, now_ms)
+        return pending
+
+    def _write_now(self, begun: "AppendResult | PendingAppend") -> AppendResult:
+        if not isinstance(begun, PendingAppend):
+            return begun
+        try:
+            begun.write()
+        except OSError as exc:
+            return self.finish_append(begun, exc)
+        return self.finish_append(begun)
+
+    @property
+    def append_in_flight(self) -> bool:
+        """An append was begun and not finished yet (:meth:`begin_append`)."""
+        return self._in_flight is not None
+
+    def _check_no_append_in_flight(self) -> None:
+        if self._in_flight is not None:
+            raise KafkaStorageError(f"an append to {self.topic}-{self.partition} is in flight")
+
+    def finish_append(self, pending: PendingAppend, error: OSError | None = None) -> AppendResult:
+        """End ``pending`` once its bytes are written (``error``: the write failed): the segment's
+        size and indexes, the LEO and the producer state move now, together. Raises
+        ``KafkaStorageError`` for a failed write (nothing of the append stays visible; the next
+        append writes over the bytes) or when the log was closed meanwhile."""
+        if pending is not self._in_flight:
+            raise KafkaStorageError(f"no such append in flight on {self.topic}-{self.partition}")
+        self._in_flight = None
+        v, segment = pending.validated, pending.segment
+        if error is not None or self._closed:
+            if pending.indexed and not self._closed:
+                segment.txn_index.truncate_to(v.first_offset)
+            if error is None:
+                raise KafkaStorageError(f"log {self.topic}-{self.partition} was closed during an append")
+            raise KafkaStorageError.from_os_error(error, f"cannot write to segment {segment.log_path}") from error
+        segment.end_append(v.last_offset, v.max_timestamp_ms, v.shallow_offset_of_max_timestamp, pending.position,
+                           pending.size_bytes)
         self._leo = v.last_offset + 1
-        completed = self._producers.update(v.batches, marker=marker, now_ms=now_ms)
+        completed = self._producers.update(v.batches, marker=pending.marker, now_ms=pending.now_ms)
         if completed:
-            txn.index_completed(completed, segment, indexed=indexed)
+            self._txn.index_completed(completed, segment, indexed=pending.indexed)
         self._producers.map_end_offset = self._leo
         return AppendResult(v.first_offset, v.last_offset, v.log_append_time_ms, self.log_start_offset,
-                            v.record_count, size, False, v.max_timestamp_ms)
+                            v.record_count, pending.size_bytes, False, v.max_timestamp_ms)
 
     # -- rolling --------------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, max_timestamp_ms: int, first_offset: int, last_offset: int,
@@ -357,6 +443,7 @@ class PartitionLog:
              reason: str = "requested") -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)`` (§5.4)."""
         self._check_open()
+        self._check_no_append_in_flight()
         new_base = max(expected_next_offset or 0, self._leo)
         self._deleter.finish_renames(new_base)
         segments = self._segments
@@ -562,6 +649,7 @@ class PartitionLog:
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
         """Remove every record at or above ``offset`` (§8.4); False when nothing changed."""
         self._check_open()
+        self._check_no_append_in_flight()
         if offset < 0:
             raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset")
         if offset >= self._leo:
@@ -586,6 +674,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete every segment and start empty at ``offset``."""
         self._check_open()
+        self._check_no_append_in_flight()
         doomed = list(self._segments)
         self._deleter.finish_renames(offset)
         for seg in doomed:
@@ -613,13 +702,16 @@ class PartitionLog:
     def defer_renames(self, value: bool) -> None:
         self._deleter.defer_renames = value
 
+    def _roll_for_retention(self, now_ms: int) -> LogSegment | None:
+        return None if self._in_flight is not None else self.roll(now_ms, reason="retention")
+
     def delete_old_segments(self, now_ms: int, consumed_upto: int | None = None) -> RetentionOutcome:
         """One retention pass (reference §7, seed 004); see :mod:`storage.retention`."""
         self._check_open()
         outcome = self._retention.delete_old_segments(
             self.config, now_ms, consumed_upto, log_start_offset=self.log_start_offset,
             high_watermark=self.high_watermark, log_end_offset=lambda: self._leo,
-            roll=lambda at_ms: self.roll(at_ms, reason="retention"), advance_log_start=self._advance_log_start)
+            roll=self._roll_for_retention, advance_log_start=self._advance_log_start)
         outcome.log_start_offset = self.log_start_offset
         return outcome
 

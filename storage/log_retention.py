@@ -197,10 +197,12 @@ class LogRetention:
 
     def delete_old_segments(self, cfg: TopicConfig, now_ms: int, consumed_upto: int | None, *,
                             log_start_offset: int, high_watermark: int, log_end_offset: Callable[[], int],
-                            roll: Callable[[int], LogSegment],
+                            roll: Callable[[int], LogSegment | None],
                             advance_log_start: Callable[[int], int]) -> RetentionOutcome:
         """One retention pass (reference §7, seed 004); see :mod:`storage.retention`.
-        ``advance_log_start(offset)`` raises the log start offset (if below) and returns it."""
+        ``advance_log_start(offset)`` raises the log start offset (if below) and returns it;
+        ``roll(now_ms)`` returns the new active segment, or None when the log cannot roll now
+        (then the active segment stays until a later pass)."""
         outcome = RetentionOutcome(self.topic, self.partition)
         hw = high_watermark
         rules: list[tuple[str, Callable]] = [
@@ -240,15 +242,19 @@ class LogRetention:
                        largest_timestamp_ms=hold.largest_timestamp_ms, detail=hold.detail)
 
     def _delete_prefix(self, cfg: TopicConfig, count: int, facts: list[SegmentFacts], reason: str, now_ms: int,
-                       outcome: RetentionOutcome, roll: Callable[[int], LogSegment],
+                       outcome: RetentionOutcome, roll: Callable[[int], LogSegment | None],
                        advance_log_start: Callable[[int], int]) -> None:
         doomed_facts = facts[:count]
         if count == len(self._segments):
             new = roll(now_ms)
-            outcome.rolled = True
-            if doomed_facts[-1].base_offset == new.base_offset:
+            if new is None:     # the log cannot roll now (an append is in flight): the active segment stays
                 doomed_facts = doomed_facts[:-1]
                 count -= 1
+            else:
+                outcome.rolled = True
+                if doomed_facts[-1].base_offset == new.base_offset:
+                    doomed_facts = doomed_facts[:-1]
+                    count -= 1
         if count <= 0:
             return
         doomed = self._segments.drop_prefix(count)

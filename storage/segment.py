@@ -314,7 +314,8 @@ class LogSegment:
         """Append validated bytes (see module doc for the index rules).
 
         ``records`` is a bytes-like object or a tuple/list of them (written with one
-        ``pwritev``, in order); ``size_bytes`` may give their total length.
+        ``pwritev``, in order); ``size_bytes`` may give their total length. The same as
+        :meth:`begin_append`, the write, then :meth:`end_append`.
         """
         if isinstance(records, (tuple, list)):
             chunks = records
@@ -324,15 +325,7 @@ class LogSegment:
             n = len(records)
         if n == 0:
             return
-        position = self.size_bytes
-        if position == 0:
-            self._rolling_base_ts = largest_timestamp_ms
-            self._rolling_base_loaded = True
-        self._ensure_offset_in_range(largest_offset)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            # Disk full: fail before the .log grows, never between the .log and its indexes.
-            self.offset_index.reserve_next_entry()
-            self.time_index.reserve_next_entry()
+        position = self.begin_append(largest_offset)
         try:
             if chunks is None:
                 files.pwrite_all(self.fd, records, position)
@@ -340,7 +333,31 @@ class LogSegment:
                 files.pwritev_all(self.fd, chunks, position, n)
         except OSError as exc:
             raise KafkaStorageError.from_os_error(exc, f"cannot write to segment {self._log_path}") from exc
-        self.size_bytes = position + n
+        self.end_append(largest_offset, largest_timestamp_ms, shallow_offset_of_max_timestamp, position, n)
+
+    def begin_append(self, largest_offset: int) -> int:
+        """First half of an append: check ``largest_offset`` against the base and make room for
+        the index entries it may add (disk full fails here, before the ``.log`` grows, never
+        between the ``.log`` and its indexes); the file position to write the bytes at. Nothing
+        of the segment's state moves until :meth:`end_append`."""
+        self._ensure_offset_in_range(largest_offset)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.reserve_next_entry()
+            self.time_index.reserve_next_entry()
+        return self.size_bytes
+
+    def end_append(self, largest_offset: int, largest_timestamp_ms: int, shallow_offset_of_max_timestamp: int,
+                   position: int, size_bytes: int) -> None:
+        """Second half, once ``size_bytes`` bytes are written at ``position`` (what
+        :meth:`begin_append` returned, with no other append between): the size, the next
+        offset, the max timestamp and the index entries (module doc)."""
+        if position != self.size_bytes:
+            raise KafkaStorageError(f"append at position {position} of segment {self._log_path}, whose size is "
+                                    f"{self.size_bytes}")
+        if position == 0:
+            self._rolling_base_ts = largest_timestamp_ms
+            self._rolling_base_loaded = True
+        self.size_bytes = position + size_bytes
         self._next_offset = largest_offset + 1
         if self._max_ts is None:
             self._load_max_timestamp()
@@ -351,7 +368,7 @@ class LogSegment:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)  # type: ignore[arg-type]
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+        self.bytes_since_last_index_entry += size_bytes
 
     # -- rolling ----------------------------------------------------------------------------------
     def first_batch_timestamp(self) -> int:

@@ -21,12 +21,14 @@ and the time of the appends against ``request_percentage`` (not with acks=0, as 
 throttle goes into ``throttle_time_ms`` and ``ctx.throttle_time_ms`` (the connection mutes).
 
 acks=0 sends no answer; if any partition failed the connection is closed, which is
-how Kafka tells such a producer something went wrong. acks=-1 answers after fsync;
+how Kafka tells such a producer something went wrong. acks=1 answers once the bytes are
+written (off the loop), acks=-1 once they are fsynced;
 the connection may begin the requests behind it meanwhile (:func:`begin_produce`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import structlog
@@ -35,6 +37,7 @@ from sundial.protocol.errors import ErrorCode
 
 from ..authorizer import AclOperation, ResourceType, is_authorized
 from ..errors import CloseConnection
+from ..appender import PENDING
 from ..replica_manager import AppendOutcome
 from ..topics import INTERNAL_TOPICS
 
@@ -54,10 +57,11 @@ def _partition_entry(index: int, out: AppendOutcome) -> dict:
 
 
 def begin_produce(ctx, request):
-    """Append every partition now, in the caller's order; return the :class:`ProduceAnswer`.
+    """Begin the append of every partition now, in the caller's order; return the :class:`ProduceAnswer`.
 
-    The appends happen before this returns, so a connection that calls it for each
-    Produce in arrival order keeps Kafka's order of offsets and idempotent sequences.
+    Each append takes its place in its partition's queue before this returns (its bytes may
+    still be written off the loop, :mod:`broker.appender`), so a connection that calls it for
+    each Produce in arrival order keeps Kafka's order of offsets and idempotent sequences.
     Its ``result()`` waits for durability (acks=-1) and yields the response body. The
     connection may await it later, after beginning the requests behind it (pipelined
     durable produce, :mod:`broker.connection`).
@@ -69,6 +73,7 @@ def begin_produce(ctx, request):
     version = ctx.api_version
     now_ms = ctx.now_ms()
     appended: list[tuple[str, int, AppendOutcome]] = []
+    writes: _Writes | None = None
     responses = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
@@ -97,45 +102,129 @@ def begin_produce(ctx, request):
                                 reason=message, client=ctx.client_host)
                     out = AppendOutcome(error_code=code, error_message=message)
                 else:
-                    out = rm.append_one(name, p.index, p.records, now_ms)
+                    if writes is None:
+                        writes = _Writes(appended, rm, acks, request.timeout_ms)
+                    out = rm.append(name, p.index, p.records, now_ms,
+                                    on_done=writes.slot(name, p.index, parts, len(parts)))
+                    if out is PENDING:            # its write is in flight: the slot is filled when it ends
+                        writes.expect()
+                        parts.append((p.index, None))
+                        continue
                     appended.append((name, p.index, out))
             if out.error_code != ErrorCode.NONE:
                 failed = True
             parts.append((p.index, out))
         responses.append((name, parts))
-    durable = rm.start_durable(appended, request.timeout_ms) if acks == -1 and appended else None
     quotas = broker.quotas
     if quotas is not None:
         ctx.throttle_time_ms = quotas.record_produce(ctx, ctx.request_bytes, time.perf_counter() - started, acks)
+    if writes is not None and writes.expected:
+        return ProduceAnswer(acks, None, responses, failed, ctx.throttle_time_ms, writes=writes)
+    durable = rm.start_durable(appended, request.timeout_ms) if acks == -1 and appended else None
     return ProduceAnswer(acks, durable, responses, failed, ctx.throttle_time_ms)
+
+
+class _Writes:
+    """The appends of one Produce whose writes are in flight (:meth:`ReplicaManager.append`).
+
+    As each ends, its outcome takes its place in the answer; once all have, acks=all asks
+    the flushers for the fsync (:meth:`ReplicaManager.start_durable`) of every successful
+    append of the request, as ``begin_produce`` does when nothing was in flight."""
+
+    __slots__ = ("_left", "_appended", "_rm", "_acks", "_timeout_ms", "failed", "durable", "_done",
+                 "_discarded", "expected")
+
+    def __init__(self, appended, rm, acks: int, timeout_ms: int) -> None:
+        self._left = 0
+        self.expected = 0
+        self._appended = appended
+        self._rm, self._acks, self._timeout_ms = rm, acks, timeout_ms
+        self.failed = False
+        self.durable = None
+        self._discarded = False
+        self._done: asyncio.Future | None = None   # made when someone waits
+
+    def slot(self, name: str, index: int, parts: list, slot: int):
+        """The callback that puts the outcome of ``parts[slot]`` in place."""
+        return lambda out: self._one(name, index, parts, slot, out)
+
+    def expect(self) -> None:
+        self._left += 1
+        self.expected += 1
+
+    def _one(self, name: str, index: int, parts: list, slot: int, out) -> None:
+        parts[slot] = (index, out)
+        self._appended.append((name, index, out))
+        if out.error_code != ErrorCode.NONE:
+            self.failed = True
+        self._left -= 1
+        if self._left == 0:
+            if self._acks == -1 and not self._discarded:
+                self.durable = self._rm.start_durable(self._appended, self._timeout_ms)
+            if self._done is not None and not self._done.done():
+                self._done.set_result(None)
+
+    def ready(self) -> bool:
+        return self._left == 0 and (self.durable is None or self.durable.done())
+
+    async def wait(self) -> None:
+        if self._left:
+            self._done = asyncio.get_running_loop().create_future()
+            try:
+                await self._done
+            except asyncio.CancelledError:
+                self.discard()
+                raise
+
+    def discard(self) -> None:
+        self._discarded = True
+        if self.durable is not None:
+            self.durable.discard()
 
 
 class ProduceAnswer:
     """The answer owed to a begun Produce: ``ready()`` tells without waiting whether
-    ``result()`` can complete at once (no fsync left to wait for); ``discard()`` drops
-    the wait of an answer nobody will read (the connection went away)."""
+    ``result()`` can complete at once (no write or fsync left to wait for); ``discard()``
+    drops the wait of an answer nobody will read (the connection went away)."""
 
-    __slots__ = ("_acks", "_durable", "_responses", "_failed", "_throttle_time_ms")
+    __slots__ = ("_acks", "_durable", "_responses", "_failed", "_throttle_time_ms", "_writes")
 
-    def __init__(self, acks: int, durable, responses, failed: bool, throttle_time_ms: int = 0) -> None:
+    def __init__(self, acks: int, durable, responses, failed: bool, throttle_time_ms: int = 0, *,
+                 writes: _Writes | None = None) -> None:
         self._acks, self._durable, self._responses, self._failed = acks, durable, responses, failed
         self._throttle_time_ms = throttle_time_ms
+        self._writes = writes
 
     def ready(self) -> bool:
+        if self._writes is not None:
+            return self._writes.ready()
         return self._durable is None or self._durable.done()
 
     def discard(self) -> None:
+        if self._writes is not None:
+            self._writes.discard()
         if self._durable is not None:
             self._durable.discard()
 
     async def result(self):
         """The response body (None for acks=0); raises CloseConnection when an acks=0 produce failed."""
+        writes = self._writes
+        if writes is not None:
+            await writes.wait()
+            self._take_writes()
         if self._durable is not None:
             await self._durable.wait()
         return self.response()
 
+    def _take_writes(self) -> None:
+        writes, self._writes = self._writes, None
+        self._durable = writes.durable
+        self._failed = self._failed or writes.failed
+
     def response(self):
         """:meth:`result` once :meth:`ready` (nothing left to wait for), without suspending."""
+        if self._writes is not None:
+            self._take_writes()
         durable = self._durable
         if durable is not None:
             self._durable = None

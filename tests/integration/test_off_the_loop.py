@@ -258,3 +258,72 @@ def test_recovery_after_a_crash_runs_on_num_recovery_threads_per_data_dir(broker
         sock.close()
     assert c_offsets == {p: 10 for p in range(6)}
     assert d.stop() == 0
+
+
+def _produce_request(topic: str, corr: int, value: bytes, acks: int = 1) -> bytes:
+    batch = build_records(2, [SimpleRecord(int(time.time() * 1000), None, value)]).buffer
+    return encode_request(ApiKey.PRODUCE, 7, corr, "offloop", {
+        "transactional_id": None, "acks": acks, "timeout_ms": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+
+
+def _latest_offset(sock, topic: str, corr: int) -> int:
+    sock.sendall(_list_offsets_request(topic, corr))
+    body = decode_response(ApiKey.LIST_OFFSETS, 1, read_frame(sock))[1]
+    assert body.topics[0].partitions[0].error_code == 0
+    return body.topics[0].partitions[0].offset
+
+
+def test_the_loop_serves_while_an_append_is_written_to_a_slow_disk(broker_factory):
+    """Each append's write waits 2 s on the slow disk (``write:2000``). While a Produce's write is
+    under way, other connections get answers (ApiVersions, ListOffsets), the partition shows
+    nothing of the append yet, a second Produce to it waits its turn, and both end with the
+    offsets of one-at-a-time appends (0 and 1; acks=1 and acks=all)."""
+    d = broker_factory()
+    d.env[SLOW_DISK_ENV] = "write:2000"
+    d.start(timeout_s=120)
+    log = DaemonLog(d.log_path)
+    topic = unique_topic("slowwrite")
+    create_topic(d.bootstrap, topic)
+    writer = connect_raw(d.host, d.port)
+    second = connect_raw(d.host, d.port)
+    sock = connect_raw(d.host, d.port)
+    try:
+        log.read()
+        writes_before = log.started.get("write", 0)
+        writer.sendall(_produce_request(topic, 1, b"first"))
+        wait_for(lambda: log.snapshot()[0].get("write", 0) > writes_before, 120, "the first write to start")
+        second.sendall(_produce_request(topic, 2, b"second", acks=-1))
+        served = {"api_versions": 0, "list_offsets": 0}
+        unseen = 0
+        corr = 100
+        while True:
+            started, ended = log.snapshot()
+            if ended.get("write", 0) >= writes_before + 2:
+                break
+            corr += 1
+            assert _api_versions(sock, corr) == 0
+            corr += 1
+            latest = _latest_offset(sock, topic, corr)
+            after = log.snapshot()
+            if after[1].get("write", 0) == writes_before:       # the first write still under way
+                served["api_versions"] += 1
+                served["list_offsets"] += 1
+                if latest == 0:
+                    unseen += 1
+                assert latest == 0, "an append was visible before its write ended"
+            assert corr < 1_000_000
+        for sock_, corr_, want in ((writer, 1, 0), (second, 2, 1)):
+            frame = read_frame(sock_)
+            assert struct.unpack_from(">i", frame, 4)[0] == corr_
+            part = decode_response(ApiKey.PRODUCE, 7, frame)[1].responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (0, want)
+        assert _latest_offset(sock, topic, corr + 1) == 2
+    finally:
+        for s in (writer, second, sock):
+            s.close()
+    print("served while the first write was under way:", served)   # shown with pytest -s
+    assert served["api_versions"] >= 1 and unseen >= 1
+    log.read()
+    assert any(e.get("event") == "slow_disk_injected" for e in log.other)
+    assert d.stop() == 0

@@ -381,6 +381,7 @@ def test_the_tools_use_only_the_daemons_file_formats():
 #: What broker/ may use of a ``PartitionLog`` (docs/architecture.md, "Partition log").
 PARTITION_LOG_API = frozenset({
     "append", "append_as_follower", "append_txn_marker", "read", "batches_from",
+    "begin_append", "begin_txn_marker", "finish_append",
     "log_start_offset", "log_end_offset", "high_watermark", "last_stable_offset", "config", "closed",
     "ongoing_transactions", "collect_aborted_transactions", "transaction_summary",
     "describe_producers", "describe_producer",

@@ -34,7 +34,8 @@ def batch(timestamps, value_size: int = 10) -> bytes:
 
 
 class Replicas:
-    """What the mover uses of the ReplicaManager: the logs, opening, checkpoints."""
+    """What the mover uses of the ReplicaManager: the logs, opening, checkpoints, and whether
+    appends are in flight (none here: the test appends on the log itself)."""
 
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
@@ -48,6 +49,12 @@ class Replicas:
     async def write_checkpoints(self, **which) -> None:
         self.checkpoints += 1
         self.logs.checkpoint()
+
+    def appends_idle(self, topic: str, partition: int) -> bool:
+        return True
+
+    async def wait_appends(self, topic: str, partition: int) -> None:
+        return None
 
 
 @pytest.fixture

@@ -186,3 +186,70 @@ def test_bad_arguments_are_refused_without_taking_anything():
         assert worker.threads_started == 0
     finally:
         worker.close()
+
+
+# -- write jobs (submit_write) --------------------------------------------------------------------
+
+
+def test_write_job_writes_every_chunk_at_its_position_then_closes_the_descriptor(tmp_path):
+    path = tmp_path / "seg.log"
+    path.write_bytes(b"#" * 10)
+    worker = FsyncWorker(2)
+    try:
+        chunks = (b"alpha", bytearray(b"-beta-"), memoryview(b"gamma!!")[:5], b"x" * 200_000)
+        fd = remember(os.open(path, os.O_RDWR))
+        worker.submit_write(7, fd, 4, chunks)
+        assert collect(worker, 1) == [(7, 0)]
+        assert is_closed(fd)
+        want = b"####" + b"".join(bytes(c) for c in chunks)
+        assert path.read_bytes() == want       # the bytes before the position stay, the rest is the chunks
+    finally:
+        worker.close()
+
+
+def test_write_job_holds_its_buffers_until_reported_and_then_lets_them_go():
+    import sys
+    worker = FsyncWorker(1)
+    try:
+        data = bytearray(b"held" * 100)
+        before = sys.getrefcount(data)
+        fd = os.open(os.devnull, os.O_WRONLY)
+        worker.submit_write(1, fd, 0, (data,))
+        assert sys.getrefcount(data) == before + 1   # held by the job until completed() reports it
+        assert collect(worker, 1) == [(1, 0)]
+        assert sys.getrefcount(data) == before
+        data.extend(b"resizable again")        # no buffer export left: a bytearray can grow
+    finally:
+        worker.close()
+
+
+def test_write_job_to_a_bad_descriptor_reports_ebadf():
+    worker = FsyncWorker(1)
+    try:
+        worker.submit_write(3, unused_fd(), 0, (b"x",))
+        assert collect(worker, 1) == [(3, errno.EBADF)]
+    finally:
+        worker.close()
+
+
+def test_bad_write_arguments_are_refused_without_taking_the_descriptor(tmp_path):
+    worker = FsyncWorker(1)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(ValueError):
+            worker.submit_write(1, fd, -1, (b"x",))
+        with pytest.raises(ValueError):
+            worker.submit_write(1, fd, 0, ())
+        with pytest.raises(TypeError):
+            worker.submit_write(1, fd, 0, ("text",))
+        with pytest.raises(TypeError):
+            worker.submit_write(1, fd, 0, [b"x"])    # a tuple is required
+        with pytest.raises(ValueError):
+            worker.submit_write(1, -1, 0, (b"x",))
+        os.fstat(fd)                                  # still open: the caller's
+        worker.close()
+        with pytest.raises(RuntimeError):
+            worker.submit_write(1, fd, 0, (b"x",))
+        os.fstat(fd)
+    finally:
+        os.close(fd)
