@@ -66,6 +66,7 @@ from sundial.records.timestamps import (
 )
 
 from sundial.storage.files import FileSlice
+from sundial.storage.log import PendingAppend
 
 from . import page_cache
 from .appender import AppendWriters, PartitionAppender
@@ -97,6 +98,23 @@ def _tv2_marker_is_stale(log, producer_id: int, producer_epoch: int) -> bool:
     if entry is None or producer_epoch > entry.producer_epoch:
         return False
     return not (producer_epoch == entry.producer_epoch and entry.current_txn_start_offset < 0)
+
+
+def _append_now(begin, settle):
+    """``begin``'s append written on this thread (the internal topics' way): ``settle``'s outcome."""
+    log = None
+    try:
+        log, begun = begin()
+        if isinstance(begun, PendingAppend):
+            try:
+                begun.write()
+            except OSError as exc:
+                begun = log.finish_append(begun, exc)   # raises KafkaStorageError
+            else:
+                begun = log.finish_append(begun)
+    except Exception as exc:
+        return settle(log, None, exc)
+    return settle(log, begun, None)
 
 
 class _UnknownPartition(Exception):
@@ -516,7 +534,12 @@ class ReplicaManager:
                              exc_info=None if isinstance(exc, OSError) else exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
 
-            outcomes.append((topic, partition, self._appender(topic, partition).submit(begin, settle)))
+            if topic in INTERNAL_TOPICS:
+                # the coordinators append to their internal topics on the loop, write included; a
+                # marker there does the same, so no append of theirs ever meets one in flight
+                outcomes.append((topic, partition, _append_now(begin, settle)))
+            else:
+                outcomes.append((topic, partition, self._appender(topic, partition).submit(begin, settle)))
         appended: list[tuple[str, int, AppendOutcome]] = []
         for topic, partition, outcome in outcomes:
             if isinstance(outcome, asyncio.Future):

@@ -77,3 +77,52 @@ def test_without_shared_flushers_each_store_keeps_its_own(tmp_path):
 
     asyncio.run(scenario())
     logs.shutdown()
+
+
+def test_markers_to_an_internal_topic_never_leave_an_append_in_flight_for_its_store(tmp_path):
+    """The coordinators append to their internal topics on the loop; a transaction marker written
+    there must not hold the log with a write in flight (the offsets store's next append would be
+    refused). Every write of the append writers is held at a gate here: the marker to
+    ``__consumer_offsets`` still ends at once, and the store appends right after it."""
+    import threading
+
+    from sundial.broker.appender import AppendWriters
+
+    clock = [1_700_000_000_000]
+
+    def now_ms():
+        clock[0] += 1
+        return clock[0]
+
+    gate = threading.Event()
+
+    def held_write(fd, position, chunks):
+        gate.wait(60)
+        raise OSError(5, "the held writers must not be used for internal topics")
+
+    config = BrokerConfig({})
+    logs = LogManager([str(tmp_path)], config.explicit, now_ms=now_ms)
+    logs.startup()
+    flushers = PartitionFlushers(FlushThreads(2))
+    offsets = PartitionOffsetsLog.open(logs, config, now_ms=now_ms, flushers=flushers)
+    writers = AppendWriters(1, write=held_write)
+    rm = ReplicaManager(config, logs, purgatory=_Purgatory(), metrics=None, now_ms=now_ms, flushers=flushers,
+                        append_writers=writers)
+    log = logs.get_log(OFFSETS_TOPIC, 0)
+
+    async def scenario():
+        marker = asyncio.ensure_future(rm.write_txn_markers(
+            producer_id=9, producer_epoch=0, coordinator_epoch=0, commit=True, partitions=[(OFFSETS_TOPIC, 0)]))
+        await asyncio.sleep(0)                     # the marker begins; nothing of it may be in flight now
+        assert not log.append_in_flight
+        last = offsets.append([(b"key", b"value")], now_ms())
+        assert await marker == {(OFFSETS_TOPIC, 0): 0}
+        await offsets.wait_durable(last)
+        assert log.log_end_offset == last + 1 == 2
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.set()
+        writers.close()
+        logs.shutdown()
