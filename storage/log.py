@@ -194,7 +194,8 @@ class PartitionLog:
         self._cleaning = LogCleaning(dir_path, topic, partition, self._segments, self._factory, self._deleter,
                                      self._producers)
         self._active_ready = False
-        self._oldest_cache: tuple[tuple[int, int, int], int | None] | None = None   # oldest_record_timestamp
+        # oldest_record_timestamp: ((segment-list version, log start offset), log end offset, answer)
+        self._oldest_cache: tuple[tuple[int, int], int, int | None] | None = None
         self._in_flight: PendingAppend | None = None   # begun, not finished (see begin_append)
         self._closed = False
 
@@ -565,13 +566,14 @@ class PartitionLog:
     def oldest_record_timestamp(self) -> int | None:
         """Timestamp of the oldest retained record: the first data record at or after the log start
         offset, which compaction may have moved past it (None when there is none, or it has no
-        timestamp). Kept until the log start offset, the log end offset or the segment list
-        changes (a roll, retention, a cleaner swap), so asking again costs no read."""
+        timestamp). Kept until the log start offset or the segment list changes (a roll,
+        retention, a cleaner swap); an answer of "none yet" also until the log end offset moves.
+        So a scrape reads nothing while only appends come."""
         self._check_open()
-        key = (self._segments.version, self.log_start_offset, self._leo)
+        key = (self._segments.version, self.log_start_offset)
         cached = self._oldest_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        if cached is not None and cached[0] == key and (cached[2] is not None or cached[1] == self._leo):
+            return cached[2]
         found = None
         start = self.log_start_offset
         for view, data in self.batches_from(start, 64 * 1024):
@@ -581,7 +583,7 @@ class PartitionLog:
             if record is not None:
                 found = record.timestamp if record.timestamp >= 0 else None
                 break
-        self._oldest_cache = (key, found)
+        self._oldest_cache = (key, self._leo, found)
         return found
 
     # -- transactions (storage.log_transactions) ----------------------------------------------------------
