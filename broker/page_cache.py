@@ -64,6 +64,9 @@ from sundial.storage import disk
 RWF_PROBE_MAX_BYTES = 64 * 1024
 #: Chunk in which :func:`warm` reads a range (per call, on a scheduler thread).
 WARM_CHUNK_BYTES = 1024 * 1024
+#: Read in from a Fetch's first batch header that is not resident: the walk from the offset
+#: index's entry to the batch it looks for, and usually the start of the answer itself.
+HEADER_WARM_BYTES = 256 * 1024
 
 _PAGE = mmap.PAGESIZE
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", None)
@@ -194,4 +197,4 @@ def warm(ranges: list[tuple[int, int, int]]) -> None:
             os.close(fd)
 
 
-__all__ = ["cached", "own", "warm", "RWF_PROBE_MAX_BYTES"]
+__all__ = ["cached", "own", "warm", "RWF_PROBE_MAX_BYTES", "HEADER_WARM_BYTES"]

@@ -37,7 +37,8 @@ The event loop never waits on the disk for these (with a ``scheduler``,
 :mod:`broker.scheduler`): a partition is opened (and its leftovers recovered) on a
 scheduler thread before the first request that needs it is served (:meth:`open_logs`);
 a Fetch answer whose bytes are not all in the page cache is read into it on a
-scheduler thread before ``sendfile`` sends it (:mod:`broker.page_cache`); retention
+scheduler thread before ``sendfile`` sends it (:mod:`broker.page_cache`), and so are the
+batch headers a Fetch walks to find its first batch, before the walk (:meth:`_read_resident`); retention
 renames and unlinks on the scheduler, after the log start offsets are checkpointed
 (:meth:`ReplicaManager.delete_dropped_segments`).
 """
@@ -65,6 +66,7 @@ from sundial.records.timestamps import (
     MAX_TIMESTAMP,
 )
 
+from sundial.records.framing import NotInPageCache
 from sundial.storage.files import FileSlice
 from sundial.storage.log import PendingAppend
 
@@ -289,6 +291,7 @@ class ReplicaManager:
         self.groups = groups
         self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
+        self.header_warms = 0        # Fetch header walks that met a range not in the page cache
         self._owns_flushers = flushers is None
         self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads)
         self._flush_threads = self._flushers.threads
@@ -557,8 +560,13 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
     def _read_all(self, parts: list[FetchPartition], *, max_bytes: int, hard_limit: bool,
-                  client_max_magic: int, api_version: int,
-                  read_committed: bool = False) -> tuple[list[FetchOutcome], int, bool]:
+                  client_max_magic: int, api_version: int, read_committed: bool = False,
+                  cold: list[tuple[int, int, int]] | None = None) -> tuple[list[FetchOutcome], int, bool]:
+        """One read of every partition of a Fetch. With ``cold`` (a list), a partition whose
+        batch headers are not all in the page cache is left empty and the range is added to
+        ``cold`` (:meth:`_read_resident` reads it in and asks again); without, reads may wait
+        on the disk."""
+        probe = page_cache.cached if cold is not None else None
         results: list[FetchOutcome] = []
         budget = max_bytes
         total = 0
@@ -597,7 +605,10 @@ class ReplicaManager:
                 continue
             try:
                 info = log.read(p.fetch_offset, max(limit, 0), min_one_message=min_one,
-                                read_committed=read_committed)
+                                read_committed=read_committed, probe=probe)
+            except NotInPageCache as miss:   # raised only with a probe, so only when ``cold`` is a list
+                cold.append((miss.fd, miss.position, max(miss.size, page_cache.HEADER_WARM_BYTES)))  # type: ignore
+                continue
             except se.OffsetOutOfRangeError:
                 out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 any_error = True
@@ -648,14 +659,14 @@ class ReplicaManager:
         if waiting is not None:
             await waiting
 
-        def read_now():
+        def read_now(cold=None):
             return self._read_all(parts, max_bytes=max_bytes, hard_limit=hard_limit,
                                   client_max_magic=client_max_magic, api_version=api_version,
-                                  read_committed=read_committed)
+                                  read_committed=read_committed, cold=cold)
 
-        results, total, any_error = read_now()
+        results, total, any_error = await self._read_resident(parts, read_now)
         if total >= min_bytes or max_wait_ms <= 0 or any_error or not parts:
-            return await self._in_page_cache(results, read_now)
+            return await self._in_page_cache(parts, results, read_now)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         purgatory = self.purgatory
@@ -669,19 +680,37 @@ class ReplicaManager:
                 if not woken:
                     break
                 await self._reopened(parts)
-                results, total, any_error = read_now()
+                results, total, any_error = await self._read_resident(parts, read_now)
                 if total >= min_bytes or any_error:
-                    return await self._in_page_cache(results, read_now)
+                    return await self._in_page_cache(parts, results, read_now)
                 purgatory.unpark(waiter)
                 waiter = purgatory.park((p.topic, p.partition) for p in parts)
         finally:
             purgatory.unpark(waiter)
         # Deadline reached: answer with what is there now (fresh slices, nothing held across awaits).
         await self._reopened(parts)
-        results, _, _ = read_now()
-        return await self._in_page_cache(results, read_now)
+        results, _, _ = await self._read_resident(parts, read_now)
+        return await self._in_page_cache(parts, results, read_now)
 
-    async def _in_page_cache(self, results: list[FetchOutcome], read_now, attempts: int = 1) -> list[FetchOutcome]:
+    async def _read_resident(self, parts, read_now) -> tuple[list[FetchOutcome], int, bool]:
+        """``read_now`` on the loop, its header walks probing the page cache: ranges they
+        would have waited on the disk for are read in on the scheduler, then the read is
+        done again (nothing of the first is kept across the ``await``). A second miss
+        reads as it is."""
+        if self.scheduler is None:
+            return read_now()
+        cold: list[tuple[int, int, int]] = []
+        answer = read_now(cold)
+        if not cold:
+            return answer
+        owned = page_cache.own(cold)
+        await self.scheduler.run(page_cache.warm, owned)
+        self.header_warms += 1
+        await self._reopened(parts)
+        return read_now()
+
+    async def _in_page_cache(self, parts, results: list[FetchOutcome], read_now,
+                             attempts: int = 1) -> list[FetchOutcome]:
         """Make sure the file slices of ``results`` are in the page cache, so that ``sendfile`` and
         ``pread`` on the loop do not wait on the disk: slices not all cached are read on the
         scheduler, then the answer is read again (slices never outlive an ``await``). After
@@ -697,8 +726,8 @@ class ReplicaManager:
             owned = page_cache.own(cold)
             await self.scheduler.run(page_cache.warm, owned)
             self.page_cache_warms += 1
-            await self._reopened(results)
-            results, _, _ = read_now()
+            await self._reopened(parts)
+            results, _, _ = read_now()   # its headers were resident a moment ago
         return results
 
     # -- list offsets ------------------------------------------------------------------------

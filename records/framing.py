@@ -12,13 +12,15 @@ too small for its magic's header.
 * :func:`walk_headers` — only the header fields of each entry of a file region
   (:class:`BatchHeader`), read with small ``pread`` calls: what a segment needs to find
   a batch by offset, its next offset or its producer state, without building views.
+  Given a page-cache probe, it raises :class:`NotInPageCache` instead of reading a
+  range the probe says is not resident (so an event loop never waits on the disk).
 * :func:`iter_records` — the records of a view or a buffer, any magic, reader semantics.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from . import codecs
 from .batch import BatchView
@@ -58,6 +60,18 @@ _unpack_v2_producer = V2_PRODUCER.unpack_from
 
 #: Bytes read per pread while walking batch headers from an index position.
 HEADER_SCAN_CHUNK_BYTES = 16 * 1024
+
+
+class NotInPageCache(Exception):
+    """A walk given a page-cache probe met a range of its file that is not resident:
+    reading it would wait on the disk. ``fd``, ``position`` and ``size`` name the range
+    (the descriptor is the caller's; it may close once the caller's call returns)."""
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        super().__init__(f"{size} bytes at position {position} are not in the page cache")
+        self.fd = fd
+        self.position = position
+        self.size = size
 
 
 def _as_memoryview(buf) -> memoryview:
@@ -155,13 +169,16 @@ class BatchHeader(NamedTuple):
 
 
 def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCAN_CHUNK_BYTES, *,
-                 with_producer: bool = False) -> Iterator[BatchHeader]:
+                 with_producer: bool = False,
+                 probe: Callable[[int, int, int], bool] | None = None) -> Iterator[BatchHeader]:
     """Headers of the complete entries of ``fd`` in ``[position, end)``.
 
     Stops silently at a partial trailing entry or when 17 bytes or fewer remain;
     raises :class:`CorruptRecordError` for ``size < 14``, a magic outside 0..2 or an
     entry smaller than its magic's header — the rules of Kafka's ``FileLogInputStream``.
-    ``with_producer`` also fills the v2 attributes and producer fields.
+    ``with_producer`` also fills the v2 attributes and producer fields. ``probe(fd,
+    position, size)``, when given, is asked before each read whether the range is in the
+    page cache; when it is not, :class:`NotInPageCache` is raised and nothing is read.
     """
     # Field positions as locals: this loop runs once per batch of every search and load.
     header_bytes = RECORD_BATCH_OVERHEAD
@@ -178,7 +195,10 @@ def walk_headers(fd: int, position: int, end: int, chunk_bytes: int = HEADER_SCA
         need = min(header_bytes, end - pos)
         i = pos - buf_pos
         if i < 0 or i + need > len(buf):
-            buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
+            want = min(chunk_bytes, end - pos)
+            if probe is not None and not probe(fd, pos, want):
+                raise NotInPageCache(fd, pos, want)
+            buf = os.pread(fd, want, pos)
             buf_pos = pos
             i = 0
             if len(buf) <= HEADER_SIZE_UP_TO_MAGIC:
@@ -235,4 +255,4 @@ def iter_records(data, *, max_bytes: int = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES
 
 
 __all__ = ["iter_batches", "iter_file_batches", "batches_of", "iter_records", "walk_headers", "BatchHeader",
-           "HEADER_SCAN_CHUNK_BYTES"]
+           "NotInPageCache", "HEADER_SCAN_CHUNK_BYTES"]

@@ -52,7 +52,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import structlog
 
@@ -504,11 +504,15 @@ class PartitionLog:
             offset = last + 1
 
     def read(self, offset: int, max_bytes: int, min_one_message: bool = True, *,
-             read_committed: bool = False) -> FetchDataInfo:
+             read_committed: bool = False,
+             probe: Callable[[int, int, int], bool] | None = None) -> FetchDataInfo:
         """Bytes from the batch holding ``offset`` (Fetch). Out of [LSO, LEO] → OffsetOutOfRangeError.
 
         ``read_committed``: nothing at or past the last stable offset, and the aborted
-        transactions of the range (:mod:`storage.log_transactions`).
+        transactions of the range (:mod:`storage.log_transactions`). ``probe(fd, position,
+        size)``: a page-cache probe; a batch header it says is not resident raises
+        :class:`~records.framing.NotInPageCache` instead of being read (the caller reads the
+        range in on a thread and asks again).
         """
         self._check_open()
         max_bytes = max(0, max_bytes)
@@ -528,7 +532,8 @@ class PartitionLog:
         while i < len(segments):
             seg = segments[i]
             limit = txn.position_limit(i, max_offset) if read_committed else None
-            found = seg.read(offset, max_bytes, seg.size_bytes if limit is None else limit, min_one_message)
+            found = seg.read(offset, max_bytes, seg.size_bytes if limit is None else limit, min_one_message,
+                             probe=probe)
             if found is not None:
                 if read_committed:
                     upper = txn.fetch_upper_bound(i, found.position, found.slice.size, leo)

@@ -443,25 +443,30 @@ class LogSegment:
             self._preallocated = False
 
     # -- read ------------------------------------------------------------------------------------
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
-        """First batch whose last offset >= ``offset`` (Kafka ``translateOffset``)."""
+    def translate_offset(self, offset: int, starting_position: int = 0, *,
+                         probe: Callable[[int, int, int], bool] | None = None) -> BatchHeader | None:
+        """First batch whose last offset >= ``offset`` (Kafka ``translateOffset``). ``probe``: a
+        page-cache probe for the header walk (:func:`~records.framing.walk_headers`)."""
         mapping = self.offset_index.lookup(offset)
         start = max(mapping.position, starting_position)
         if start > self.size_bytes:
             start = starting_position
-        for header in walk_headers(self.fd, start, self.size_bytes):
+        for header in walk_headers(self.fd, start, self.size_bytes, probe=probe):
             if header.last_offset >= offset:
                 return header
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False) -> SegmentRead | None:
-        """A slice starting at the batch holding ``start_offset``; None if nothing is at/after it."""
+             min_one_message: bool = False, *,
+             probe: Callable[[int, int, int], bool] | None = None) -> SegmentRead | None:
+        """A slice starting at the batch holding ``start_offset``; None if nothing is at/after it.
+        With ``probe``, a batch header not in the page cache raises
+        :class:`~records.framing.NotInPageCache` instead of being read."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment {self._log_path}")
         if max_position is None:
             max_position = self.size_bytes
-        found = self.translate_offset(start_offset)
+        found = self.translate_offset(start_offset, probe=probe)
         if found is None:
             return None
         adjusted = max(max_size, found.size_bytes) if min_one_message else max_size

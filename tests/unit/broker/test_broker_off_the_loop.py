@@ -277,9 +277,42 @@ def test_a_fetch_of_cold_pages_reads_them_on_the_scheduler(tmp_path, seam):
             rm.fetch([FetchPartition("t", 0, 0, 1 << 20)], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
                      api_version=11), held)
         assert ticks > 0 and rm.page_cache_warms == 1
+        # The header walk met the cold range first (held while the loop ticked), then the answer's.
+        assert rm.header_warms == 1 and held.order == ["read", "read"]
         (out,) = results
         assert out.error_code == 0 and out.records.size == log.active_segment.size_bytes
         assert isinstance(out.records, files.FileSlice)   # still zero-copy
+
+    asyncio.run(main())
+    logs.shutdown()
+    scheduler.close()
+
+
+def test_a_fetch_reads_evicted_batch_headers_on_the_scheduler_before_walking_them(tmp_path):
+    """Real eviction (no seam): after the segment's pages are dropped from the page cache, the
+    Fetch's header walk does not read them on the loop; the scheduler reads them in first and
+    the answer is the one a plain read gives."""
+    scheduler = Scheduler(2)
+    logs, rm = build(tmp_path, scheduler)
+    logs.create_topic("t", 1, {**UNBOUNDED, "index.interval.bytes": "100000"})
+    log = logs.get_log("t", 0)
+    for _ in range(40):
+        log.append(records(4, b"y" * 2000), now_ms=int(time.time() * 1000))
+    seg = log.active_segment
+    expected = log.read(150, 1 << 20)
+    want = (expected.slices[0].position, expected.slices[0].size)
+    os.fsync(seg.fd)
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if page_cache.cached(seg.fd, 0, seg.size_bytes):
+        logs.shutdown()
+        scheduler.close()
+        pytest.skip("the file system here keeps the pages (no eviction to test)")
+
+    async def main():
+        (out,) = await rm.fetch([FetchPartition("t", 0, 150, 1 << 20)], max_wait_ms=0, min_bytes=1,
+                                max_bytes=1 << 20, api_version=11)
+        assert out.error_code == 0 and (out.records.position, out.records.size) == want
+        assert rm.header_warms == 1
 
     asyncio.run(main())
     logs.shutdown()

@@ -405,3 +405,27 @@ def test_check_indexes_reports_zero_filled_and_missing(tmp_path):
     os.remove(seg.time_index.path)
     assert "time index missing" in reopened.check_indexes()
     reopened.close_handles()
+
+
+def test_a_read_given_a_probe_raises_for_a_header_not_in_the_page_cache(make):
+    """``read(probe=...)``: a refused range raises NotInPageCache before anything is read; a
+    probe that finds everything resident changes nothing."""
+    from sundial.records.framing import NotInPageCache
+
+    seg = make(0, interval=100)
+    for i in range(20):
+        append(seg, single(i, 1_000 + i))
+    plain = seg.read(13, 1 << 20)
+    same = seg.read(13, 1 << 20, probe=lambda fd, position, size: True)
+    assert same == plain
+    asked = []
+
+    def cold(fd, position, size):
+        asked.append((fd, position, size))
+        return False
+
+    with pytest.raises(NotInPageCache) as miss:
+        seg.read(13, 1 << 20, probe=cold)
+    start = seg.offset_index.lookup(13).position
+    assert asked == [(seg.fd, start, min(16 * 1024, seg.size_bytes - start))]
+    assert (miss.value.fd, miss.value.position) == (seg.fd, start)
