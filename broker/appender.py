@@ -39,8 +39,6 @@ from .flusher import FlushThreads, NativeCompletions
 
 logger = structlog.get_logger(__name__)
 
-#: Writer threads of a broker (started on demand): appends of that many partitions write at once.
-APPEND_WRITER_THREADS = 4
 
 
 def _write(fd: int, position: int, chunks: tuple) -> None:
@@ -78,6 +76,8 @@ def _as_os_error(error: BaseException | None) -> OSError | None:
 
 class AppendWriters:
     """The threads that write appends' bytes (see module doc); whoever builds them closes them.
+    Up to ``threads`` of them, started on demand (the broker's ``num.io.threads``): appends of
+    that many partitions write at once.
 
     Native threads (:class:`broker.flusher.NativeCompletions` over their own
     :func:`~storage.files.native_fsync_worker`, ``submit_write``) when built, else Python ones
@@ -86,7 +86,7 @@ class AppendWriters:
     does the disk seam when it makes ``write`` slow (:mod:`storage.disk`): only Python threads
     can call back into it."""
 
-    def __init__(self, threads: int = APPEND_WRITER_THREADS, *,
+    def __init__(self, threads: int, *,
                  write: Callable[[int, int, tuple], None] | None = None) -> None:
         if write is None and disk.current().is_slow("write"):
             write = _write_on_slow_disk

@@ -92,6 +92,11 @@ class FlushThreads(_Runner):
         self._idle: deque = deque()  # one entry per thread at (or on its way to) the queue
         self._closed = False
 
+    @property
+    def size(self) -> int:
+        """The most threads that run at once."""
+        return self._size
+
     def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
         if self._closed:
             raise RuntimeError("the fsync threads are closed")
@@ -223,6 +228,12 @@ class NativeFlushThreads(_Runner):
     def __init__(self, threads: int) -> None:
         self._jobs = NativeCompletions(native_fsync_worker(threads),
                                        lambda err: flush_failure(OSError(err, os.strerror(err))))
+        self._size = threads
+
+    @property
+    def size(self) -> int:
+        """The most threads that run at once."""
+        return self._size
 
     def submit(self, job, loop: asyncio.AbstractEventLoop, done) -> None:
         token = self._jobs.track(job, loop, done)
@@ -249,13 +260,10 @@ def native_fsync_available() -> bool:
     return native_fsync_built() and os.environ.get("SUNDIAL_NATIVE_FSYNC", "") != "0"
 
 
-#: Fsync threads of a broker: two flushes in flight for each of two partitions.
-FLUSH_THREADS = 4
-
-
-def make_flush_threads(threads: int = FLUSH_THREADS) -> FlushThreads | NativeFlushThreads:
-    """New fsync threads for one owner, who closes them: native when available
-    (:func:`native_fsync_available`), else Python threads. Threads start on demand."""
+def make_flush_threads(threads: int) -> FlushThreads | NativeFlushThreads:
+    """Up to ``threads`` new fsync threads for one owner, who closes them: native when available
+    (:func:`native_fsync_available`), else Python threads. Threads start on demand (the
+    broker's are ``num.io.threads``)."""
     return NativeFlushThreads(threads) if native_fsync_available() else FlushThreads(threads)
 
 
@@ -383,11 +391,11 @@ class PartitionFlushers:
     created again, a log-dir move's swap) the next call builds a new one.
     """
 
-    def __init__(self, threads: FlushThreads | NativeFlushThreads | None = None) -> None:
-        """``threads``: the fsync threads every flusher runs on, owned by the caller (None: new
-        ones of :func:`make_flush_threads`, owned and closed by :meth:`close`)."""
+    def __init__(self, threads: FlushThreads | NativeFlushThreads | None = None, *, thread_count: int = 1) -> None:
+        """``threads``: the fsync threads every flusher runs on, owned by the caller (None: up to
+        ``thread_count`` new ones of :func:`make_flush_threads`, owned and closed by :meth:`close`)."""
         self._owns_threads = threads is None
-        self.threads = threads if threads is not None else make_flush_threads()
+        self.threads = threads if threads is not None else make_flush_threads(thread_count)
         self._flushers: dict[tuple[str, int], PartitionFlusher] = {}
 
     def flusher(self, topic: str, partition: int, log) -> PartitionFlusher:

@@ -149,7 +149,7 @@ def build_broker(config: BrokerConfig, *, now_ms: Callable[[], int], cluster_id:
     group_configs = GroupConfigStore.open(data_dir, config.group_coordinator)
     # One flusher per partition for every writer that waits for durability: Produce, transaction
     # markers and the coordinators' internal topics (closed by Broker.close_flushers).
-    flushers = PartitionFlushers(flush_threads)
+    flushers = PartitionFlushers(flush_threads, thread_count=config.log_scheduling.io_threads)
     groups = GroupCoordinator(config, logs, now_ms=now_ms, group_configs=group_configs, flushers=flushers)
     share_state = ShareStateStore.open(logs, config, now_ms=now_ms, flushers=flushers)
     replica_manager = ReplicaManager(config, logs, purgatory=purgatory, metrics=metrics, now_ms=now_ms,

@@ -275,9 +275,10 @@ class ReplicaManager:
     coordinators that write internal topics, owned by the caller; None: flushers of its own over
     ``flush_threads``, closed by :meth:`close`. ``flush_threads`` runs the fsyncs (acks=all,
     ``flush.messages``/``flush.ms``) when no ``flushers`` are given, owned by the caller; None:
-    new ones (:func:`broker.flusher.make_flush_threads`), closed with the flushers.
+    ``num.io.threads`` new ones (:func:`broker.flusher.make_flush_threads`), closed with the flushers.
     ``append_writers`` write the bytes of Produce appends and transaction markers off the loop
-    (:mod:`broker.appender`), owned by the caller; None: new ones, closed by :meth:`close`.
+    (:mod:`broker.appender`), owned by the caller; None: ``num.io.threads`` new ones, closed by
+    :meth:`close`.
     """
 
     def __init__(self, config, logs, *, purgatory, metrics, now_ms: Callable[[], int], groups=None,
@@ -293,10 +294,12 @@ class ReplicaManager:
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
         self.header_warms = 0        # Fetch header walks that met a range not in the page cache
         self._owns_flushers = flushers is None
-        self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads)
+        io_threads = config.log_scheduling.io_threads   # num.io.threads: each pool's size
+        self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads,
+                                                                                 thread_count=io_threads)
         self._flush_threads = self._flushers.threads
         self._owns_writers = append_writers is None
-        self._writers = append_writers if append_writers is not None else AppendWriters()
+        self._writers = append_writers if append_writers is not None else AppendWriters(io_threads)
         self._appenders: dict[tuple[str, int], PartitionAppender] = {}
         self._consumed_holds: dict[tuple[str, int], tuple[int, str | None]] = {}  # logged holds
         self.log_mover = LogMover(self, now_ms)   # AlterReplicaLogDirs moves (broker.log_mover)

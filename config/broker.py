@@ -91,6 +91,10 @@ _def(ConfigDef("delete.topic.enable", B, True, "Allow DeleteTopics."))
 _def(ConfigDef("num.recovery.threads.per.data.dir", I, 1,
                "Threads per data directory that open and recover its logs at start-up (all directories at once).",
                at_least(1)))
+_def(ConfigDef("num.io.threads", I, 8,
+               "Threads that write Produce and transaction-marker batches into their segments, and as many "
+               "that fsync them (each pool started as needed; in Kafka the request handler threads, which do "
+               "this disk work).", between(1, 1024)))
 _def(ConfigDef("background.threads", I, 10, "Threads of the scheduler that does the broker's blocking file work "
                "(deleting segments, opening partitions, checkpoints, warming Fetch reads).", at_least(1)))
 _def(ConfigDef("log.initial.task.delay.ms", L, 30_000, "Delay before the first retention pass.", at_least(0)))
@@ -323,7 +327,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "process.roles", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "controller.listener.names", "inter.broker.listener.name",
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "num.network.threads", "num.io.threads",
+    "transaction.state.log.min.isr", "num.network.threads",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "inter.broker.protocol.version", "num.replica.fetchers", "metadata.log.dir",
 })

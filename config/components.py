@@ -262,6 +262,7 @@ MAX_PERIOD_MS = 2**31
     "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
     "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
     "background.threads": "background_threads",
+    "num.io.threads": "io_threads",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "num.recovery.threads.per.data.dir": "recovery_threads_per_data_dir",
 })
@@ -274,6 +275,7 @@ class LogSchedulingConfig(_View):
     flush_start_offset_checkpoint_interval_ms: int
     flush_scheduler_interval_ms: int
     background_threads: int
+    io_threads: int
     producer_id_expiration_ms: int
     recovery_threads_per_data_dir: int
 

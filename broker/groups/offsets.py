@@ -217,7 +217,8 @@ class PartitionOffsetsLog:
 
     ``flushers`` is the broker's one flusher per partition (:class:`broker.flusher.PartitionFlushers`,
     the ReplicaManager's), so this log's writes and the transaction markers written to it share
-    one durability path; None: flushers of its own (a store used without a ReplicaManager).
+    one durability path; None: flushers of its own on one fsync thread (a store used without a
+    ReplicaManager, whose writes wait for their fsync one at a time).
     """
 
     def __init__(self, logs, *, now_ms: Callable[[], int], read_chunk_bytes: int = 4 * 1024 * 1024,

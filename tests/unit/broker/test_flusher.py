@@ -206,8 +206,10 @@ async def test_flush_threads_belong_to_whoever_built_them(log, monkeypatch, nati
     monkeypatch.setenv("SUNDIAL_NATIVE_FSYNC", native)
     kind = NativeFlushThreads if flusher_module.native_fsync_available() else FlushThreads
     assert kind is (NativeFlushThreads if native == "1" and files.native_fsync_built() else FlushThreads)
-    threads = flusher_module.make_flush_threads()
-    assert isinstance(threads, kind) and flusher_module.make_flush_threads() is not threads
+    threads = flusher_module.make_flush_threads(2)
+    other = flusher_module.make_flush_threads(2)
+    assert isinstance(threads, kind) and other is not threads
+    other.close()
     flusher = PartitionFlusher(log, "t", 0, threads=threads)
     last = append(log, 3)
     await asyncio.wait_for(flusher.wait_flushed(last), 30)
@@ -232,7 +234,7 @@ async def test_flushers_close_only_threads_of_their_own(log):
     assert shared.flusher("t", 0, log) is not first          # forgotten by close
     await asyncio.wait_for(shared.wait_flushed("t", 0, log, append(log, 1)), 30)   # threads still open
     handed.close()
-    own = flusher_module.PartitionFlushers()
+    own = flusher_module.PartitionFlushers(thread_count=2)
     await asyncio.wait_for(own.wait_flushed("t", 0, log, append(log, 1)), 30)
     own.close()
     with pytest.raises(RuntimeError):
@@ -317,3 +319,13 @@ async def test_native_threads_refusing_a_job_fail_the_waiters_and_close_its_file
         await asyncio.wait_for(flusher.wait_flushed(second), 30)
     assert log.recovery_point == second   # the first flush's point, nothing more
     assert open_under(log.dir) == before
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_flushers_built_without_threads_start_as_many_as_they_are_given(monkeypatch, native):
+    """The broker's ``num.io.threads`` reaches its fsync threads (broker.node.build_broker)."""
+    monkeypatch.setenv("SUNDIAL_NATIVE_FSYNC", native)
+    for count in (1, 5):
+        own = flusher_module.PartitionFlushers(thread_count=count)
+        assert own.threads.size == count
+        own.close()
