@@ -706,11 +706,15 @@ class ReplicaManager:
         answer = read_now(cold)
         if not cold:
             return answer
-        owned = page_cache.own(cold)
-        await self.scheduler.run(page_cache.warm, owned)
         self.header_warms += 1
-        await self._reopened(parts)
+        await self._warm(cold, parts)
         return read_now()
+
+    async def _warm(self, cold: list[tuple[int, int, int]], parts) -> None:
+        """Read the ``cold`` ranges into the page cache on the scheduler (its own descriptors:
+        storage's may close meanwhile), then wait until ``parts`` are in service again."""
+        await self.scheduler.run(page_cache.warm, page_cache.own(cold))
+        await self._reopened(parts)
 
     async def _in_page_cache(self, parts, results: list[FetchOutcome], read_now,
                              attempts: int = 1) -> list[FetchOutcome]:
@@ -726,10 +730,8 @@ class ReplicaManager:
                         out.records.fd, out.records.position, out.records.size)]
             if not cold:
                 return results
-            owned = page_cache.own(cold)
-            await self.scheduler.run(page_cache.warm, owned)
             self.page_cache_warms += 1
-            await self._reopened(parts)
+            await self._warm(cold, parts)
             results, _, _ = read_now()   # its headers were resident a moment ago
         return results
 
