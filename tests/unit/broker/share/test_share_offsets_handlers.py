@@ -24,6 +24,7 @@ from sundial.broker.share.state_batch import RecordState, StateBatch, StateChang
 from sundial.broker.groups.offsets import MemoryOffsetsLog
 from sundial.broker.replica_manager import ReplicaManager
 from sundial.broker.share.state_store import ShareStateStore
+from sundial.config import BrokerConfig
 from sundial.protocol.api_keys import ApiKey
 from sundial.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from sundial.protocol.errors import ErrorCode as E
@@ -137,7 +138,7 @@ def new_broker() -> Broker:
     store = ShareStateStore(MemoryOffsetsLog(), FixedTopicIds({"t": T_ID, "u": U_ID}), now_ms=lambda: 1000)
     store.mark_loaded()
     broker.share_state = store
-    broker.replica_manager = ReplicaManager(None, broker.logs, purgatory=None, metrics=None, now_ms=lambda: 1000)
+    broker.replica_manager = ReplicaManager(BrokerConfig({}), broker.logs, purgatory=None, metrics=None, now_ms=lambda: 1000)
     return broker
 
 
