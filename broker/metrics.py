@@ -35,8 +35,9 @@ the first record at or after the log start offset (on a compacted topic the clea
 have removed the record at the log start offset itself), i.e. how far back a replay by
 time can go (records with older CreateTimes may follow it; -1 when the partition holds no
 record or its first record has no timestamp). Reading it costs a batch read, so the partition log keeps it
-until its log start or end offset moves or its segment list changes (a roll, retention, a
-cleaner swap): ``PartitionLog.oldest_record_timestamp``, reported in its ``summary()``.
+until its log start offset moves or its segment list changes (a roll, retention, a cleaner
+swap); an answer of "none yet" also until its log end offset moves:
+``PartitionLog.oldest_record_timestamp``, reported in its ``summary()``.
 
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``: Kafka's
 internal topics, :data:`broker.topics.INTERNAL_TOPICS`) have no per-partition series unless
