@@ -35,9 +35,13 @@ the first record at or after the log start offset (on a compacted topic the clea
 have removed the record at the log start offset itself), i.e. how far back a replay by
 time can go (records with older CreateTimes may follow it; -1 when the partition holds no
 record or its first record has no timestamp). Reading it costs a batch read, so the partition log keeps it
-until its log start offset moves or its segment list changes (a roll, retention, a cleaner
-swap); an answer of "none yet" also until its log end offset moves:
-``PartitionLog.oldest_record_timestamp``, reported in its ``summary()``.
+until its log start offset moves or a change rewrites offsets still in the log (a cleaner
+swap, a truncation; not an append or a roll); an answer of "none yet" also until its log
+end offset moves: ``PartitionLog.oldest_record_timestamp``, reported in its ``summary()``.
+That batch is the partition's oldest data, the likeliest to have left the page cache, and
+the rows are made on the loop: :func:`resident_partition_rows` reads them with a page-cache
+probe, reads a range the probe refuses into the page cache on the scrape's own thread, and
+then reads the rows again, so a scrape never makes the loop wait on the disk for it.
 
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``: Kafka's
 internal topics, :data:`broker.topics.INTERNAL_TOPICS`) have no per-partition series unless
@@ -69,6 +73,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import os
 import platform
 import time
 from typing import Callable
@@ -85,8 +90,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from sundial.protocol.api_keys import ApiKey
+from sundial.records.framing import NotInPageCache
 
-from . import __version__
+from . import __version__, page_cache
 from .groups.consumer_groups import GROUP_TYPE_CONSUMER
 from .groups.coordinator import GROUP_TYPE_CLASSIC
 from .groups.group import GroupState
@@ -247,11 +253,13 @@ class BrokerMetrics:
         self.registry.register(RowCollector(snapshot, _group_families, _GROUP_LABELS))
 
 
-def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: float = 5.0) -> Callable[[], list]:
+def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: float = 5.0, *,
+            discard: Callable[[object], None] | None = None) -> Callable[[], list]:
     """A function for another thread that runs ``fn`` on ``loop``'s thread and returns its result.
 
     Called on the loop's own thread it runs ``fn`` directly. On timeout, a closed loop
-    or an error in ``fn`` it returns an empty list (a scrape must never fail).
+    or an error in ``fn`` it returns an empty list (a scrape must never fail). ``discard``
+    gets a result that came after the caller stopped waiting (to release what it holds).
     """
 
     def call() -> list:
@@ -276,10 +284,46 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], list], timeout_s: 
             loop.call_soon_threadsafe(work)
             return future.result(timeout_s)
         except Exception:  # noqa: BLE001 - timeout, closed loop, snapshot error
-            future.cancel()
+            if not future.cancel() and discard is not None:   # running: its result comes later
+                future.add_done_callback(lambda done: None if done.exception() else discard(done.result()))
             return []
 
     return call
+
+
+def resident_partition_rows(loop: asyncio.AbstractEventLoop, rows: "PartitionRows",
+                            timeout_s: float = 5.0) -> Callable[[], list[dict]]:
+    """For the scrape thread: :class:`PartitionRows` made on the loop without waiting on the disk.
+
+    The rows are read on the loop with a page-cache probe; the ranges it refuses come back as
+    descriptors of their own, are read into the page cache on this thread, and the rows are
+    read again (a second refusal reads as it is, as a Fetch does).
+    """
+    probed = on_loop(loop, lambda: rows.read(page_cache.cached), timeout_s, discard=_close_cold)
+    plain = on_loop(loop, lambda: rows.read(None), timeout_s)
+
+    def call() -> list[dict]:
+        got = probed()
+        if not got:
+            return []
+        result, cold = got
+        if not cold:
+            return result
+        rows.warms += 1
+        page_cache.warm(cold)
+        again = plain()
+        return again[0] if again else []
+
+    return call
+
+
+def _close_cold(got) -> None:
+    """The descriptors of a probed read whose caller gave up waiting."""
+    for fd, _, _ in got[1]:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class PartitionRows:
@@ -297,12 +341,20 @@ class PartitionRows:
         self._logs = logs
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._internal_topics = internal_topics   # sundial.metrics.internal.topics.enabled
+        self.warms = 0   # scrapes that read a range into the page cache first (resident_partition_rows)
 
     def __call__(self) -> list[dict]:
+        return self.read(None)[0]
+
+    def read(self, probe: Callable[[int, int, int], bool] | None) -> tuple[list[dict], list[tuple[int, int, int]]]:
+        """The rows, and the ranges ``probe`` (a page-cache probe) refused as ``(fd, position,
+        size)`` with descriptors of their own (:func:`page_cache.own`; :func:`page_cache.warm`
+        closes them). A partition with a refused range has no row."""
         logs = self._logs()
         rows: list[dict] = []
+        cold: list[tuple[int, int, int]] = []
         if logs is None:
-            return rows
+            return rows, cold
         for meta in logs.topics():
             if meta.name in INTERNAL_TOPICS and not self._internal_topics:
                 continue
@@ -312,9 +364,14 @@ class PartitionRows:
                 plog = logs.get_log(meta.name, p)
                 if plog is None:
                     continue
-                rows.append({"topic": meta.name, "partition": p, **plog.summary(),
+                try:
+                    summary = plog.summary(probe)
+                except NotInPageCache as miss:
+                    cold.append((miss.fd, miss.position, max(miss.size, page_cache.HEADER_WARM_BYTES)))
+                    continue
+                rows.append({"topic": meta.name, "partition": p, **summary,
                              **plog.transaction_summary(self._now_ms())})
-        return rows
+        return rows, page_cache.own(cold)
 
 
 def group_lag_rows(coordinator) -> list[dict]:

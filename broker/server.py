@@ -57,7 +57,8 @@ from . import __version__
 from .connection import Connection
 from .dispatch import Dispatcher
 from .limits import RequestMemoryPool
-from .metrics import BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop, security_rows
+from .metrics import (BrokerMetrics, PartitionRows, group_lag_rows, group_rows, on_loop, resident_partition_rows,
+                      security_rows)
 from .node import Broker, build_broker
 from .share.metrics import ShareCollector, share_rows
 from .txn.metrics import TransactionCollector, txn_rows
@@ -294,7 +295,7 @@ class BrokerServer:
         await broker.transactions.start()
         self.metrics.registry.register(TransactionCollector(on_loop(loop, lambda: txn_rows(broker.transactions))))
         # Scrapes run on prometheus_client's thread; storage and groups are read on the loop.
-        self.metrics.install_partition_collector(on_loop(loop, PartitionRows(
+        self.metrics.install_partition_collector(resident_partition_rows(loop, PartitionRows(
             lambda: logs, internal_topics=cfg.metrics_internal_topics_enabled)))
         self.metrics.install_group_lag_collector(on_loop(loop, lambda: group_lag_rows(broker.groups)))
         self.metrics.install_group_collector(on_loop(loop, lambda: group_rows(broker.groups)))

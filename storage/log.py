@@ -58,7 +58,7 @@ import structlog
 
 from sundial.config.topic import TopicConfig
 from sundial.records.control import build_end_txn_marker, read_end_txn_marker
-from sundial.records.framing import iter_batches, iter_records
+from sundial.records.framing import NotInPageCache, iter_batches, iter_records
 from sundial.records.layout import INT32_MAX
 
 from . import files
@@ -194,8 +194,8 @@ class PartitionLog:
         self._cleaning = LogCleaning(dir_path, topic, partition, self._segments, self._factory, self._deleter,
                                      self._producers)
         self._active_ready = False
-        # oldest_record_timestamp: ((segment-list version, log start offset), log end offset, answer)
-        self._oldest_cache: tuple[tuple[int, int], int, int | None] | None = None
+        # oldest_record_timestamp: (segment-list version, log start offset, log end offset, answer)
+        self._oldest_cache: tuple[int, int, int, int | None] | None = None
         self._in_flight: PendingAppend | None = None   # begun, not finished (see begin_append)
         self._closed = False
 
@@ -486,13 +486,19 @@ class PartitionLog:
         return seg
 
     # -- read -----------------------------------------------------------------------------------------
-    def batches_from(self, start_offset: int, chunk_bytes: int) -> Iterator[tuple[object, bytes]]:
+    def batches_from(self, start_offset: int, chunk_bytes: int, *,
+                     probe: Callable[[int, int, int], bool] | None = None) -> Iterator[tuple[object, bytes]]:
         """``(header view, the batch's bytes)`` of every batch with offsets at or after
         ``start_offset``, up to the log end offset at the call, read ``chunk_bytes`` at a time
-        (at least one batch per read). For the replays of internal topics at load time."""
+        (at least one batch per read). For the replays of internal topics at load time.
+        ``probe``: as for :meth:`read`, and it covers the bytes read after the headers too."""
         offset, end = start_offset, self._leo
         while offset < end:
-            info = self.read(offset, chunk_bytes, min_one_message=True)
+            info = self.read(offset, chunk_bytes, min_one_message=True, probe=probe)
+            if probe is not None:
+                for piece in info.slices:
+                    if not probe(piece.fd, piece.position, piece.size):
+                        raise NotInPageCache(piece.fd, piece.position, piece.size)
             data = b"".join(s.read() for s in info.slices)
             last = offset - 1
             for view in iter_batches(data):
@@ -568,27 +574,34 @@ class PartitionLog:
         self._check_open()
         return self._search.record_timestamp_at(offset, self.log_start_offset, self._leo)
 
-    def oldest_record_timestamp(self) -> int | None:
+    def oldest_record_timestamp(self, probe: Callable[[int, int, int], bool] | None = None) -> int | None:
         """Timestamp of the oldest retained record: the first data record at or after the log start
         offset, which compaction may have moved past it (None when there is none, or it has no
-        timestamp). Kept until the log start offset or the segment list changes (a roll,
-        retention, a cleaner swap); an answer of "none yet" also until the log end offset moves.
-        So a scrape reads nothing while only appends come."""
+        timestamp).
+
+        Kept while the log start offset stays and no change of the segment list rewrote or
+        truncated offsets still in the log (a cleaner swap, a truncation): a roll or an append
+        does not touch it, so a scrape reads nothing while only appends and rolls come. An
+        answer of "none yet" is kept only until the log end offset moves.
+
+        ``probe(fd, position, size)``: a page-cache probe, as for :meth:`read`; a range it says
+        is not resident raises :class:`~records.framing.NotInPageCache` before it is read.
+        """
         self._check_open()
-        key = (self._segments.version, self.log_start_offset)
+        start, segments = self.log_start_offset, self._segments
         cached = self._oldest_cache
-        if cached is not None and cached[0] == key and (cached[2] is not None or cached[1] == self._leo):
-            return cached[2]
+        if (cached is not None and cached[1] == start and segments.bytes_unchanged_since(cached[0])
+                and segments.not_truncated_since(cached[0]) and (cached[3] is not None or cached[2] == self._leo)):
+            return cached[3]
         found = None
-        start = self.log_start_offset
-        for view, data in self.batches_from(start, 64 * 1024):
+        for view, data in self.batches_from(start, 64 * 1024, probe=probe):
             if view.is_control:
                 continue
             record = next((r for r in iter_records(data) if r.offset >= start), None)
             if record is not None:
                 found = record.timestamp if record.timestamp >= 0 else None
                 break
-        self._oldest_cache = (key, self._leo, found)
+        self._oldest_cache = (segments.version, start, self._leo, found)
         return found
 
     # -- transactions (storage.log_transactions) ----------------------------------------------------------
@@ -801,10 +814,11 @@ class PartitionLog:
                                    seg.offset_index.path, seg.time_index.path, seg.is_active))
         return out
 
-    def summary(self) -> dict:
+    def summary(self, probe: Callable[[int, int, int], bool] | None = None) -> dict:
         """Gauges for metrics: offsets, segment count, size, the largest record timestamp and the
-        oldest retained one (:meth:`oldest_record_timestamp`, -1 when none)."""
-        oldest = self.oldest_record_timestamp()
+        oldest retained one (:meth:`oldest_record_timestamp`, -1 when none). ``probe``: as there
+        (a range not in the page cache raises :class:`~records.framing.NotInPageCache`)."""
+        oldest = self.oldest_record_timestamp(probe)
         return {"log_start_offset": self.log_start_offset, "log_end_offset": self._leo,
                 "segment_count": len(self._segments), "size_bytes": self.size_bytes,
                 "max_timestamp_ms": self._search.max_timestamp_ms(), "recovery_point": self.recovery_point,

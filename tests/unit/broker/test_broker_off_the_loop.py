@@ -16,11 +16,12 @@ import time
 import pytest
 
 from sundial.broker import page_cache
-from sundial.broker.metrics import BrokerMetrics
+from sundial.broker.metrics import BrokerMetrics, PartitionRows, on_loop, resident_partition_rows
 from sundial.broker.replica_manager import FetchPartition, ReplicaManager
 from sundial.broker.scheduler import Scheduler
 from sundial.config import BrokerConfig
 from sundial.records.builder import SimpleRecord, build_records
+from sundial.records.framing import iter_records
 from sundial.storage import disk, files
 from sundial.storage.checkpoints import read_offset_checkpoint
 from sundial.storage.log_manager import LogManager
@@ -317,6 +318,81 @@ def test_a_fetch_reads_evicted_batch_headers_on_the_scheduler_before_walking_the
     asyncio.run(main())
     logs.shutdown()
     scheduler.close()
+
+
+# -- metrics: the oldest retained timestamp is read into the page cache off the loop ----------------------
+def _partition_with_old_records(tmp_path):
+    logs, _ = build(tmp_path, None)
+    logs.create_topic("t", 1, UNBOUNDED)
+    log = logs.get_log("t", 0)
+    t0 = int(time.time() * 1000) - 60_000
+    for i in range(30):
+        log.append(build_records(2, [SimpleRecord(t0 + i, b"k", b"w" * 2000)] * 4).buffer, now_ms=t0 + 60_000)
+    first = next(iter_records(log.read(0, 1 << 20).slices[0].read()))   # brute force: the first record
+    return logs, log, first.timestamp
+
+
+def test_a_scrape_reads_the_oldest_batch_in_on_its_own_thread_while_the_loop_serves(tmp_path, seam):
+    logs, log, want = _partition_with_old_records(tmp_path)
+    rows = PartitionRows(lambda: logs)
+    held = seam(HeldDisk(held={"read"}))   # a slow disk: every range counts as cold
+
+    async def main():
+        scrape = resident_partition_rows(asyncio.get_running_loop(), rows)
+        ticks, got = await served_while(asyncio.to_thread(scrape), held)
+        assert ticks > 0 and rows.warms == 1 and held.order == ["read"]
+        (row,) = got
+        assert row["oldest_timestamp_ms"] == want
+        log.roll(int(time.time() * 1000))   # a roll keeps the answer: the next scrape reads nothing
+        (row,) = await asyncio.to_thread(scrape)
+        assert row["oldest_timestamp_ms"] == want and rows.warms == 1 and held.order == ["read"]
+
+    asyncio.run(main())
+    logs.shutdown()
+
+
+def test_a_scrape_after_eviction_reads_the_oldest_batch_in_first(tmp_path):
+    """Real eviction (no seam): the scrape's probe on the loop sees the dropped pages, the scrape's
+    thread reads them in, and the row is the brute-force answer."""
+    logs, log, want = _partition_with_old_records(tmp_path)
+    seg = log.active_segment
+    os.fsync(seg.fd)
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if page_cache.cached(seg.fd, 0, seg.size_bytes):
+        logs.shutdown()
+        pytest.skip("the file system here keeps the pages (no eviction to test)")
+    rows = PartitionRows(lambda: logs)
+
+    async def main():
+        (row,) = await asyncio.to_thread(resident_partition_rows(asyncio.get_running_loop(), rows))
+        assert row["oldest_timestamp_ms"] == want and rows.warms == 1
+
+    asyncio.run(main())
+    logs.shutdown()
+
+
+def test_a_loop_answer_that_comes_after_the_scrape_gave_up_is_discarded():
+    release = threading.Event()
+    discarded = []
+
+    def slow():   # holds the loop until the scrape has given up
+        assert release.wait(60)
+        return ["late"]
+
+    async def main():
+        call = on_loop(asyncio.get_running_loop(), slow, timeout_s=0.05, discard=discarded.append)
+
+        def scrape():
+            try:
+                return call()
+            finally:
+                release.set()
+
+        assert await asyncio.to_thread(scrape) == []
+        await asyncio.sleep(0)
+        assert discarded == [["late"]]
+
+    asyncio.run(main())
 
 
 # -- retention: checkpoint, then renames, then unlinks -----------------------------------------------------

@@ -116,7 +116,7 @@ def test_build_info_is_one_with_version_and_python():
 
 # -- internal topics ----------------------------------------------------------------------------------
 class _Log:
-    def summary(self):
+    def summary(self, probe=None):
         return {"log_start_offset": 0, "log_end_offset": 0, "segment_count": 1, "size_bytes": 0,
                 "max_timestamp_ms": -1}
 
