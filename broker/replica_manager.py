@@ -86,6 +86,9 @@ _MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED
 # Isolation levels (Fetch v4+, ListOffsets v2+).
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+#: Times a timestamp search may meet a range not in the page cache and have it read in on the
+#: scheduler before it reads as it is (each round reads 256 KiB or the batch, whichever is larger).
+LOOKUP_WARM_ROUNDS = 3
 
 
 class _DurabilityTimeout(Exception):
@@ -293,6 +296,7 @@ class ReplicaManager:
         self.scheduler = scheduler   # broker.scheduler.Scheduler: blocking file work off the loop; None: inline
         self.page_cache_warms = 0    # Fetch answers read into the page cache on the scheduler first
         self.header_warms = 0        # Fetch header walks that met a range not in the page cache
+        self.lookup_warms = 0        # timestamp searches that met a range not in the page cache
         self._owns_flushers = flushers is None
         io_threads = config.log_scheduling.io_threads   # num.io.threads: each pool's size
         self._flushers = flushers if flushers is not None else PartitionFlushers(flush_threads,
@@ -736,15 +740,32 @@ class ReplicaManager:
         return results
 
     # -- list offsets ------------------------------------------------------------------------
+    async def list_offset_resident(self, topic: str, partition: int, timestamp: int, **kwargs) -> OffsetAnswer:
+        """:meth:`list_offset` without waiting on the disk on the loop: a timestamp search is
+        made with the page-cache probe; a range it refuses is read in on the scheduler and the
+        search made again (up to :data:`LOOKUP_WARM_ROUNDS` times, then as it is)."""
+        if self.scheduler is None:
+            return self.list_offset(topic, partition, timestamp, **kwargs)
+        for _ in range(LOOKUP_WARM_ROUNDS):
+            try:
+                return self.list_offset(topic, partition, timestamp, probe=page_cache.cached, **kwargs)
+            except NotInPageCache as miss:
+                self.lookup_warms += 1
+                await self._warm([(miss.fd, miss.position, max(miss.size, page_cache.HEADER_WARM_BYTES))],
+                                 [FetchPartition(topic, partition, 0, 0)])
+        return self.list_offset(topic, partition, timestamp, **kwargs)
+
     def list_offset(self, topic: str, partition: int, timestamp: int, *, api_version: int,
                     current_leader_epoch: int = -1, max_num_offsets: int = 1,
-                    isolation_level: int = READ_UNCOMMITTED) -> OffsetAnswer:
+                    isolation_level: int = READ_UNCOMMITTED,
+                    probe: Callable[[int, int, int], bool] | None = None) -> OffsetAnswer:
         """One partition of ListOffsets (Kafka ``Partition.fetchOffsetForTimestamp``).
 
         The last fetchable offset is the last stable offset under READ_COMMITTED (v2+), else
         the high watermark. LATEST answers it; EARLIEST and EARLIEST_LOCAL are exempt; any
         other lookup (a timestamp, MAX_TIMESTAMP, LATEST_TIERED) whose answer is at or past
-        it answers "none" (offset -1, timestamp -1).
+        it answers "none" (offset -1, timestamp -1). ``probe``: a page-cache probe for a
+        timestamp search (:class:`~records.framing.NotInPageCache` when it refuses a range).
         """
         log = self.log_for(topic, partition)
         if log is None:
@@ -774,7 +795,7 @@ class ReplicaManager:
         if timestamp == MAX_TIMESTAMP:
             found = log.max_timestamp_offset()
         else:
-            found = log.fetch_offset_by_timestamp(timestamp)
+            found = log.fetch_offset_by_timestamp(timestamp, probe=probe)
         if found is None or found.offset >= last_fetchable:
             return OffsetAnswer()
         epoch = found.leader_epoch if found.leader_epoch is not None and found.leader_epoch >= 0 else -1

@@ -549,14 +549,17 @@ class PartitionLog:
         return FetchDataInfo([], leo, lso, last_stable_offset=stable, aborted_transactions=aborted)
 
     # -- timestamp search (storage.log_search) -------------------------------------------------------------
-    def fetch_offset_by_timestamp(self, target_ms: int) -> TimestampOffset | None:
+    def fetch_offset_by_timestamp(self, target_ms: int, *,
+                                  probe: Callable[[int, int, int], bool] | None = None) -> TimestampOffset | None:
         """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
 
         Negative targets: -2/-4 earliest (LSO), -1 latest (LEO), -3 max timestamp,
         -5 nothing tiered (None). None means "not found" (offset -1, timestamp -1).
+        ``probe``: as for :meth:`read` (a range not in the page cache raises
+        :class:`~records.framing.NotInPageCache` before it is read).
         """
         self._check_open()
-        return self._search.fetch_offset_by_timestamp(target_ms, self.log_start_offset, self._leo)
+        return self._search.fetch_offset_by_timestamp(target_ms, self.log_start_offset, self._leo, probe=probe)
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """ListOffsets -3 (KAFKA-16310): the first record holding the largest timestamp."""

@@ -40,7 +40,7 @@ import itertools
 
 import bisect
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from sundial.records.batch import BatchView
 from sundial.records.framing import iter_records
@@ -177,12 +177,14 @@ class TimestampSearch:
         return max(cache.prefix_max_ts[-1] if cache.prefix_max_ts else NO_TIMESTAMP,
                    self._segments.active.max_timestamp_so_far)
 
-    def fetch_offset_by_timestamp(self, target_ms: int, log_start_offset: int,
-                                  log_end_offset: int) -> TimestampOffset | None:
+    def fetch_offset_by_timestamp(self, target_ms: int, log_start_offset: int, log_end_offset: int, *,
+                                  probe: Callable[[int, int, int], bool] | None = None) -> TimestampOffset | None:
         """ListOffsets for one partition: first record with timestamp >= T and offset >= LSO.
 
         Negative targets: -2/-4 earliest (LSO), -1 latest (LEO), -3 max timestamp,
         -5 nothing tiered (None). None means "not found" (offset -1, timestamp -1).
+        ``probe``: a page-cache probe for the segment reads of a timestamp
+        (:meth:`LogSegment.find_offset_by_timestamp`).
         """
         if target_ms < 0:
             if target_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -200,7 +202,7 @@ class TimestampSearch:
             def find_in_batch(data, position, t_ms, min_offset, base=base):
                 return cache_find((prefix, base, position), data, position, t_ms, min_offset)
 
-            found = seg.find_offset_by_timestamp(target_ms, log_start_offset, find_in_batch)
+            found = seg.find_offset_by_timestamp(target_ms, log_start_offset, find_in_batch, probe=probe)
             if found is not None:
                 return found
         return None

@@ -54,7 +54,7 @@ from typing import Callable, NamedTuple
 
 import structlog
 
-from sundial.records.framing import BatchHeader, walk_headers
+from sundial.records.framing import BatchHeader, NotInPageCache, walk_headers
 from sundial.records.layout import INT32_MAX
 
 from . import files
@@ -510,19 +510,23 @@ class LogSegment:
         self._read_map = None
 
     # -- timestamp search ------------------------------------------------------------------------
-    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int,
-                                 find_in_batch: Callable) -> TimestampOffset | None:
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int, find_in_batch: Callable, *,
+                                 probe: Callable[[int, int, int], bool] | None = None) -> TimestampOffset | None:
         """First record with timestamp >= ``timestamp_ms`` and offset >= ``starting_offset`` (§6.2 3–5).
 
         ``find_in_batch(batch_bytes, position, target_ms, min_offset)`` returns
-        ``(offset, timestamp)`` or None for one batch.
+        ``(offset, timestamp)`` or None for one batch. ``probe(fd, position, size)``: a
+        page-cache probe, asked before each header read and before a batch is parsed; a range
+        it refuses raises :class:`~records.framing.NotInPageCache` and nothing of it is read.
         """
         ts_entry = self.time_index.lookup(timestamp_ms)
         position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
         if position > self.size_bytes:
             position = 0
-        for header in walk_headers(self.fd, position, self.size_bytes):
+        for header in walk_headers(self.fd, position, self.size_bytes, probe=probe):
             if header.max_timestamp >= timestamp_ms and header.last_offset >= starting_offset:
+                if probe is not None and not probe(self.fd, header.position, header.size_bytes):
+                    raise NotInPageCache(self.fd, header.position, header.size_bytes)
                 found = find_in_batch(self.read_batch(header), header.position, timestamp_ms, starting_offset)
                 if found is not None:
                     epoch = header.leader_epoch if header.magic >= 2 and header.leader_epoch >= 0 else None

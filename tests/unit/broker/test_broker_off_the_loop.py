@@ -321,8 +321,9 @@ def test_a_fetch_reads_evicted_batch_headers_on_the_scheduler_before_walking_the
 
 
 # -- metrics: the oldest retained timestamp is read into the page cache off the loop ----------------------
-def _partition_with_old_records(tmp_path):
-    logs, _ = build(tmp_path, None)
+def _partition_with_old_records(tmp_path, logs=None):
+    if logs is None:
+        logs, _ = build(tmp_path, None)
     logs.create_topic("t", 1, UNBOUNDED)
     log = logs.get_log("t", 0)
     t0 = int(time.time() * 1000) - 60_000
@@ -393,6 +394,49 @@ def test_a_loop_answer_that_comes_after_the_scrape_gave_up_is_discarded():
         assert discarded == [["late"]]
 
     asyncio.run(main())
+
+
+# -- ListOffsets by timestamp: the search's ranges are read in off the loop ------------------------------
+def test_a_timestamp_lookup_of_cold_pages_reads_them_on_the_scheduler(tmp_path, seam):
+    scheduler = Scheduler(2)
+    logs, rm = build(tmp_path, scheduler)
+    logs, log, first_ms = _partition_with_old_records(tmp_path / "d", logs=logs)
+    target = first_ms + 14   # batch 14: 4 records a batch, their timestamps 1 ms apart by batch
+    plain = rm.list_offset("t", 0, target, api_version=7)
+    assert plain.offset == 56
+    held = seam(HeldDisk(held={"read"}))   # a slow disk: every range counts as cold, every time
+
+    async def main():
+        ticks, answer = await served_while(rm.list_offset_resident("t", 0, target, api_version=7), held)
+        assert ticks > 0 and answer == plain
+        # three rounds read in on the scheduler while the loop ticked, then the search read as it is
+        assert rm.lookup_warms == 3 and held.order == ["read"] * 3
+
+    asyncio.run(main())
+    logs.shutdown()
+    scheduler.close()
+
+
+def test_a_timestamp_lookup_after_eviction_reads_the_batch_in_first(tmp_path):
+    scheduler = Scheduler(2)
+    logs, rm = build(tmp_path, scheduler)
+    logs, log, first_ms = _partition_with_old_records(tmp_path / "d", logs=logs)
+    seg = log.active_segment   # not searched before the eviction: a search maps the pages it reads
+    os.fsync(seg.fd)
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if page_cache.cached(seg.fd, 0, seg.size_bytes):
+        logs.shutdown()
+        scheduler.close()
+        pytest.skip("the file system here keeps the pages (no eviction to test)")
+
+    async def main():
+        answer = await rm.list_offset_resident("t", 0, first_ms + 20, api_version=7)
+        assert rm.lookup_warms >= 1
+        assert answer == rm.list_offset("t", 0, first_ms + 20, api_version=7) and answer.offset == 80
+
+    asyncio.run(main())
+    logs.shutdown()
+    scheduler.close()
 
 
 # -- retention: checkpoint, then renames, then unlinks -----------------------------------------------------
