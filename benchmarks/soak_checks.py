@@ -354,7 +354,8 @@ def _rule(name, m2, m4, limit, text):
 def loop_stalls(log_paths: list[str]) -> list[dict]:
     """Every LOOP_STALL line (``--loop-watchdog``) as a dict: ``ms``, the loop thread's ``cpu_ms`` and
     ``runq_ms``, ``kernel``, ``stack``, and the busiest other thread's ``holder``, ``holder_cpu_ms``,
-    ``holder_runq_ms`` and ``holder_stack`` (absent in lines of older watchdogs: ``-`` and 0)."""
+    ``holder_runq_ms`` and ``holder_stack``, the garbage collector's ``gc_ms`` and ``gc_gen`` (absent in
+lines of older watchdogs: ``-``, 0 and -1)."""
     out = []
     for path in log_paths:
         try:
@@ -368,6 +369,7 @@ def loop_stalls(log_paths: list[str]) -> list[dict]:
                                     "runq_ms": float(kv.get("runq_ms", 0)), "kernel": kv.get("kernel", "?"),
                                     "steal_ms": float(kv.get("steal_ms", 0)),
                                     "major_faults": int(kv.get("major_faults", 0)),
+                                    "gc_ms": float(kv.get("gc_ms", 0)), "gc_gen": int(kv.get("gc_gen", -1)),
                                     "stack": stack, "holder": kv.get("holder", "-"),
                                     "holder_cpu_ms": float(kv.get("holder_cpu_ms", 0)),
                                     "holder_runq_ms": float(kv.get("holder_runq_ms", 0)),

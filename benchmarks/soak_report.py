@@ -133,6 +133,8 @@ def stall_class(st: dict) -> str:
     ms = st["ms"]
     if st["runq_ms"] + st["steal_ms"] >= ms / 2:
         return "waiting for a CPU (host)"
+    if st.get("gc_ms", 0) >= ms / 2:
+        return f"computing: garbage collection (generation {st.get('gc_gen', -1)})"
     if st["cpu_ms"] >= ms / 2:
         return "computing"
     if st.get("major_faults", 0) > 0 and st["kernel"] == "?":

@@ -36,10 +36,14 @@ numbers) with the kernel function it waited in (``wchan``). The stack is the mos
 Python stack, innermost frames, oldest first, separated by " > " (the import machinery's
 frozen frames left out); a stack ending in the event loop's own frame means the time went
 inside the loop's C code (a callback of its own, a system call it made, or waiting for the GIL).
+``gc_ms`` is the time the cyclic garbage collector ran during the stall (any thread: it holds
+the GIL, so neither the loop nor the watchdog runs meanwhile, which leaves ``samples=0``) and
+``gc_gen`` the oldest generation it collected then (-1 when it did not run).
 """
 
 import asyncio
 import collections
+import gc
 import os
 import sys
 import threading
@@ -53,6 +57,26 @@ _started = [False]
 
 
 _late: collections.deque = collections.deque()   # (previous beat, late beat) found by the heartbeat
+_collections: collections.deque = collections.deque(maxlen=256)   # (start, end, generation) of recent GCs
+_gc_began = [0.0]
+
+
+def _on_gc(phase: str, info: dict) -> None:
+    if phase == "start":
+        _gc_began[0] = time.monotonic()
+    else:
+        _collections.append((_gc_began[0], time.monotonic(), info.get("generation", -1)))
+
+
+def _gc_during(begin: float, end: float) -> tuple[float, int]:
+    """Milliseconds of garbage collection within ``[begin, end]`` and the oldest generation collected."""
+    ms, gen = 0.0, -1
+    for start, stop, generation in list(_collections):
+        overlap = min(stop, end) - max(start, begin)
+        if overlap > 0:
+            ms += overlap * 1000
+            gen = max(gen, generation)
+    return ms, gen
 
 
 def _heartbeat(loop) -> None:
@@ -296,8 +320,9 @@ def _report(threads, steal, loop_stat, history, tid, previous, late, stacks, ker
         threads.refresh()   # a thread started since the last refresh
     name = str(threads.names.get(holder, holder)).replace(" ", "_")
     began = time.time() - (time.monotonic() - previous)   # wall clock, for the harness's phases
+    gc_ms, gc_gen = _gc_during(previous, late)
     sys.stderr.write(f"LOOP_STALL ms={stall_ms:.0f} at={began:.3f} cpu_ms={cpu:.0f} runq_ms={runq:.0f} "
-                     f"steal_ms={stolen:.0f} major_faults={faults} "
+                     f"steal_ms={stolen:.0f} major_faults={faults} gc_ms={gc_ms:.0f} gc_gen={gc_gen} "
                      f"samples={sum(stacks.values())} kernel={state} holder={name} "
                      f"holder_cpu_ms={h_cpu:.0f} holder_runq_ms={h_runq:.0f} holder_kernel={h_kernel} others_in_syscalls={busy} "
                      f"stack={top} holder_stack={h_stack}\n")
@@ -309,6 +334,7 @@ def _wrap(factory):
         loop = factory(*args, **kwargs)
         if not _started[0]:
             _started[0] = True
+            gc.callbacks.append(_on_gc)
             loop.call_soon(_heartbeat, loop)
             threading.Thread(target=_watch, args=(threading.get_ident(), threading.get_native_id()),
                              name="loop-watchdog", daemon=True).start()

@@ -1,8 +1,9 @@
 """The soak's loop watchdog (benchmarks/loop_watchdog) and how the summary classes its stalls.
 
 The watchdog runs in a child interpreter whose loop is made to stall on purpose: a callback
-that sleeps (the loop blocked in a system call) and a thread that holds the GIL in one long C
-call (the loop waits for the GIL: the report must name that thread). The classes are checked
+that sleeps (the loop blocked in a system call), a thread that holds the GIL in one long C
+call (the loop waits for the GIL: the report must name that thread) and a full garbage
+collection on the loop (the report must say it ran). The classes are checked
 on lines built by hand.
 """
 
@@ -20,7 +21,7 @@ from soak_report import stall_class, stall_phase
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 CHILD = textwrap.dedent("""
-    import asyncio, threading, time, uvloop
+    import asyncio, gc, threading, time, uvloop
 
     go, hogged, finish = threading.Event(), threading.Event(), threading.Event()
 
@@ -32,6 +33,11 @@ CHILD = textwrap.dedent("""
 
     def sleepy():
         time.sleep(0.3)                 # the loop blocked in clock_nanosleep
+
+    def collecting():
+        junk = [[i] for i in range(1_000_000)]   # a million objects the collector tracks
+        gc.collect()                    # a full collection on the loop
+        return len(junk)
 
     async def main():
         t = threading.Thread(target=hog, name="gil-hog")
@@ -45,6 +51,8 @@ CHILD = textwrap.dedent("""
         await asyncio.sleep(0.5)        # the watchdog reports within a tick once the loop runs again
         finish.set()
         t.join()
+        collecting()
+        await asyncio.sleep(0.3)
 
     uvloop.new_event_loop().run_until_complete(main())
 """)
@@ -62,6 +70,8 @@ def test_the_watchdog_names_a_blocking_call_and_the_thread_holding_the_gil(tmp_p
     held = [s for s in stalls if s["holder"] == "gil-hog"]
     assert held, stalls
     assert all(s["at"] > 0 for s in stalls)
+    collected = [s for s in stalls if s["gc_gen"] == 2 and s["gc_ms"] > 0]
+    assert collected, stalls
 
 
 def _line(**kv) -> dict:
@@ -81,6 +91,8 @@ def test_stall_classes():
     assert stall_class(_line(kernel="running", holder_cpu_ms=90)) == "GIL held by a computing thread"
     assert stall_class(_line(kernel="futex/futex_do_wait", holder_runq_ms=10, holder_cpu_ms=10)) == "blocked"
     assert stall_class(_line(major_faults=3)) == "blocked: page faults read from the disk"
+    assert stall_class(_line(cpu_ms=90, gc_ms=60, gc_gen=2)) == "computing: garbage collection (generation 2)"
+    assert stall_class(_line(runq_ms=60, gc_ms=60, gc_gen=2)).startswith("waiting for a CPU (host)")
 
 
 def test_stall_phases():
