@@ -305,6 +305,12 @@ class BrokerServer:
         compiled = await schemas
         logger.info("protocol_schemas_loaded", versions=compiled,
                     waited_seconds=round(time.monotonic() - t_schemas, 3))
+        # Everything built so far (modules, configs, schemas, the log manager) lives as long as
+        # the process: move it out of the collector's reach so full collections stay short. The
+        # collection itself is a full one (80 ms here): done before the listeners open, no
+        # request waits for it.
+        gc.collect()
+        gc.freeze()
         while self._bound:
             listener, socks = self._bound.pop(0)
             for sock in socks:
@@ -313,10 +319,6 @@ class BrokerServer:
                     backlog=cfg.sockets.listen_backlog_size, ssl=ssl_contexts.get(listener.name))
                 self._servers.append(srv)
         self._start_periodic_tasks()
-        # Everything built so far (modules, configs, the log manager) lives as long as the
-        # process: move it out of the collector's reach so full collections stay short.
-        gc.collect()
-        gc.freeze()
         self._started = True
         logger.info("broker_started", version=SUNDIAL_VERSION, node_id=broker.node_id,
                     cluster_id=broker.cluster_id,
