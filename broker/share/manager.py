@@ -52,7 +52,7 @@ import structlog
 import sundial.storage.errors as se
 from sundial.config.group import BY_DURATION, EARLIEST, LATEST, READ_COMMITTED, ShareAutoOffsetReset
 from sundial.protocol.errors import ErrorCode
-from sundial.records.framing import walk_headers
+from sundial.records.framing import NotInPageCache, walk_headers
 from sundial.records.layout import CONTROL_FLAG_MASK, MAGIC_V2, TRANSACTIONAL_FLAG_MASK
 from sundial.records.timestamps import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sundial.storage.files import FileSlice
@@ -246,6 +246,7 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(max_sessions)
         #: Counters per share group.
         self.stats: dict[str, ShareFetchStats] = {}
+        self.header_warms = 0   # share fetches whose header walk met a range not in the page cache
 
     @classmethod
     def for_broker(cls, config, *, replica_manager, store: ShareStateStore, groups, group_configs,
@@ -406,7 +407,7 @@ class SharePartitionManager:
         await self._open_logs(partitions)
         max_records = max_records if max_records > 0 else 500
         batch_size = batch_size if batch_size > 0 else max_records
-        warmed = False
+        warmed = headers_warmed = False
         while True:
             out: dict[TopicPartition, PartitionFetch] = {}
             entries: list[_Entry] = []
@@ -427,7 +428,15 @@ class SharePartitionManager:
                 entries.append(entry)
             # From here to the answer nothing awaits: the file slices stay valid.
             settings = self._settings(group_id)
-            reads, readable = self._read_all(entries, settings, max_bytes, out)
+            cold = [] if not headers_warmed and self._scheduler() is not None else None
+            reads, readable = self._read_all(entries, settings, max_bytes, out, cold)
+            if cold:
+                # a header walk met a range not in the page cache: read it in off the loop, then
+                # read again (a second miss reads as it is, as a Fetch does)
+                headers_warmed = True
+                self.header_warms += 1
+                await self._scheduler().run(page_cache.warm, page_cache.own(cold))
+                continue
             if reads and not warmed and await self._warm(reads):
                 warmed = True
                 continue      # read again: the slices read before the await may be stale
@@ -450,8 +459,11 @@ class SharePartitionManager:
             out.setdefault(tp, PartitionFetch())
         return out
 
-    def _read_all(self, entries: list[_Entry], settings, max_bytes: int,
-                  out: dict) -> tuple[list[_Read], int]:
+    def _read_all(self, entries: list[_Entry], settings, max_bytes: int, out: dict,
+                  cold: list[tuple[int, int, int]] | None = None) -> tuple[list[_Read], int]:
+        """The reads of ``entries`` within ``max_bytes``. With ``cold`` (a list), their header walks
+        probe the page cache, and a partition whose walk met a range not resident is skipped, the
+        range appended to ``cold`` (for :func:`page_cache.warm`)."""
         reads: list[_Read] = []
         budget = max_bytes
         total = 0
@@ -460,7 +472,7 @@ class SharePartitionManager:
             if budget <= 0 and reads:
                 break
             try:
-                read = self._read(entry, budget, not reads, read_committed)
+                read = self._read(entry, budget, not reads, read_committed, cold)
             except se.StorageError as exc:
                 out[entry.key[1:]] = PartitionFetch(error_code_for(exc))
                 continue
@@ -471,11 +483,14 @@ class SharePartitionManager:
             budget -= read.slice.size
         return reads, total
 
+    def _scheduler(self):
+        return getattr(self._rm, "scheduler", None)
+
     async def _warm(self, reads: list[_Read]) -> bool:
         """Before anything is acquired: when the bytes read are not all in the page cache, read
         them in on the replica manager's scheduler, so that ``sendfile`` on the loop does not wait
         on the disk (as a Fetch does, :mod:`broker.page_cache`). True when it awaited."""
-        scheduler = getattr(self._rm, "scheduler", None)
+        scheduler = self._scheduler()
         if scheduler is None:
             return False
         cold = [(r.slice.fd, r.slice.position, r.slice.size) for r in reads
@@ -485,7 +500,8 @@ class SharePartitionManager:
         await scheduler.run(page_cache.warm, page_cache.own(cold))
         return True
 
-    def _read(self, entry: _Entry, max_bytes: int, min_one: bool, read_committed: bool) -> _Read | None:
+    def _read(self, entry: _Entry, max_bytes: int, min_one: bool, read_committed: bool,
+              cold: list[tuple[int, int, int]] | None = None) -> _Read | None:
         _, topic, partition = entry.key
         log = self._rm.log_for(topic, partition)
         if log is None:
@@ -499,16 +515,26 @@ class SharePartitionManager:
         bound = log.last_stable_offset if read_committed else log.high_watermark
         if offset >= bound:
             return None
+        probe = page_cache.cached if cold is not None else None
         try:
-            info = log.read(offset, max(max_bytes, 0), min_one_message=min_one, read_committed=read_committed)
+            info = log.read(offset, max(max_bytes, 0), min_one_message=min_one, read_committed=read_committed,
+                            probe=probe)
         except se.OffsetOutOfRangeError:
+            return None
+        except NotInPageCache as miss:   # the walk to the fetch offset
+            cold.append((miss.fd, miss.position, max(miss.size, page_cache.HEADER_WARM_BYTES)))  # type: ignore
             return None
         size = sum(s.size for s in info.slices)
         if size == 0 or len(info.slices) != 1:
             return None
         piece = info.slices[0]
-        headers = [h for h in walk_headers(piece.fd, piece.position, piece.position + piece.size,
-                                           with_producer=read_committed)]
+        end = piece.position + piece.size
+        try:
+            headers = [h for h in walk_headers(piece.fd, piece.position, end, with_producer=read_committed,
+                                               probe=probe)]
+        except NotInPageCache as miss:   # the answer's own headers: read the rest of the answer in
+            cold.append((miss.fd, miss.position, max(miss.size, end - miss.position)))  # type: ignore
+            return None
         if not headers:
             return None
         aborted = _aborted_ranges(headers, info.aborted_transactions or ()) if read_committed else []

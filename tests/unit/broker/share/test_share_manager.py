@@ -493,7 +493,11 @@ async def test_cold_pages_are_read_in_off_the_loop_before_acquiring(env_factory,
     monkeypatch.setattr(page_cache, "cached", lambda fd, position, size: False)   # every page cold
     got = (await env.fetch("A"))[("t", 0)]
     assert ranges(got) == [(0, 2, 1)] and offsets_in(got) == [0, 1, 2]
-    assert len(warmed) == 1                          # once per fetch, then read again and acquired
+    # the header walk's range first (then read again, as it is), then the answer's slice; then acquired
+    assert len(warmed) == 2 and env.manager.header_warms == 1
+    ((_, position, size),) = warmed[0][0]            # from the refused header to the answer's end at least
+    ((_, answer_position, answer_size),) = warmed[1][0]
+    assert position <= answer_position and position + size >= answer_position + answer_size
 
 
 def test_list_offsets_timestamp_of_each_reset_strategy():
