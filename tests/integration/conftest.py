@@ -35,6 +35,10 @@ import pytest
 pytestmark = pytest.mark.integration
 
 EXTERNAL_BOOTSTRAP = os.environ.get("SUNDIAL_BOOTSTRAP")
+#: How long a daemon's start may take (its ``broker_started`` and an open port) before the test
+#: fails: the start compiles the protocol schemas (2-3 s of a core), which on a host running the
+#: suite beside its busy loops and other work has been seen to pass 30 s.
+START_TIMEOUT_S = 90.0
 if EXTERNAL_BOOTSTRAP:
     from .docker_broker import DockerDaemons, docker_daemons
 
@@ -98,7 +102,7 @@ class SundialProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
-    def start(self, timeout_s: float = 30.0) -> "SundialProcess":
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> "SundialProcess":
         assert self.proc is None or self.proc.poll() is not None, "already running"
         os.makedirs(self.base_dir, exist_ok=True)
         self._log_fh = open(self.log_path, "ab")
@@ -149,7 +153,7 @@ class SundialProcess:
             self.proc.wait()
         self._close_log()
 
-    def restart(self, timeout_s: float = 30.0) -> "SundialProcess":
+    def restart(self, timeout_s: float = START_TIMEOUT_S) -> "SundialProcess":
         self.stop()
         return self.start(timeout_s)
 
@@ -193,7 +197,7 @@ class ContainerSundialProcess(SundialProcess):
 
     launcher = ["sundial"]
 
-    def start(self, timeout_s: float = 30.0) -> "SundialProcess":
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> "SundialProcess":
         from .docker_broker import ContainerProcess
 
         assert self.proc is None or self.proc.poll() is not None, "already running"
