@@ -92,6 +92,17 @@ def build(tmp_path, scheduler, **topic_overrides):
     return logs, rm
 
 
+def evict_or_skip(seg, *close) -> None:
+    """Drop the segment's pages from the page cache (written back first); skip the test, after
+    ``close`` (callables), where the file system keeps them."""
+    os.fsync(seg.fd)
+    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if page_cache.cached(seg.fd, 0, seg.size_bytes):
+        for fn in close:
+            fn()
+        pytest.skip("the file system here keeps the pages (no eviction to test)")
+
+
 async def served_while(work, held: HeldDisk) -> int:
     """Run ``work`` (a coroutine); count the ticks the loop ran while ``held`` held a file operation."""
     ticks = 0
@@ -302,12 +313,7 @@ def test_a_fetch_reads_evicted_batch_headers_on_the_scheduler_before_walking_the
     seg = log.active_segment
     expected = log.read(150, 1 << 20)
     want = (expected.slices[0].position, expected.slices[0].size)
-    os.fsync(seg.fd)
-    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    if page_cache.cached(seg.fd, 0, seg.size_bytes):
-        logs.shutdown()
-        scheduler.close()
-        pytest.skip("the file system here keeps the pages (no eviction to test)")
+    evict_or_skip(seg, logs.shutdown, scheduler.close)
 
     async def main():
         (out,) = await rm.fetch([FetchPartition("t", 0, 150, 1 << 20)], max_wait_ms=0, min_bytes=1,
@@ -357,11 +363,7 @@ def test_a_scrape_after_eviction_reads_the_oldest_batch_in_first(tmp_path):
     thread reads them in, and the row is the brute-force answer."""
     logs, log, want = _partition_with_old_records(tmp_path)
     seg = log.active_segment
-    os.fsync(seg.fd)
-    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    if page_cache.cached(seg.fd, 0, seg.size_bytes):
-        logs.shutdown()
-        pytest.skip("the file system here keeps the pages (no eviction to test)")
+    evict_or_skip(seg, logs.shutdown)
     rows = PartitionRows(lambda: logs)
 
     async def main():
@@ -422,12 +424,7 @@ def test_a_timestamp_lookup_after_eviction_reads_the_batch_in_first(tmp_path):
     logs, rm = build(tmp_path, scheduler)
     logs, log, first_ms = _partition_with_old_records(tmp_path / "d", logs=logs)
     seg = log.active_segment   # not searched before the eviction: a search maps the pages it reads
-    os.fsync(seg.fd)
-    os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    if page_cache.cached(seg.fd, 0, seg.size_bytes):
-        logs.shutdown()
-        scheduler.close()
-        pytest.skip("the file system here keeps the pages (no eviction to test)")
+    evict_or_skip(seg, logs.shutdown, scheduler.close)
 
     async def main():
         answer = await rm.list_offset_resident("t", 0, first_ms + 20, api_version=7)
